@@ -1,0 +1,323 @@
+//! Classifying a response (DESIGN §4): what did the site just tell us?
+//!
+//! Pure: status, headers, requested and final URL, and the first 64 KiB of the body go in; an
+//! [`Outcome`] comes out. Anti-bot pages are recognised at *any* status, because challenges are
+//! served as 200, 403, 429 and 503 alike. Widget markers (reCAPTCHA, hCaptcha) only count in
+//! the first 64 KiB: real result pages load reCAPTCHA for their contact forms far down the page
+//! (Idealista's does at ~700 KB), while a challenge page is small and shows it at once. Site
+//! profiles add their own markers through [`Markers`]; the generic ones are always applied.
+
+use crate::backoff::RefusalKind;
+use memchr::memmem;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How much of the body classification looks at.
+pub const BODY_HEAD: usize = 64 * 1024;
+
+/// What a check concluded. JSON names are [`Outcome::as_str`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// 2xx and the page was recognised.
+    Ok,
+    /// 304 Not Modified: the page has not changed since the last check.
+    Unchanged,
+    /// An anti-bot page.
+    Challenge,
+    /// 429.
+    RateLimited,
+    /// 401/403/451 (and other 4xx) without challenge markers.
+    Denied,
+    /// Redirected to a login/checkpoint page, or a logged-out marker on a site with cookies.
+    SessionExpired,
+    /// 5xx, timeout or a transport failure, after retries.
+    Error,
+    /// 404/410: the search no longer exists.
+    SearchGone,
+    /// 2xx, but the result list could not be found on the page.
+    LayoutUnknown,
+}
+
+impl Outcome {
+    /// The name in JSON, the database and logs. `Unchanged` reports as `ok`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok | Self::Unchanged => "ok",
+            Self::Challenge => "challenge",
+            Self::RateLimited => "rate_limited",
+            Self::Denied => "denied",
+            Self::SessionExpired => "session_expired",
+            Self::Error => "error",
+            Self::SearchGone => "search_gone",
+            Self::LayoutUnknown => "layout_unknown",
+        }
+    }
+
+    /// Parses [`Self::as_str`] back (`ok` → `Ok`).
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Ok,
+            Self::Challenge,
+            Self::RateLimited,
+            Self::Denied,
+            Self::SessionExpired,
+            Self::Error,
+            Self::SearchGone,
+            Self::LayoutUnknown,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+    }
+
+    /// The ladder this outcome climbs, if it is a site refusal.
+    #[must_use]
+    pub const fn refusal_kind(self) -> Option<RefusalKind> {
+        match self {
+            Self::Challenge => Some(RefusalKind::Challenge),
+            Self::RateLimited => Some(RefusalKind::RateLimited),
+            Self::Denied => Some(RefusalKind::Denied),
+            Self::Error => Some(RefusalKind::Error),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why no usable response arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportFailure {
+    /// No response (or no complete body) within the time allowed.
+    Timeout,
+    /// Connect, reset, DNS or TLS failure.
+    Connect,
+    /// More redirects than allowed (5).
+    TooManyRedirects,
+    /// The body (after decompression) passed the size cap.
+    BodyTooLarge,
+    /// The response could not be decoded (broken gzip, invalid framing).
+    Malformed,
+}
+
+/// A header that marks an anti-bot response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderMarker {
+    /// Lower-case header name.
+    pub name: String,
+    /// A substring the value must contain (case-insensitive), or `None` for "present".
+    pub value_contains: Option<String>,
+    /// Only counts when the status is not 2xx (DataDome sets its header on ordinary pages too).
+    pub only_on_error: bool,
+}
+
+/// Signs of refusal and of a lost session. Profiles extend [`Markers::generic`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Markers {
+    /// Substrings of the first 64 KiB of body that mean "challenge page".
+    pub challenge_body: Vec<String>,
+    /// Headers that mean "challenge page".
+    pub challenge_headers: Vec<HeaderMarker>,
+    /// Final-URL path prefixes that mean "challenge page" (Idealista's `/checkvalidation`).
+    pub challenge_paths: Vec<String>,
+    /// Final-URL path prefixes of login pages: being redirected there means the session expired.
+    pub login_paths: Vec<String>,
+    /// Substrings that mean "you are logged out" (checked only on sites that use cookies).
+    pub logged_out_body: Vec<String>,
+}
+
+impl Markers {
+    /// The markers every site gets: Cloudflare, DataDome, hCaptcha, reCAPTCHA and Geetest
+    /// challenges, and the common login paths.
+    #[must_use]
+    pub fn generic() -> Self {
+        let s = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        Self {
+            challenge_body: s(&[
+                "<title>Just a moment...</title>",
+                "_cf_chl_opt",
+                "captcha-delivery.com",
+                "hcaptcha.com/1/api.js",
+                "class=\"h-captcha\"",
+                "class=\"g-recaptcha\"",
+                "initGeetest",
+                "static.geetest.com",
+            ]),
+            challenge_headers: vec![
+                HeaderMarker {
+                    name: "cf-mitigated".into(),
+                    value_contains: Some("challenge".into()),
+                    only_on_error: false,
+                },
+                HeaderMarker {
+                    name: "x-datadome".into(),
+                    value_contains: None,
+                    only_on_error: true,
+                },
+            ],
+            challenge_paths: Vec::new(),
+            login_paths: s(&[
+                "/login",
+                "/signin",
+                "/sign-in",
+                "/checkpoint",
+                "/accounts/login",
+                "/auth/login",
+            ]),
+            logged_out_body: Vec::new(),
+        }
+    }
+
+    /// Adds body markers of challenge pages.
+    #[must_use]
+    pub fn with_challenge_body(mut self, markers: &[&str]) -> Self {
+        self.challenge_body
+            .extend(markers.iter().map(|s| (*s).to_owned()));
+        self
+    }
+
+    /// Adds final-URL path prefixes of challenge pages.
+    #[must_use]
+    pub fn with_challenge_paths(mut self, paths: &[&str]) -> Self {
+        self.challenge_paths
+            .extend(paths.iter().map(|s| (*s).to_owned()));
+        self
+    }
+
+    /// Adds login path prefixes.
+    #[must_use]
+    pub fn with_login_paths(mut self, paths: &[&str]) -> Self {
+        self.login_paths
+            .extend(paths.iter().map(|s| (*s).to_owned()));
+        self
+    }
+
+    /// Adds logged-out markers.
+    #[must_use]
+    pub fn with_logged_out_body(mut self, markers: &[&str]) -> Self {
+        self.logged_out_body
+            .extend(markers.iter().map(|s| (*s).to_owned()));
+        self
+    }
+}
+
+impl Default for Markers {
+    fn default() -> Self {
+        Self::generic()
+    }
+}
+
+/// Everything classification looks at.
+#[derive(Clone, Copy, Debug)]
+pub struct ResponseFacts<'a> {
+    /// The final status, or `None` if no response arrived.
+    pub status: Option<u16>,
+    /// Why no usable response arrived, if so.
+    pub failure: Option<TransportFailure>,
+    /// Response headers; names lower-case.
+    pub headers: &'a [(String, String)],
+    /// The URL we asked for.
+    pub requested_url: &'a str,
+    /// The URL after redirects.
+    pub final_url: &'a str,
+    /// The first bytes of the body (only the first [`BODY_HEAD`] are looked at).
+    pub body_head: &'a [u8],
+    /// Whether we sent session cookies (enables logged-out markers).
+    pub has_session: bool,
+}
+
+fn path_of(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(url, |i| &url[i + 3..]);
+    after_scheme.find('/').map_or("/", |i| &after_scheme[i..])
+}
+
+fn contains_any(haystack: &[u8], needles: &[String]) -> bool {
+    needles
+        .iter()
+        .any(|n| !n.is_empty() && memmem::find(haystack, n.as_bytes()).is_some())
+}
+
+/// Whether a response is an anti-bot page (used by `classify`, and by extractors that meet
+/// an unexpected page).
+#[must_use]
+pub fn is_challenge(facts: &ResponseFacts<'_>, markers: &Markers) -> bool {
+    let is_error = facts.status.is_some_and(|s| !(200..300).contains(&s));
+    let header_hit = markers.challenge_headers.iter().any(|m| {
+        (!m.only_on_error || is_error)
+            && facts.headers.iter().any(|(name, value)| {
+                name.eq_ignore_ascii_case(&m.name)
+                    && m.value_contains.as_ref().is_none_or(|want| {
+                        value
+                            .to_ascii_lowercase()
+                            .contains(&want.to_ascii_lowercase())
+                    })
+            })
+    });
+    if header_hit {
+        return true;
+    }
+    let head = &facts.body_head[..facts.body_head.len().min(BODY_HEAD)];
+    if contains_any(head, &markers.challenge_body) {
+        return true;
+    }
+    let path = path_of(facts.final_url);
+    markers
+        .challenge_paths
+        .iter()
+        .any(|p| path.starts_with(p.as_str()))
+}
+
+/// Classifies one response (DESIGN §4). A 2xx comes back `Ok`; whether the page is recognised
+/// (`LayoutUnknown`) is the extractor's call.
+#[must_use]
+pub fn classify(facts: &ResponseFacts<'_>, markers: &Markers) -> Outcome {
+    if let Some(failure) = facts.failure {
+        return match failure {
+            TransportFailure::Timeout
+            | TransportFailure::Connect
+            | TransportFailure::TooManyRedirects
+            | TransportFailure::BodyTooLarge
+            | TransportFailure::Malformed => Outcome::Error,
+        };
+    }
+    let Some(status) = facts.status else {
+        return Outcome::Error;
+    };
+    if is_challenge(facts, markers) {
+        return Outcome::Challenge;
+    }
+    let redirected = facts.final_url != facts.requested_url;
+    if redirected {
+        let path = path_of(facts.final_url);
+        if markers
+            .login_paths
+            .iter()
+            .any(|p| path.starts_with(p.as_str()))
+        {
+            return Outcome::SessionExpired;
+        }
+    }
+    if facts.has_session
+        && contains_any(
+            &facts.body_head[..facts.body_head.len().min(BODY_HEAD)],
+            &markers.logged_out_body,
+        )
+    {
+        return Outcome::SessionExpired;
+    }
+    match status {
+        429 => Outcome::RateLimited,
+        401 | 403 | 451 => Outcome::Denied,
+        404 | 410 => Outcome::SearchGone,
+        304 => Outcome::Unchanged,
+        200..=299 => Outcome::Ok,
+        400..=499 => Outcome::Denied,
+        _ => Outcome::Error,
+    }
+}

@@ -1,0 +1,15 @@
+//! Notifio, the application: config, fetcher, extractors, store, notifier, the watch loop that
+//! drives the pure scheduler, the dashboard and the CLI. Every decision about *when* to knock
+//! on a site lives in `notifio-policy`; this crate does the I/O those decisions call for.
+
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod extract;
+pub mod fetch;
+pub mod listing;
+pub mod notify;
+pub mod status;
+pub mod store;
+pub mod watch;
+pub mod web;
