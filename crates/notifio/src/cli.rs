@@ -1,1 +1,371 @@
-//! TODO
+//! The command line (DESIGN §8): `demo`, `watch`, `check`, `status`, `ladders`, `init`.
+//!
+//! Thin glue over the library. Exit codes are part of the interface: 0 when the command ran
+//! (whatever the sites answered), 2 for a bad config or usage (the message names
+//! file:line:col and the key), 1 for a runtime failure.
+
+use crate::config::{self, Config, ConfigError};
+use crate::status;
+use crate::watch::{Mode, PassResult, Watcher};
+use clap::{Parser, Subcommand};
+use notifio_policy::backoff::describe_steps;
+use notifio_policy::{format_duration, BackoffPolicy, RefusalKind, RequestClass, RetryPolicies};
+use serde::Serialize;
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Watches rental search pages and tells you within seconds when a new listing appears —
+/// politely: a site that refuses is left alone on a per-site ladder, and comes back through a
+/// single probe.
+#[derive(Debug, Parser)]
+#[command(name = "notifio", version, about, long_about = None)]
+pub struct Cli {
+    /// Config file (default: ./notifio.toml, then the platform config dir).
+    #[arg(long, short = 'c', global = true, env = "NOTIFIO_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// More log output (-v info, -vv debug). RUST_LOG overrides.
+    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Offline demo: a fake portal on loopback, five searches, a site that refuses and recovers.
+    Demo {
+        /// Compress the demo's timeline by this factor (ladders and script shrink; shown on start).
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// Stop after this many seconds (default: run until Ctrl-C).
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Dashboard address (default 127.0.0.1:7878; port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:7878")]
+        dashboard: String,
+    },
+    /// Watch every configured search until Ctrl-C.
+    Watch,
+    /// One pass over all searches; prints what each found.
+    Check {
+        /// One JSON object per line per search on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Send notifications for new listings found (default: only record them).
+        #[arg(long)]
+        notify: bool,
+        /// Check sites even while they are waiting (ignores the backoff registry).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Searches and sites: state, refusal kind, rung, countdown, last outcome.
+    Status {
+        /// The dashboard's /api/status JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the backoff ladders and the retry schedule.
+    ///
+    /// Kinds of refusal, each with its own ladder (the last rung is the ceiling):
+    /// challenge (an anti-bot page), rate_limited (HTTP 429), denied (401/403/451 without a
+    /// challenge), error (5xx or a network failure after request-level retries). A site's
+    /// Retry-After can lengthen a wait, never shorten it, and no wait exceeds max_wait (1h).
+    Ladders {
+        /// Milliseconds, as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a commented starter config.
+    Init {
+        /// Where (default ./notifio.toml).
+        path: Option<PathBuf>,
+    },
+}
+
+/// A failure with its exit code.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad config or usage: exit 2.
+    Config(ConfigError),
+    /// Anything else: exit 1.
+    Runtime(anyhow::Error),
+}
+
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Self {
+        Self::Config(e)
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Self::Runtime(e)
+    }
+}
+
+/// Entry point used by `main.rs`.
+#[must_use]
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Config(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info,notifio=info",
+        _ => "debug,hyper=info,reqwest=info,h2=info,rustls=info",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {
+    let path = path.unwrap_or_else(config::default_path);
+    let cfg = config::load(&path)?;
+    for w in cfg.warnings() {
+        tracing::warn!("{w}");
+        eprintln!("warning: {w}");
+    }
+    Ok(cfg)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| Failure::Runtime(e.into()))
+}
+
+/// Runs a parsed command.
+///
+/// # Errors
+/// See [`Failure`].
+pub fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Ladders { json } => {
+            let (backoff, retry) = match cli.config {
+                Some(p) => {
+                    let c = config::load(&p)?;
+                    (c.backoff, c.retry)
+                }
+                None => (BackoffPolicy::default(), RetryPolicies::default()),
+            };
+            if json {
+                println!("{}", ladders_json(&backoff, &retry));
+            } else {
+                print!("{}", ladders_text(&backoff, &retry));
+            }
+            Ok(())
+        }
+        Command::Init { path } => {
+            let path = path.unwrap_or_else(|| PathBuf::from("notifio.toml"));
+            config::write_starter(&path)?;
+            println!("wrote {} — edit the [[search]] entries, then run `notifio watch --config {}`", path.display(), path.display());
+            Ok(())
+        }
+        Command::Status { json } => {
+            let cfg = load_config(cli.config)?;
+            let view = status::build_from_dir(&cfg.watch.state_dir, &cfg.backoff).map_err(|e| Failure::Runtime(e.into()))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&view).map_err(|e| Failure::Runtime(e.into()))?);
+            } else {
+                print!("{}", status::render_table(&view));
+            }
+            Ok(())
+        }
+        Command::Check { json, notify, force } => {
+            let cfg = load_config(cli.config)?;
+            runtime()?.block_on(check(cfg, json, notify, force))
+        }
+        Command::Watch => {
+            let cfg = load_config(cli.config)?;
+            runtime()?.block_on(crate::demo::watch_until_signal(cfg, None)).map_err(Failure::Runtime)
+        }
+        Command::Demo { speed, duration, dashboard } => runtime()?.block_on(crate::demo::run(speed, duration, &dashboard)).map_err(Failure::Runtime),
+    }
+}
+
+async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(), Failure> {
+    let channels = if notify { crate::notify::channel_kinds(&cfg.notify) } else { Vec::new() };
+    let total = cfg.searches.len() as u64;
+    let notify_cfg = cfg.notify.clone();
+    let state_dir = cfg.watch.state_dir.clone();
+    let retry = cfg.retry.notify.clone();
+    let backoff = cfg.backoff.clone();
+    let mut watcher = Watcher::new(cfg, channels, force).map_err(|e| Failure::Runtime(e.into()))?;
+    let bar = if std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(indicatif::ProgressStyle::with_template("{spinner} checking {pos}/{len} searches {wide_msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+        Some(b)
+    } else {
+        None
+    };
+    let mut events = watcher.subscribe();
+    let progress = bar.clone();
+    let ticker = tokio::spawn(async move {
+        while let Ok(ev) = events.recv().await {
+            if let (crate::watch::WatchEvent::CheckDone { searches, outcome, .. }, Some(b)) = (&ev, &progress) {
+                b.inc(searches.len() as u64);
+                b.set_message(format!("{} → {outcome}", searches.join(", ")));
+            }
+        }
+    });
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let ctrl_c = cancel.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        ctrl_c.cancel();
+    });
+    let results = watcher.run(Mode::OnePass, cancel).await.map_err(|e| Failure::Runtime(e.into()))?;
+    drop(watcher);
+    ticker.abort();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if notify {
+        let channels = crate::notify::Channels::from_settings(&notify_cfg, &state_dir).map_err(|e| Failure::Runtime(anyhow::anyhow!("{e}")))?;
+        let mut sender = crate::notify::Sender::new(crate::store::Store::file_in(&state_dir), channels, retry, backoff);
+        sender.drain_once(crate::watch::now().as_millis()).await.map_err(|e| Failure::Runtime(anyhow::anyhow!("{e}")))?;
+    }
+    for r in &results {
+        if json {
+            println!("{}", serde_json::to_string(r).map_err(|e| Failure::Runtime(e.into()))?);
+        } else {
+            print_pass_result(r);
+        }
+    }
+    Ok(())
+}
+
+fn print_pass_result(r: &PassResult) {
+    let new = if r.new.is_empty() { String::new() } else { format!(", {} new", r.new.len()) };
+    let status = r.status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+    let wait = r
+        .next_retry_at
+        .map(|t| format!("; next try in {}", notifio_policy::time::format_countdown(std::time::Duration::from_millis(t.saturating_sub(crate::watch::now().as_millis())))))
+        .unwrap_or_default();
+    println!("{:<28} {:<16} {} listings{new}{status}{wait}", r.search, r.outcome, r.listings.len());
+    for l in r.listings.iter().filter(|l| r.new.contains(&l.id)) {
+        println!("    new: {}  {}", l.title.as_deref().unwrap_or(&l.id), l.url.as_deref().unwrap_or(""));
+    }
+}
+
+#[derive(Serialize)]
+struct LaddersJson {
+    ladders: KindsJson,
+    jitter: f64,
+    max_wait_ms: u64,
+    retry: ClassesJson,
+}
+
+#[derive(Serialize)]
+struct KindsJson {
+    challenge: Vec<u64>,
+    rate_limited: Vec<u64>,
+    denied: Vec<u64>,
+    error: Vec<u64>,
+}
+
+#[derive(Serialize)]
+struct ClassesJson {
+    search: ClassJson,
+    probe: ClassJson,
+    detail: ClassJson,
+    notify: ClassJson,
+}
+
+#[derive(Serialize)]
+struct ClassJson {
+    attempts: u32,
+    initial_ms: u64,
+    multiplier: f64,
+    jitter: f64,
+    delays_ms: Vec<u64>,
+}
+
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `notifio ladders --json` (DESIGN §8).
+#[must_use]
+pub fn ladders_json(backoff: &BackoffPolicy, retry: &RetryPolicies) -> String {
+    let l = |k| backoff.ladders().get(k).iter().map(|d| ms(*d)).collect();
+    let c = |class| {
+        let p = retry.get(class);
+        ClassJson {
+            attempts: p.attempts(),
+            initial_ms: ms(p.initial()),
+            multiplier: p.multiplier(),
+            jitter: p.jitter(),
+            delays_ms: p.nominal_delays().into_iter().map(ms).collect(),
+        }
+    };
+    let j = LaddersJson {
+        ladders: KindsJson {
+            challenge: l(RefusalKind::Challenge),
+            rate_limited: l(RefusalKind::RateLimited),
+            denied: l(RefusalKind::Denied),
+            error: l(RefusalKind::Error),
+        },
+        jitter: backoff.jitter(),
+        max_wait_ms: ms(backoff.max_wait()),
+        retry: ClassesJson {
+            search: c(RequestClass::Search),
+            probe: c(RequestClass::Probe),
+            detail: c(RequestClass::Detail),
+            notify: c(RequestClass::Notify),
+        },
+    };
+    serde_json::to_string(&j).unwrap_or_default()
+}
+
+/// `notifio ladders` for people.
+#[must_use]
+pub fn ladders_text(backoff: &BackoffPolicy, retry: &RetryPolicies) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Backoff ladders, per site (the last rung is the ceiling; ±{:.0}% jitter; never more than {}):",
+        backoff.jitter() * 100.0,
+        format_duration(backoff.max_wait())
+    );
+    for kind in RefusalKind::ALL {
+        let _ = writeln!(s, "  {:<13} {}", kind.as_str(), backoff.describe_ladder(kind));
+    }
+    s.push_str("A site's Retry-After can lengthen a wait, never shorten it.\n\n");
+    s.push_str("Request retry (5xx, timeouts and connection failures only; never 4xx):\n");
+    for class in RequestClass::ALL {
+        let p = retry.get(class);
+        let delays = p.nominal_delays();
+        let sleeps = if delays.is_empty() {
+            "no retry".to_owned()
+        } else {
+            format!("sleeps {} (±{:.0}%)", describe_steps(&delays), p.jitter() * 100.0)
+        };
+        let why = if class == RequestClass::Probe && p.attempts() == 1 { " — a probe must reflect the site's real state" } else { "" };
+        let _ = writeln!(
+            s,
+            "  {:<7} {} attempt{}, {sleeps}, {} per attempt, {} deadline{why}",
+            class.as_str(),
+            p.attempts(),
+            if p.attempts() == 1 { "" } else { "s" },
+            format_duration(p.timeout()),
+            format_duration(p.deadline()),
+        );
+    }
+    s
+}

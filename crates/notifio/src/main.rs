@@ -1,1 +1,6 @@
-fn main() {}
+//! `notifio`: parse, run, map errors to exit codes (0 ok, 1 runtime, 2 bad config or usage).
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    notifio::cli::main()
+}

@@ -104,3 +104,185 @@ pub struct RetryStatus {
     /// retried / requests over the last hour.
     pub retry_rate: f64,
 }
+
+use crate::store::{Store, StoreError};
+use notifio_policy::time::format_countdown;
+use notifio_policy::{BackoffPolicy, RefusalKind};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+/// How many listings and timeline dots the view carries.
+const RECENT_LISTINGS: usize = 5;
+const TIMELINE: usize = 20;
+
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// Builds the status view from the state database in `state_dir` at the current time.
+///
+/// # Errors
+/// When the database cannot be opened or read.
+pub fn build_from_dir(state_dir: &Path, backoff: &BackoffPolicy) -> Result<StatusView, StoreError> {
+    let store = Store::open(state_dir)?;
+    build(&store, crate::watch::now().as_millis(), backoff)
+}
+
+/// The one function that builds the status view (DESIGN §8) from the store.
+///
+/// # Errors
+/// When the database cannot be read.
+pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusView, StoreError> {
+    let entries: HashMap<String, (notifio_policy::Entry, bool)> =
+        store.backoff_entries()?.into_iter().map(|(site, e, probing)| (site.as_str().to_owned(), (e, probing))).collect();
+    let expired: Vec<String> = store.expired_sessions()?.into_iter().map(|s| s.as_str().to_owned()).collect();
+    let rows = store.searches()?;
+
+    let mut searches = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let entry = entries.get(&row.site);
+        let mut state = row.state.clone();
+        if state == "ok" && row.last_outcome.as_deref() == Some("layout_unknown") {
+            state = "layout_unknown".to_owned();
+        }
+        if expired.contains(&row.site) {
+            state = "session_expired".to_owned();
+        }
+        let reason = match (state.as_str(), entry) {
+            ("waiting" | "probing", Some((e, _))) => {
+                let mut r = format!("{} {}; {} refusal in a row", row.site, e.kind.describe(), ordinal(e.failures));
+                if e.lengthened_by_retry_after {
+                    r.push_str("; the site's Retry-After lengthened the wait");
+                }
+                if state == "probing" {
+                    r.push_str("; this search is the probe");
+                }
+                Some(r)
+            }
+            ("session_expired", _) => Some(format!("the session on {} expired: export fresh cookies", row.site)),
+            ("search_gone", _) => Some("the page is gone (404/410): check the search URL".to_owned()),
+            ("layout_unknown", _) => Some("the result list could not be found on the page: the site's layout may have changed".to_owned()),
+            _ => None,
+        };
+        let next_check_at = match (state.as_str(), entry) {
+            ("waiting", Some((e, _))) => Some(e.next_retry_at.as_millis().max(row.next_check_at.unwrap_or(0))),
+            ("search_gone" | "session_expired" | "probing", _) => None,
+            _ => row.next_check_at,
+        };
+        let new_listings = store
+            .recent_listings(row.id, RECENT_LISTINGS)?
+            .into_iter()
+            .map(|(l, first_seen)| NewListing { id: l.id, title: l.title, price: l.price, currency: l.currency, url: l.url, first_seen })
+            .collect();
+        searches.push(SearchStatus {
+            id: row.id,
+            name: row.name.clone(),
+            url: row.url.clone(),
+            site: row.site.clone(),
+            state,
+            next_check_at,
+            last_checked_at: row.last_checked_at,
+            last_outcome: row.last_outcome.clone(),
+            new_listings,
+            reason,
+        });
+    }
+
+    let mut site_keys: Vec<String> = rows.iter().map(|r| r.site.clone()).collect();
+    site_keys.sort();
+    site_keys.dedup();
+    let mut sites = Vec::with_capacity(site_keys.len());
+    for site in site_keys {
+        let entry = entries.get(&site);
+        let state = if expired.contains(&site) {
+            "session_expired"
+        } else {
+            match entry {
+                Some((_, true)) => "probing",
+                Some(_) => "waiting",
+                None => "clear",
+            }
+        };
+        let kind = entry.map(|(e, _)| e.kind);
+        sites.push(SiteStatus {
+            timeline: store.site_timeline(&site, TIMELINE)?,
+            site,
+            state: state.to_owned(),
+            kind: kind.map(|k| k.as_str().to_owned()),
+            failures: entry.map_or(0, |(e, _)| e.failures),
+            rungs: kind.map_or(0, |k: RefusalKind| backoff.rungs(k) as u32),
+            next_retry_at: entry.map(|(e, _)| e.next_retry_at.as_millis()),
+            retry_after_ms: entry.and_then(|(e, _)| e.retry_after).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            lengthened_by_retry_after: entry.is_some_and(|(e, _)| e.lengthened_by_retry_after),
+        });
+    }
+    let soonest = entries.values().filter(|(_, probing)| !probing).map(|(e, _)| e.next_retry_at.as_millis()).min();
+    let retry = store.meta("retry")?.and_then(|j| serde_json::from_str(&j).ok()).unwrap_or_default();
+    let warnings = store.meta("warnings")?.and_then(|j| serde_json::from_str(&j).ok()).unwrap_or_default();
+    Ok(StatusView { now, soonest, searches, sites, retry, warnings })
+}
+
+fn countdown(now: u64, at: Option<u64>) -> String {
+    match at {
+        None => "—".to_owned(),
+        Some(t) if t <= now => "due".to_owned(),
+        Some(t) => format_countdown(Duration::from_millis(t - now)),
+    }
+}
+
+/// `notifio status` as a table.
+#[must_use]
+pub fn render_table(v: &StatusView) -> String {
+    let mut s = String::new();
+    for w in &v.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    let _ = writeln!(s, "{:<28} {:<22} {:<16} {:>10}  {}", "SEARCH", "SITE", "STATE", "NEXT", "LAST OUTCOME");
+    for q in &v.searches {
+        let _ = writeln!(
+            s,
+            "{:<28} {:<22} {:<16} {:>10}  {}",
+            q.name,
+            q.site,
+            q.state,
+            countdown(v.now, q.next_check_at),
+            q.last_outcome.as_deref().unwrap_or("not checked yet")
+        );
+        if let Some(r) = &q.reason {
+            let _ = writeln!(s, "    {r}");
+        }
+    }
+    let _ = writeln!(s, "\n{:<22} {:<16} {:<13} {:>6} {:>10}", "SITE", "STATE", "KIND", "RUNG", "NEXT TRY");
+    for site in &v.sites {
+        let rung = if site.rungs > 0 { format!("{} of {}", site.failures.min(site.rungs), site.rungs) } else { "—".to_owned() };
+        let _ = writeln!(
+            s,
+            "{:<22} {:<16} {:<13} {:>6} {:>10}",
+            site.site,
+            site.state,
+            site.kind.as_deref().unwrap_or("—"),
+            rung,
+            countdown(v.now, site.next_retry_at)
+        );
+    }
+    let r = &v.retry;
+    let _ = writeln!(
+        s,
+        "\nrequests {}  retried {}  retry attempts {}  final failures {}  retry rate {:.1}%",
+        r.requests,
+        r.retried,
+        r.attempts,
+        r.final_failures,
+        r.retry_rate * 100.0
+    );
+    s
+}

@@ -1,1 +1,474 @@
-//! TODO
+//! The state database: searches, listings, the backoff registry, check history and the outbox,
+//! in one SQLite file (WAL, mode 0600) under the state dir.
+//!
+//! Why one embedded file: a check's new listings and their notification rows must commit in one
+//! transaction (nothing lost, nothing twice across a crash), and every registry change must be
+//! on disk before the next request goes out, so a restart never knocks on a site before its
+//! `next_retry_at`. `notifio status` and the dashboard read the same rows the watcher writes,
+//! so they can never disagree. The outbox table itself belongs to `notify::outbox`.
+
+mod schema;
+
+use crate::listing::Listing;
+use crate::notify::outbox;
+use crate::notify::{ChannelKind, Notification};
+use notifio_policy::{Entry, SiteKey};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+
+/// A store failure. SQLite messages never contain secrets (none are stored).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be opened or created.
+    #[error("cannot open the state database {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: rusqlite::Error,
+    },
+    /// The state dir could not be created.
+    #[error("cannot create the state directory {path}: {source}")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The database was written by a newer Notifio.
+    #[error("the state database is at schema version {found}, newer than this Notifio understands ({known}); upgrade Notifio")]
+    TooNew {
+        /// Version in the file.
+        found: i64,
+        /// Newest version we know.
+        known: i64,
+    },
+    /// A query failed.
+    #[error("state database error: {0}")]
+    Sql(#[from] rusqlite::Error),
+    /// A stored value could not be decoded.
+    #[error("state database holds a value this version cannot read: {0}")]
+    Decode(#[from] serde_json::Error),
+}
+
+/// One configured search as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchRow {
+    /// Stable id (assigned on first sight of the search's name).
+    pub id: u32,
+    /// Name from the config.
+    pub name: String,
+    /// URL.
+    pub url: String,
+    /// Site key.
+    pub site: String,
+    /// When the baseline was taken (None: never checked successfully).
+    pub baseline_at: Option<u64>,
+    /// Last check time.
+    pub last_checked_at: Option<u64>,
+    /// Last outcome name.
+    pub last_outcome: Option<String>,
+    /// Scheduler state name.
+    pub state: String,
+    /// Next check time as the watcher planned it.
+    pub next_check_at: Option<u64>,
+}
+
+/// One finished check, to record.
+#[derive(Clone, Debug)]
+pub struct CheckRecord<'a> {
+    /// The searches this fetch answered (id, name, notify_existing).
+    pub searches: &'a [(u32, String, bool)],
+    /// The site.
+    pub site: &'a SiteKey,
+    /// Outcome name (`ok`, `challenge`, …).
+    pub outcome: &'a str,
+    /// HTTP status, if any.
+    pub status: Option<u16>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Latency in ms.
+    pub latency_ms: u64,
+    /// Listings extracted (only for successful checks).
+    pub listings: Option<&'a [Listing]>,
+    /// When the check finished.
+    pub now: u64,
+    /// Channels to enqueue notifications on.
+    pub channels: &'a [ChannelKind],
+    /// Check-history rows to keep per search.
+    pub history: usize,
+}
+
+/// What recording a check found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Recorded {
+    /// Listings never seen on the site before (announced unless this was a baseline).
+    pub new: Vec<Listing>,
+    /// Whether this check was the silent baseline of at least one search.
+    pub baseline: bool,
+    /// Whether a notification was enqueued.
+    pub enqueued: bool,
+}
+
+/// The state database.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// The database file inside a state dir.
+    #[must_use]
+    pub fn file_in(state_dir: &Path) -> PathBuf {
+        state_dir.join("notifio.db")
+    }
+
+    /// Opens (creating it 0600 if needed) and migrates the database in `state_dir`.
+    ///
+    /// # Errors
+    /// When the directory or file cannot be created, or the schema is newer than ours.
+    pub fn open(state_dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(state_dir).map_err(|source| StoreError::Dir { path: state_dir.to_owned(), source })?;
+        let path = Self::file_in(state_dir);
+        create_private(&path).map_err(|source| StoreError::Dir { path: path.clone(), source })?;
+        let conn = Connection::open(&path).map_err(|source| StoreError::Open { path: path.clone(), source })?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        schema::migrate(&conn)?;
+        Ok(Self { conn, path })
+    }
+
+    /// Opens an existing database read-mostly (for `notifio status` and the dashboard).
+    ///
+    /// # Errors
+    /// When the file cannot be opened.
+    pub fn open_existing(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(Self { conn, path: path.to_owned() })
+    }
+
+    /// The database file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The raw connection (for the outbox functions and tests).
+    #[must_use]
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Makes sure each configured search has a row, returning ids in the given order. Searches
+    /// are identified by name, so reordering the config keeps their history.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn sync_searches(&mut self, searches: &[(String, String, String)]) -> Result<Vec<u32>, StoreError> {
+        let tx = self.conn.transaction()?;
+        let mut ids = Vec::with_capacity(searches.len());
+        for (name, url, site) in searches {
+            let existing: Option<(u32, String)> =
+                tx.query_row("SELECT id, url FROM searches WHERE name = ?1", [name], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+            let id = match existing {
+                Some((id, old_url)) => {
+                    if &old_url != url {
+                        // A changed URL is a different search: take a new silent baseline.
+                        tx.execute(
+                            "UPDATE searches SET url = ?2, site = ?3, baseline_at = NULL, state = 'ok', last_outcome = NULL WHERE id = ?1",
+                            params![id, url, site],
+                        )?;
+                    }
+                    id
+                }
+                None => {
+                    tx.execute("INSERT INTO searches (name, url, site, state) VALUES (?1, ?2, ?3, 'ok')", params![name, url, site])?;
+                    u32::try_from(tx.last_insert_rowid()).unwrap_or(u32::MAX)
+                }
+            };
+            ids.push(id);
+        }
+        tx.execute(
+            &format!("UPDATE searches SET active = (id IN ({}))", ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
+            [],
+        )?;
+        tx.commit()?;
+        Ok(ids)
+    }
+
+    /// All active searches in config order.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn searches(&self) -> Result<Vec<SearchRow>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, name, url, site, baseline_at, last_checked_at, last_outcome, state, next_check_at FROM searches WHERE active ORDER BY id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(SearchRow {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                url: r.get(2)?,
+                site: r.get(3)?,
+                baseline_at: r.get(4)?,
+                last_checked_at: r.get(5)?,
+                last_outcome: r.get(6)?,
+                state: r.get(7)?,
+                next_check_at: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Records one finished check: history row, the searches' last outcome, and — for a
+    /// successful check — the listings, which of them are new, and their notification rows, all
+    /// in one transaction.
+    ///
+    /// # Errors
+    /// On SQL failure (nothing is written then).
+    pub fn record_check(&mut self, rec: &CheckRecord<'_>) -> Result<Recorded, StoreError> {
+        let tx = self.conn.transaction()?;
+        let mut out = Recorded::default();
+        let site = rec.site.as_str();
+        if let Some(listings) = rec.listings {
+            let mut announce_to = Vec::new();
+            for (id, name, notify_existing) in rec.searches {
+                let baseline_at: Option<u64> = tx.query_row("SELECT baseline_at FROM searches WHERE id = ?1", [id], |r| r.get(0))?;
+                if baseline_at.is_none() {
+                    tx.execute("UPDATE searches SET baseline_at = ?2 WHERE id = ?1", params![id, rec.now])?;
+                    out.baseline = true;
+                    if *notify_existing {
+                        announce_to.push(name.clone());
+                    }
+                } else {
+                    announce_to.push(name.clone());
+                }
+            }
+            {
+                let mut insert_listing = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO listings (site, listing_id, first_seen, title, price, currency, rooms, area_m2, url, image)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                )?;
+                let mut link = tx.prepare_cached("INSERT OR IGNORE INTO search_listings (search_id, site, listing_id, first_seen) VALUES (?1, ?2, ?3, ?4)")?;
+                for l in listings {
+                    let fresh = insert_listing
+                        .execute(params![site, l.id, rec.now, l.title, l.price, l.currency, l.rooms, l.area_m2, l.url, l.image])?
+                        == 1;
+                    for (id, _, _) in rec.searches {
+                        link.execute(params![id, site, l.id, rec.now])?;
+                    }
+                    if fresh {
+                        out.new.push(l.clone());
+                    }
+                }
+            }
+            if !out.new.is_empty() && !announce_to.is_empty() && !rec.channels.is_empty() {
+                let n = Notification::NewListings {
+                    site: site.to_owned(),
+                    searches: announce_to,
+                    listings: out.new.clone(),
+                    found_at: rec.now,
+                };
+                outbox::enqueue(&tx, &n, rec.channels, rec.now)?;
+                out.enqueued = true;
+            }
+        }
+        {
+            let mut hist = tx.prepare_cached(
+                "INSERT INTO checks (search_id, at, outcome, status, attempts, latency_ms, new_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            let mut last = tx.prepare_cached("UPDATE searches SET last_checked_at = ?2, last_outcome = ?3 WHERE id = ?1")?;
+            let mut prune = tx.prepare_cached(
+                "DELETE FROM checks WHERE search_id = ?1 AND id <= (SELECT id FROM checks WHERE search_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+            )?;
+            for (id, _, _) in rec.searches {
+                hist.execute(params![id, rec.now, rec.outcome, rec.status, rec.attempts, rec.latency_ms, out.new.len()])?;
+                last.execute(params![id, rec.now, rec.outcome])?;
+                prune.execute(params![id, rec.history])?;
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Saves the scheduler's view of a search (state name and next check time).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn set_search_state(&self, id: u32, state: &str, next_check_at: Option<u64>) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached("UPDATE searches SET state = ?2, next_check_at = ?3 WHERE id = ?1")?
+            .execute(params![id, state, next_check_at])?;
+        Ok(())
+    }
+
+    /// Writes a site's registry entry (or removes it when cleared), and whether a probe is out.
+    /// Called before the next request is issued.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn save_backoff(&self, site: &SiteKey, entry: Option<&Entry>, probing: bool) -> Result<(), StoreError> {
+        match entry {
+            Some(e) => {
+                self.conn
+                    .prepare_cached(
+                        "INSERT INTO backoff (site, entry, probing) VALUES (?1, ?2, ?3)
+                         ON CONFLICT(site) DO UPDATE SET entry = excluded.entry, probing = excluded.probing",
+                    )?
+                    .execute(params![site.as_str(), serde_json::to_string(e)?, probing])?;
+            }
+            None => {
+                self.conn.prepare_cached("DELETE FROM backoff WHERE site = ?1")?.execute([site.as_str()])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every stored registry entry, with whether a probe was out.
+    ///
+    /// # Errors
+    /// On SQL failure or an undecodable entry.
+    pub fn backoff_entries(&self) -> Result<Vec<(SiteKey, Entry, bool)>, StoreError> {
+        let mut stmt = self.conn.prepare_cached("SELECT site, entry, probing FROM backoff ORDER BY site")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?)))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (site, json, probing) = row?;
+            out.push((SiteKey::from_stored(site), serde_json::from_str(&json)?, probing));
+        }
+        Ok(out)
+    }
+
+    /// Marks a site's session expired (or not). Returns whether this changed anything, so the
+    /// "session expired" notification goes out once per episode.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn set_session_expired(&self, site: &SiteKey, expired: bool, now: u64) -> Result<bool, StoreError> {
+        let changed = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO sites (site, session_expired, changed_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(site) DO UPDATE SET session_expired = excluded.session_expired, changed_at = excluded.changed_at
+                 WHERE sites.session_expired != excluded.session_expired",
+            )?
+            .execute(params![site.as_str(), expired, now])?;
+        Ok(changed == 1)
+    }
+
+    /// Sites whose session is marked expired.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn expired_sessions(&self) -> Result<Vec<SiteKey>, StoreError> {
+        let mut stmt = self.conn.prepare_cached("SELECT site FROM sites WHERE session_expired ORDER BY site")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.map(|r| r.map(SiteKey::from_stored)).collect::<Result<_, _>>()?)
+    }
+
+    /// Records that the "blocked for a long time" alert was sent for the episode that began at
+    /// `since`. Returns `true` only the first time per episode.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn claim_blocked_alert(&self, site: &SiteKey, since: u64) -> Result<bool, StoreError> {
+        let changed = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO sites (site, session_expired, changed_at, blocked_alert_for) VALUES (?1, 0, ?2, ?2)
+                 ON CONFLICT(site) DO UPDATE SET blocked_alert_for = excluded.blocked_alert_for
+                 WHERE sites.blocked_alert_for IS NULL OR sites.blocked_alert_for != excluded.blocked_alert_for",
+            )?
+            .execute(params![site.as_str(), since])?;
+        Ok(changed == 1)
+    }
+
+    /// Enqueues a site-level notification (blocked for long, session expired).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn enqueue(&self, n: &Notification, channels: &[ChannelKind], now: u64) -> Result<(), StoreError> {
+        outbox::enqueue(&self.conn, n, channels, now)?;
+        Ok(())
+    }
+
+    /// The last `n` outcomes of checks on a site, oldest first (for the dashboard timeline).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn site_timeline(&self, site: &str, n: usize) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT c.outcome FROM checks c JOIN searches s ON s.id = c.search_id WHERE s.site = ?1 ORDER BY c.id DESC LIMIT ?2",
+        )?;
+        let mut v = stmt.query_map(params![site, n], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
+        v.reverse();
+        Ok(v)
+    }
+
+    /// The newest listings first seen by a search (newest first).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn recent_listings(&self, search_id: u32, n: usize) -> Result<Vec<(Listing, u64)>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT l.listing_id, l.title, l.price, l.currency, l.rooms, l.area_m2, l.url, l.image, l.first_seen
+             FROM search_listings sl JOIN listings l ON l.site = sl.site AND l.listing_id = sl.listing_id
+             JOIN searches s ON s.id = sl.search_id
+             WHERE sl.search_id = ?1 AND s.baseline_at IS NOT NULL AND l.first_seen > s.baseline_at
+             ORDER BY l.first_seen DESC, l.rowid DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![search_id, n], |r| {
+            Ok((
+                Listing {
+                    id: r.get(0)?,
+                    title: r.get(1)?,
+                    price: r.get(2)?,
+                    currency: r.get(3)?,
+                    rooms: r.get(4)?,
+                    area_m2: r.get(5)?,
+                    url: r.get(6)?,
+                    image: r.get(7)?,
+                },
+                r.get(8)?,
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Stores a small JSON value under a key (metrics snapshot for `notifio status`).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn put_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
+            .execute(params![key, value])?;
+        Ok(())
+    }
+
+    /// Reads a value stored with [`Self::put_meta`].
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?.query_row([key], |r| r.get(0)).optional()?)
+    }
+}
+
+/// Creates the file with mode 0600 before SQLite opens it, so the database is never readable
+/// by others, not even for an instant.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path).map(drop)
+}

@@ -1,0 +1,75 @@
+//! Numbered migrations, applied in order at start-up inside one transaction each, tracked by
+//! SQLite's `user_version`. A database from a newer Notifio is refused rather than damaged.
+
+use super::StoreError;
+use rusqlite::Connection;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: the initial schema.
+    "CREATE TABLE searches (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        url TEXT NOT NULL,
+        site TEXT NOT NULL,
+        active INTEGER NOT NULL DEFAULT 1,
+        baseline_at INTEGER,
+        last_checked_at INTEGER,
+        last_outcome TEXT,
+        state TEXT NOT NULL DEFAULT 'ok',
+        next_check_at INTEGER
+    );
+    CREATE TABLE listings (
+        site TEXT NOT NULL,
+        listing_id TEXT NOT NULL,
+        first_seen INTEGER NOT NULL,
+        title TEXT, price REAL, currency TEXT, rooms REAL, area_m2 REAL, url TEXT, image TEXT,
+        PRIMARY KEY (site, listing_id)
+    );
+    CREATE TABLE search_listings (
+        search_id INTEGER NOT NULL REFERENCES searches(id),
+        site TEXT NOT NULL,
+        listing_id TEXT NOT NULL,
+        first_seen INTEGER NOT NULL,
+        PRIMARY KEY (search_id, listing_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE backoff (
+        site TEXT PRIMARY KEY,
+        entry TEXT NOT NULL,
+        probing INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE sites (
+        site TEXT PRIMARY KEY,
+        session_expired INTEGER NOT NULL DEFAULT 0,
+        changed_at INTEGER NOT NULL,
+        blocked_alert_for INTEGER
+    );
+    CREATE TABLE checks (
+        id INTEGER PRIMARY KEY,
+        search_id INTEGER NOT NULL REFERENCES searches(id),
+        at INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        status INTEGER,
+        attempts INTEGER NOT NULL,
+        latency_ms INTEGER NOT NULL,
+        new_count INTEGER NOT NULL
+    );
+    CREATE INDEX checks_by_search ON checks (search_id, id);
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+];
+
+/// Brings the schema up to date (including the outbox's own schema).
+pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(StoreError::TooNew { found: version, known });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(usize::try_from(version).unwrap_or(0)) {
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+    }
+    conn.execute_batch(crate::notify::outbox::SCHEMA)?;
+    Ok(())
+}
