@@ -1,0 +1,98 @@
+//! The CLI as a user runs it: the real binary, its stdout/stderr and exit codes.
+
+use std::process::Command;
+
+fn notifio() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_notifio"))
+}
+
+#[test]
+fn ladders_print_the_seed_ladders_in_the_shortest_unit() {
+    let out = notifio().arg("ladders").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    println!("{text}");
+    for line in [
+        "challenge     1m → 3m → 8m → 15m → 30m",
+        "rate_limited  2m → 5m → 15m → 30m",
+        "denied        5m → 15m → 30m → 1h",
+        "error         30s → 2m → 5m",
+        "100ms → 300ms",
+    ] {
+        assert!(text.contains(line), "missing `{line}` in:\n{text}");
+    }
+    assert!(text.contains("probe   1 attempt, no retry"), "{text}");
+}
+
+#[test]
+fn ladders_json_is_the_design_schema_with_the_seed_numbers() {
+    let out = notifio().args(["ladders", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let expected = serde_json::json!({
+        "ladders": {
+            "challenge": [60000, 180000, 480000, 900000, 1800000],
+            "rate_limited": [120000, 300000, 900000, 1800000],
+            "denied": [300000, 900000, 1800000, 3600000],
+            "error": [30000, 120000, 300000]
+        },
+        "jitter": 0.15,
+        "max_wait_ms": 3600000,
+        "retry": {
+            "search": {"attempts": 3, "initial_ms": 100, "multiplier": 3.0, "jitter": 0.25, "delays_ms": [100, 300]},
+            "probe": {"attempts": 1, "initial_ms": 100, "multiplier": 3.0, "jitter": 0.25, "delays_ms": []},
+            "detail": {"attempts": 3, "initial_ms": 100, "multiplier": 3.0, "jitter": 0.25, "delays_ms": [100, 300]},
+            "notify": {"attempts": 3, "initial_ms": 100, "multiplier": 3.0, "jitter": 0.25, "delays_ms": [100, 300]}
+        }
+    });
+    assert_eq!(v, expected);
+}
+
+#[test]
+fn a_bad_config_exits_2_and_names_file_line_col_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[watch]\ninterval = \"30 seconds\"\n\n[[search]]\nname = \"x\"\nurl = \"https://www.idealista.com/a/\"\n").unwrap();
+    let out = notifio().args(["check", "--config"]).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("bad.toml:2:12"), "{err}");
+    assert!(err.contains("interval"), "{err}");
+    assert!(err.contains("expected a duration like 30s, 2m, 1h"), "{err}");
+}
+
+#[test]
+fn an_unknown_key_exits_2_with_a_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.toml");
+    std::fs::write(&path, "[watch]\nintervall = \"30s\"\n\n[[search]]\nname = \"x\"\nurl = \"https://www.idealista.com/a/\"\n").unwrap();
+    let out = notifio().args(["status", "--config"]).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("typo.toml:2:1"), "{err}");
+    assert!(err.contains("interval"), "did-you-mean missing: {err}");
+}
+
+#[test]
+fn a_missing_config_exits_2_and_suggests_init() {
+    let out = notifio().args(["check", "--config", "/nonexistent/notifio.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("notifio init"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = notifio().arg("frobnicate").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn init_writes_a_starter_that_parses_and_refuses_to_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notifio.toml");
+    let out = notifio().arg("init").arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    notifio::config::load(&path).unwrap();
+    let again = notifio().arg("init").arg(&path).output().unwrap();
+    assert_ne!(again.status.code(), Some(0), "must not overwrite an existing config");
+}
