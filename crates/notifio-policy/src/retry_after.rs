@@ -79,7 +79,7 @@ mod tests {
             parse_retry_after("99999999999999999999999999", NOW),
             Some(Duration::from_secs(u64::MAX))
         );
-        let far = parse_retry_after("Fri, 01 Jan 2999 00:00:00 GMT", NOW).unwrap_or_default();
+        let far = parse_retry_after("Tue, 01 Jan 2999 00:00:00 GMT", NOW).unwrap_or_default();
         assert!(far > Duration::from_secs(900 * 365 * 86_400));
     }
 }

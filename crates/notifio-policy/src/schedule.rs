@@ -237,6 +237,12 @@ impl Scheduler {
             target.searches.push(spec.id);
             target.interval = target.interval.min(spec.interval);
             self.by_search.insert(spec.id, t);
+            if target.state == TargetState::Gone {
+                // A search added again for a page that was gone gets a fresh chance.
+                target.state = TargetState::Idle;
+                target.next_due = due;
+                self.events.push(Reverse((due, Event::TargetDue(t))));
+            }
             return;
         }
         let site = self.site_slot(&spec.site);
@@ -410,11 +416,11 @@ impl Scheduler {
                     Some(Reaction::SessionExpired { site: key })
                 }
                 Outcome::SearchGone => {
+                    // The search's fate matters more to the user than the site clearing (which
+                    // status views show anyway), so a probe that finds a 404 reports SearchGone.
                     self.targets[t].state = TargetState::Gone;
-                    cleared.or_else(|| {
-                        Some(Reaction::SearchGone {
-                            searches: self.targets[t].searches.clone(),
-                        })
+                    Some(Reaction::SearchGone {
+                        searches: self.targets[t].searches.clone(),
                     })
                 }
                 _ => {

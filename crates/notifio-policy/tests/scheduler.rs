@@ -1,0 +1,479 @@
+//! The scheduler driven like the real driver, on a virtual clock: poll_due until `None`, jump
+//! `now` to `poll_timeout()`, feed outcomes back. No real time passes.
+//!
+//! Rules → tests:
+//! - the seed's bug (five searches on one site each earning their own rung) →
+//!   `five_searches_on_one_refusing_site_see_one_request_per_rung`
+//! - "when a block clears, only one search goes back in" → `exactly_one_probe_when_a_wait_expires`,
+//!   `a_failed_probe_climbs_the_ladder_and_keeps_the_siblings_parked`
+//! - siblings resume spaced after the probe succeeds → `after_the_probe_succeeds_siblings_go_out_spacing_apart`
+//! - DESIGN §5 spacing + one in flight per site → `spacing_and_one_in_flight_per_site`
+//! - DESIGN §5 global cap → `the_concurrency_cap_holds`
+//! - DESIGN §5 single-flight → `identical_urls_are_fetched_once`
+//! - DESIGN §4 session_expired → `session_expired_parks_the_site_until_resume_site`
+//! - DESIGN §4 search_gone → `search_gone_stops_that_search_only`
+//! - DESIGN §5 interval ±10% → `interval_jitter_stays_within_ten_percent`
+//! - DESIGN §2 persisted registry → `restored_entries_keep_a_site_waiting_after_restart`
+//! - `soonest()`/`poll_timeout()` → `poll_timeout_is_none_with_nothing_to_do`
+
+use notifio_policy::schedule::{SearchState, SiteState};
+use notifio_policy::{
+    BackoffPolicy, Check, Entry, Outcome, Reaction, RefusalKind, Registry, Scheduler,
+    SchedulerConfig, SearchId, SearchSpec, SiteKey, Timestamp,
+};
+use std::time::Duration;
+
+const T0: Timestamp = Timestamp(1_700_000_000_000);
+const SEC: u64 = 1000;
+const MIN: u64 = 60 * SEC;
+
+fn d(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+fn spec(id: u32, url: &str, interval_ms: u64) -> SearchSpec {
+    SearchSpec {
+        id: SearchId(id),
+        url: url.to_owned(),
+        site: SiteKey::from_url(url).unwrap(),
+        interval: d(interval_ms),
+        first_due: None,
+    }
+}
+
+fn sched(concurrency: usize) -> Scheduler {
+    let config = SchedulerConfig {
+        concurrency,
+        ..SchedulerConfig::default()
+    };
+    Scheduler::new(config, Registry::new(BackoffPolicy::default()), 7)
+}
+
+/// A virtual-clock driver. `respond` decides each check's outcome; outcomes are reported at
+/// once (the same `now`) unless `hold` is set, in which case checks stay in flight.
+struct Sim {
+    s: Scheduler,
+    now: Timestamp,
+    /// Every check issued, with the time it was issued.
+    log: Vec<(Timestamp, Check)>,
+}
+
+impl Sim {
+    fn new(s: Scheduler) -> Self {
+        Self {
+            s,
+            now: T0,
+            log: Vec::new(),
+        }
+    }
+
+    /// Issues everything due now.
+    fn poll(&mut self) -> Vec<Check> {
+        let mut out = Vec::new();
+        while let Some(c) = self.s.poll_due(self.now) {
+            self.log.push((self.now, c.clone()));
+            out.push(c);
+        }
+        out
+    }
+
+    /// Runs until `until`, answering each check at once with `respond(now, check)`.
+    fn run(&mut self, until: Timestamp, mut respond: impl FnMut(Timestamp, &Check) -> Outcome) {
+        loop {
+            let due = self.poll();
+            if !due.is_empty() {
+                for c in due {
+                    let o = respond(self.now, &c);
+                    self.s.handle_outcome(c.id, o, None, self.now);
+                }
+                continue;
+            }
+            match self.s.poll_timeout() {
+                Some(t) if t <= until => self.now = self.now.max(t),
+                _ => break,
+            }
+        }
+        self.now = self.now.max(until);
+    }
+
+    fn requests_to(&self, site: &str) -> Vec<(Timestamp, bool)> {
+        let key = SiteKey::from_url(site).unwrap();
+        self.log
+            .iter()
+            .filter(|(_, c)| c.site == key)
+            .map(|(t, c)| (*t, c.probe))
+            .collect()
+    }
+}
+
+const A: &str = "https://www.idealista.com/";
+
+fn five_on_one_site(s: &mut Scheduler) {
+    for i in 0..5 {
+        s.add_search(
+            spec(
+                i,
+                &format!(
+                    "https://www.idealista.com/alquiler/madrid/hasta_{}/",
+                    800 + i * 100
+                ),
+                30 * SEC,
+            ),
+            T0,
+        );
+    }
+}
+
+#[test]
+fn five_searches_on_one_refusing_site_see_one_request_per_rung() {
+    let mut sim = Sim::new(sched(16));
+    five_on_one_site(&mut sim.s);
+    let site = SiteKey::from_url(A).unwrap();
+    // The site refuses with challenges for 40 minutes, then answers.
+    let clears_at = T0 + d(40 * MIN);
+    let mut refusals = 0;
+    sim.run(T0 + d(3 * 60 * MIN), |now, _c| {
+        if now < clears_at {
+            refusals += 1;
+            Outcome::Challenge
+        } else {
+            Outcome::Ok
+        }
+    });
+    // Reconstruct: each request during the refusal was either the first or a probe, and each
+    // climbed one rung.
+    let reqs = sim.requests_to(A);
+    let during: Vec<_> = reqs.iter().filter(|(t, _)| *t < clears_at).collect();
+    assert_eq!(during.len(), refusals);
+    assert!(!during[0].1, "the first request is an ordinary check");
+    assert!(during[1..].iter().all(|(_, probe)| *probe), "{during:?}");
+    // Rungs 1m, 3m, 8m, 15m, then 30m (±15%): the 40 minutes hold exactly five requests (at
+    // ~0, 1, 4, 12 and 27 minutes), one per rung, where per-search keys would have sent 5×.
+    assert_eq!(during.len(), 5, "{during:?}");
+    let rungs: Vec<u64> = during
+        .windows(2)
+        .map(|w| w[1].0.as_millis() - w[0].0.as_millis())
+        .collect();
+    let ladder = [MIN, 3 * MIN, 8 * MIN, 15 * MIN, 30 * MIN];
+    for (gap, rung) in rungs.iter().zip(ladder) {
+        let (lo, hi) = (rung * 85 / 100, rung * 115 / 100 + 1);
+        assert!((lo..=hi).contains(gap), "gap {gap} for rung {rung}");
+    }
+    // After it clears, all five are checked again every ~30s.
+    assert!(sim.s.registry().entry(&site).is_none());
+    assert!(reqs.len() > during.len() + 5 * 200, "{}", reqs.len());
+}
+
+#[test]
+fn exactly_one_probe_when_a_wait_expires() {
+    let mut s = sched(16);
+    five_on_one_site(&mut s);
+    let first = s.poll_due(T0).unwrap();
+    assert!(!first.probe);
+    assert!(s.poll_due(T0).is_none(), "one in flight per site");
+    s.handle_outcome(first.id, Outcome::RateLimited, Some(d(5 * MIN)), T0);
+    let until = T0 + d(5 * MIN);
+    assert_eq!(s.registry().soonest(), Some(until));
+    // Nothing before the wait ends, however often we poll.
+    let mut t = T0;
+    while t < until {
+        assert!(s.poll_due(t).is_none(), "request at {t} inside the wait");
+        t = s.poll_timeout().unwrap().max(t + d(1));
+    }
+    assert_eq!(s.poll_timeout(), Some(until));
+    let probe = s.poll_due(until).unwrap();
+    assert!(probe.probe);
+    assert_eq!(
+        probe.searches,
+        vec![SearchId(0)],
+        "the most overdue goes first"
+    );
+    assert_eq!(s.site_state(&probe.site), SiteState::Probing);
+    assert_eq!(s.search_state(SearchId(0)).unwrap().0, SearchState::Probing);
+    // However long the probe takes, nobody else goes.
+    for later in [until, until + d(10 * SEC), until + d(2 * 60 * MIN)] {
+        assert!(s.poll_due(later).is_none());
+    }
+    assert_eq!(s.in_flight(), 1);
+}
+
+#[test]
+fn a_failed_probe_climbs_the_ladder_and_keeps_the_siblings_parked() {
+    let mut s = sched(16);
+    five_on_one_site(&mut s);
+    let c = s.poll_due(T0).unwrap();
+    s.handle_outcome(c.id, Outcome::Denied, None, T0);
+    let e1 = s.registry().entry(&c.site).unwrap().clone();
+    let probe = s.poll_due(e1.next_retry_at).unwrap();
+    assert!(probe.probe);
+    let r = s.handle_outcome(probe.id, Outcome::Denied, None, e1.next_retry_at);
+    let Some(Reaction::SiteWaiting {
+        entry, searches, ..
+    }) = r
+    else {
+        panic!("{r:?}")
+    };
+    assert_eq!(entry.failures, 2);
+    assert_eq!(searches, 5);
+    assert!(s.poll_due(entry.next_retry_at - d(1)).is_none());
+    let probe2 = s.poll_due(entry.next_retry_at).unwrap();
+    assert!(probe2.probe);
+    assert!(s.poll_due(entry.next_retry_at + d(MIN)).is_none());
+}
+
+#[test]
+fn after_the_probe_succeeds_siblings_go_out_spacing_apart() {
+    let mut sim = Sim::new(sched(16));
+    five_on_one_site(&mut sim.s);
+    let c = sim.poll().remove(0);
+    sim.s.handle_outcome(c.id, Outcome::Error, None, T0);
+    let until = sim.s.registry().entry(&c.site).unwrap().next_retry_at;
+    sim.run(until + d(25 * SEC), |_, _| Outcome::Ok);
+    let reqs = sim.requests_to(A);
+    let after: Vec<_> = reqs.iter().filter(|(t, _)| *t >= until).collect();
+    assert!(after[0].1, "the probe");
+    assert_eq!(after[0].0, until);
+    // The four siblings follow, each at least 2 s (spacing) after the previous request.
+    assert!(after.len() >= 5, "{after:?}");
+    for w in after.windows(2) {
+        assert!(
+            w[1].0.as_millis() - w[0].0.as_millis() >= 2 * SEC,
+            "{after:?}"
+        );
+    }
+    assert_eq!(after[4].0, until + d(8 * SEC), "and no slower than that");
+    assert!(after[1..].iter().all(|(_, p)| !p));
+    assert!(sim.s.registry().entry(&c.site).is_none());
+}
+
+#[test]
+fn spacing_and_one_in_flight_per_site() {
+    let mut s = sched(16);
+    five_on_one_site(&mut s);
+    let a = s.poll_due(T0).unwrap();
+    assert!(s.poll_due(T0).is_none());
+    // Even after the spacing has passed, nothing while the first is in flight.
+    assert!(s.poll_due(T0 + d(10 * SEC)).is_none());
+    s.handle_outcome(a.id, Outcome::Ok, None, T0 + d(10 * SEC));
+    let b = s.poll_due(T0 + d(10 * SEC)).unwrap();
+    s.handle_outcome(b.id, Outcome::Ok, None, T0 + d(10 * SEC) + d(100));
+    // Start to start ≥ spacing, even though b finished quickly.
+    assert!(s.poll_due(T0 + d(12 * SEC) - d(1)).is_none());
+    assert_eq!(s.poll_timeout(), Some(T0 + d(12 * SEC)));
+    assert!(s.poll_due(T0 + d(12 * SEC)).is_some());
+}
+
+#[test]
+fn per_site_spacing_overrides_apply() {
+    let mut config = SchedulerConfig::default();
+    config
+        .site_spacing
+        .insert(SiteKey::from_url(A).unwrap(), d(5 * SEC));
+    let mut s = Scheduler::new(config, Registry::default(), 1);
+    five_on_one_site(&mut s);
+    let a = s.poll_due(T0).unwrap();
+    s.handle_outcome(a.id, Outcome::Ok, None, T0);
+    assert!(s.poll_due(T0 + d(4999)).is_none());
+    assert!(s.poll_due(T0 + d(5 * SEC)).is_some());
+}
+
+#[test]
+fn the_concurrency_cap_holds() {
+    let mut s = sched(3);
+    for i in 0..10 {
+        s.add_search(
+            spec(i, &format!("http://127.0.0.1:{}/s", 9000 + i), 30 * SEC),
+            T0,
+        );
+    }
+    let first: Vec<_> = std::iter::from_fn(|| s.poll_due(T0)).collect();
+    assert_eq!(first.len(), 3);
+    assert_eq!(s.in_flight(), 3);
+    assert!(s.poll_due(T0 + d(60 * SEC)).is_none());
+    s.handle_outcome(first[0].id, Outcome::Ok, None, T0 + d(SEC));
+    let next: Vec<_> = std::iter::from_fn(|| s.poll_due(T0 + d(SEC))).collect();
+    assert_eq!(next.len(), 1, "one slot freed, one check");
+    let sites: std::collections::HashSet<_> =
+        first.iter().chain(&next).map(|c| c.site.clone()).collect();
+    assert_eq!(sites.len(), 4, "distinct sites");
+}
+
+#[test]
+fn identical_urls_are_fetched_once() {
+    let mut s = sched(16);
+    let url = "https://www.idealista.com/alquiler/madrid/";
+    s.add_search(spec(1, url, 30 * SEC), T0);
+    s.add_search(spec(2, url, 45 * SEC), T0);
+    let c = s.poll_due(T0).unwrap();
+    assert_eq!(c.searches, vec![SearchId(1), SearchId(2)]);
+    assert!(s.poll_due(T0 + d(10 * SEC)).is_none());
+    s.handle_outcome(c.id, Outcome::Ok, None, T0);
+    assert!(s.poll_due(T0).is_none());
+    // The shorter interval wins: due again within 30s ±10%.
+    let next = s.poll_timeout().unwrap();
+    assert!(
+        next <= T0 + d(33 * SEC) && next >= T0 + d(27 * SEC),
+        "{next}"
+    );
+}
+
+#[test]
+fn session_expired_parks_the_site_until_resume_site() {
+    let mut sim = Sim::new(sched(16));
+    let fb = "https://www.facebook.com/marketplace/berlin/";
+    sim.s.add_search(spec(1, fb, 30 * SEC), T0);
+    sim.s.add_search(
+        spec(2, "https://www.facebook.com/marketplace/munich/", 30 * SEC),
+        T0,
+    );
+    sim.s.add_search(spec(3, A, 30 * SEC), T0);
+    let key = SiteKey::from_url(fb).unwrap();
+    let mut told = 0;
+    let c = sim.poll();
+    for c in c {
+        let o = if c.site == key {
+            Outcome::SessionExpired
+        } else {
+            Outcome::Ok
+        };
+        if let Some(Reaction::SessionExpired { .. }) = sim.s.handle_outcome(c.id, o, None, T0) {
+            told += 1;
+        }
+    }
+    assert_eq!(told, 1);
+    assert_eq!(sim.s.site_state(&key), SiteState::SessionExpired);
+    assert_eq!(
+        sim.s.search_state(SearchId(2)).unwrap().0,
+        SearchState::SessionExpired
+    );
+    sim.run(T0 + d(3 * 60 * MIN), |_, _| Outcome::Ok);
+    let fb_reqs = sim.requests_to(fb);
+    assert_eq!(fb_reqs.len(), 1, "parked for hours: {fb_reqs:?}");
+    assert!(sim.requests_to(A).len() > 300, "other sites go on");
+    sim.s.resume_site(&key);
+    let now = sim.now;
+    sim.run(now + d(10 * SEC), |_, _| Outcome::Ok);
+    assert_eq!(sim.requests_to(fb).len(), 3, "both searches resume, spaced");
+}
+
+#[test]
+fn search_gone_stops_that_search_only() {
+    let mut sim = Sim::new(sched(16));
+    let gone = "https://www.idealista.com/old-search/";
+    sim.s.add_search(spec(1, gone, 30 * SEC), T0);
+    sim.s.add_search(spec(2, A, 30 * SEC), T0);
+    let mut reaction = None;
+    let c = sim.poll().remove(0);
+    assert_eq!(c.searches, vec![SearchId(1)]);
+    reaction = reaction.or(sim.s.handle_outcome(c.id, Outcome::SearchGone, None, T0));
+    assert_eq!(
+        reaction,
+        Some(Reaction::SearchGone {
+            searches: vec![SearchId(1)]
+        })
+    );
+    sim.run(T0 + d(10 * MIN), |_, _| Outcome::Ok);
+    let key = SiteKey::from_url(A).unwrap();
+    let gone_checks = sim
+        .log
+        .iter()
+        .filter(|(_, c)| c.searches.contains(&SearchId(1)))
+        .count();
+    assert_eq!(gone_checks, 1);
+    assert!(sim.requests_to(A).len() >= 18);
+    assert_eq!(sim.s.site_state(&key), SiteState::Clear);
+    assert_eq!(
+        sim.s.search_state(SearchId(1)),
+        Some((SearchState::SearchGone, None))
+    );
+}
+
+#[test]
+fn a_404_on_the_probe_still_reports_search_gone() {
+    let mut s = sched(16);
+    five_on_one_site(&mut s);
+    let c = s.poll_due(T0).unwrap();
+    s.handle_outcome(c.id, Outcome::Error, None, T0);
+    let at = s.registry().entry(&c.site).unwrap().next_retry_at;
+    let p = s.poll_due(at).unwrap();
+    assert!(p.probe);
+    let r = s.handle_outcome(p.id, Outcome::SearchGone, None, at);
+    assert!(matches!(r, Some(Reaction::SearchGone { .. })), "{r:?}");
+    // The site answered, so it is clear and the siblings go.
+    assert!(s.registry().entry(&c.site).is_none());
+    assert!(s.poll_due(at + d(2 * SEC)).is_some());
+}
+
+#[test]
+fn interval_jitter_stays_within_ten_percent() {
+    let mut sim = Sim::new(sched(16));
+    sim.s.add_search(spec(1, A, 30 * SEC), T0);
+    sim.run(T0 + d(24 * 60 * MIN), |_, _| Outcome::Ok);
+    let times: Vec<u64> = sim
+        .requests_to(A)
+        .iter()
+        .map(|(t, _)| t.as_millis())
+        .collect();
+    let gaps: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.len() > 2500);
+    assert!(gaps.iter().all(|g| (27 * SEC..=33 * SEC).contains(g)));
+    let (lo, hi) = (gaps.iter().min().unwrap(), gaps.iter().max().unwrap());
+    assert!(
+        *lo < 27_500 && *hi > 32_500,
+        "jitter spans the range: {lo}..{hi}"
+    );
+}
+
+#[test]
+fn restored_entries_keep_a_site_waiting_after_restart() {
+    let key = SiteKey::from_url(A).unwrap();
+    let until = T0 + d(10 * MIN);
+    let entry = Entry {
+        kind: RefusalKind::RateLimited,
+        failures: 2,
+        next_retry_at: until,
+        recorded_at: T0 - d(5 * MIN),
+        since: T0 - d(7 * MIN),
+        retry_after: None,
+        lengthened_by_retry_after: false,
+    };
+    let mut registry = Registry::new(BackoffPolicy::default());
+    registry.restore([(key.clone(), entry)]);
+    let mut sim = Sim::new(Scheduler::new(SchedulerConfig::default(), registry, 3));
+    five_on_one_site(&mut sim.s);
+    sim.s
+        .add_search(spec(9, "http://127.0.0.1:8080/", 30 * SEC), T0);
+    assert_eq!(sim.s.site_state(&key), SiteState::Waiting);
+    assert_eq!(
+        sim.s.search_state(SearchId(0)),
+        Some((SearchState::Waiting, Some(until)))
+    );
+    // The probe fails: it climbs from the restored count (rung 3 of rate_limited = 15m).
+    sim.run(until + d(MIN), |_, c| {
+        if c.probe {
+            Outcome::RateLimited
+        } else {
+            Outcome::Ok
+        }
+    });
+    let reqs = sim.requests_to(A);
+    assert_eq!(reqs, vec![(until, true)]);
+    assert_eq!(sim.s.registry().entry(&key).unwrap().failures, 3);
+    assert!(sim.requests_to("http://127.0.0.1:8080/").len() > 20);
+}
+
+#[test]
+fn poll_timeout_is_none_with_nothing_to_do() {
+    let mut s = sched(4);
+    assert_eq!(s.poll_timeout(), None);
+    assert!(s.poll_due(T0).is_none());
+    s.add_search(spec(1, A, 30 * SEC), T0 + d(SEC));
+    assert_eq!(s.poll_timeout(), Some(T0 + d(SEC)));
+    assert!(s.poll_due(T0).is_none());
+    let c = s.poll_due(T0 + d(SEC)).unwrap();
+    // In flight and nothing else scheduled: the driver waits for the outcome.
+    assert_eq!(s.poll_timeout(), None);
+    s.abandon(c.id);
+    assert!(s.poll_due(T0 + d(SEC)).is_none(), "spacing still applies");
+    assert!(s.poll_due(T0 + d(3 * SEC)).is_some());
+}
