@@ -1,1 +1,279 @@
-//! TODO
+//! `notifio.toml`: read, validated with a file:line:col for every mistake, then resolved against
+//! the machine (DESIGN §8, §9).
+//!
+//! Three steps, as in ripgrep's lowargs → hiargs: [`raw`] keeps the spans, [`validate`] turns
+//! text into checked values without I/O, [`resolve`] expands `~`, relative paths, platform
+//! directories and env secrets. Everything a bad config can get wrong is caught here, before
+//! anything runs (exit code 2); nothing here holds or prints a secret.
+
+mod duration;
+mod error;
+mod raw;
+mod resolve;
+mod starter;
+mod validate;
+
+pub use duration::{DURATION_EXPECTED, SIZE_EXPECTED, parse_duration, parse_size};
+pub use error::ConfigError;
+pub use resolve::{DASHBOARD_TOKEN_ENV, Environment, SMTP_PASSWORD_ENV, default_path};
+pub use starter::{STARTER, write_starter};
+
+use crate::listing::ListingSpec;
+use notifio_policy::{BackoffPolicy, RetryPolicies, SiteKey, format_duration};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Intervals below this get a warning at start (DESIGN §9); they are not refused.
+pub const WARN_INTERVAL_BELOW: Duration = Duration::from_secs(10);
+
+/// The validated, resolved configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// `[watch]`: the loop's pace and where state lives.
+    pub watch: WatchSettings,
+    /// `[backoff]`: per-site ladders (DESIGN §2), validated by [`BackoffPolicy::new`].
+    pub backoff: BackoffPolicy,
+    /// `[retry.*]`: request-level retry per class (DESIGN §3).
+    pub retry: RetryPolicies,
+    /// `[fetch]`: HTTP client settings.
+    pub fetch: FetchSettings,
+    /// `[notify]`: notification channels.
+    pub notify: NotifySettings,
+    /// `[[search]]`: at least one, names unique, in file order.
+    pub searches: Vec<SearchConfig>,
+    /// `[site."…"]`: per-site settings keyed by [`SiteKey`] text (`facebook.com`).
+    pub sites: BTreeMap<String, SiteSettings>,
+}
+
+/// `[watch]`.
+#[derive(Clone, PartialEq)]
+pub struct WatchSettings {
+    /// Default interval between checks of one search (30s), ±10% jitter.
+    pub interval: Duration,
+    /// Minimum gap between two checks of one site, start to start (2s).
+    pub spacing: Duration,
+    /// Checks in flight at once, over all sites (4).
+    pub concurrency: usize,
+    /// Where the database lives (the platform data dir, e.g. `~/.local/share/notifio`).
+    pub state_dir: PathBuf,
+    /// The dashboard's address (`127.0.0.1:7878`); `None` when `dashboard = false`.
+    pub dashboard: Option<SocketAddr>,
+    /// Bearer token for the dashboard: `NOTIFIO_DASHBOARD_TOKEN`, else `dashboard_token`.
+    /// Redacted in `Debug`.
+    pub dashboard_token: Option<String>,
+    /// Announce the listings found by a search's first check (false: silent baseline).
+    pub notify_existing: bool,
+    /// Checks kept in history per search (100).
+    pub history: usize,
+}
+
+impl fmt::Debug for WatchSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WatchSettings")
+            .field("interval", &self.interval)
+            .field("spacing", &self.spacing)
+            .field("concurrency", &self.concurrency)
+            .field("state_dir", &self.state_dir)
+            .field("dashboard", &self.dashboard)
+            .field(
+                "dashboard_token",
+                &self.dashboard_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("notify_existing", &self.notify_existing)
+            .field("history", &self.history)
+            .finish()
+    }
+}
+
+/// `[fetch]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchSettings {
+    /// `User-Agent` header; `None` leaves the fetcher's default.
+    pub user_agent: Option<String>,
+    /// `Accept-Language` header; `None` leaves the fetcher's default.
+    pub accept_language: Option<String>,
+    /// Largest response body read, in bytes (10 MiB).
+    pub body_cap: usize,
+}
+
+/// `[notify]`. With no channel configured at all, `mailbox` is `state_dir/notifications.mbox`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotifySettings {
+    /// SMTP or sendmail delivery.
+    pub email: Option<EmailSettings>,
+    /// An mbox file to append to (resolved path).
+    pub mailbox: Option<PathBuf>,
+    /// A JSON POST per message.
+    pub webhook: Option<WebhookSettings>,
+}
+
+/// `[notify.email]` or `notify.email = {…}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmailSettings {
+    /// Recipients (a string or an array in the file).
+    pub to: Vec<String>,
+    /// Sender (`notifio@localhost`).
+    pub from: String,
+    /// `smtp://host:port`, `smtps://…`, `smtp+starttls://…` (a user name may be in the URL, a
+    /// password may not) or `sendmail`.
+    pub smtp: String,
+    /// A file holding the SMTP password (resolved path); else `NOTIFIO_SMTP_PASSWORD`.
+    pub password_file: Option<PathBuf>,
+}
+
+/// `[notify.webhook]` or `notify.webhook = {…}`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookSettings {
+    /// http(s) URL to POST to. Often a secret itself (Slack, ntfy topics): `Debug` shows only
+    /// its origin.
+    pub url: String,
+    /// Body format.
+    pub format: WebhookFormat,
+}
+
+impl fmt::Debug for WebhookSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let origin = url::Url::parse(&self.url)
+            .map(|u| format!("{}/…", u.origin().ascii_serialization()))
+            .unwrap_or_else(|_| "<redacted>".to_owned());
+        f.debug_struct("WebhookSettings")
+            .field("url", &origin)
+            .field("format", &self.format)
+            .finish()
+    }
+}
+
+/// What a webhook receives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WebhookFormat {
+    /// A JSON object per message (the default).
+    #[default]
+    Json,
+    /// ntfy.sh style: plain-text body, title and click URL in headers.
+    Ntfy,
+}
+
+/// One `[[search]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchConfig {
+    /// Unique name, shown in notifications and `status`.
+    pub name: String,
+    /// The result page's http(s) URL.
+    pub url: String,
+    /// The site it belongs to (registry key).
+    pub site: SiteKey,
+    /// Its own interval, else `watch.interval`.
+    pub interval: Duration,
+    /// `idealista | immoscout24 | facebook | generic`: its own, else its site's, else `None`
+    /// (chosen by site).
+    pub profile: Option<String>,
+    /// How to find listings on a generic site.
+    pub listing: Option<ListingSpec>,
+    /// Its own, else `watch.notify_existing`.
+    pub notify_existing: bool,
+}
+
+/// One `[site."…"]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SiteSettings {
+    /// A Netscape `cookies.txt` export for this site (resolved path).
+    pub cookies: Option<PathBuf>,
+    /// Overrides `watch.spacing` for this site.
+    pub spacing: Option<Duration>,
+    /// Profile for this site's searches that name none.
+    pub profile: Option<String>,
+}
+
+/// Profiles a search or site may name.
+pub const PROFILES: [&str; 4] = ["idealista", "immoscout24", "facebook", "generic"];
+
+impl Config {
+    /// Things that are allowed but probably unwise, one line each, for the log at start:
+    /// intervals below 10s on real sites (loopback is exempt: that is tests and `demo`), and
+    /// `[site]` tables no search uses.
+    #[must_use]
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &self.searches {
+            if s.interval < WARN_INTERVAL_BELOW && !is_loopback(&s.url) {
+                out.push(format!(
+                    "interval {} on \"{}\" is below 10s: real portals will block you",
+                    format_duration(s.interval),
+                    s.name
+                ));
+            }
+        }
+        for site in self.sites.keys() {
+            if !self.searches.iter().any(|s| s.site.as_str() == site) {
+                out.push(format!(
+                    "[site.\"{site}\"] has settings but no search is on that site"
+                ));
+            }
+        }
+        out
+    }
+
+    /// The spacing in force for a site: its own, else `watch.spacing`.
+    #[must_use]
+    pub fn spacing_for(&self, site: &SiteKey) -> Duration {
+        self.sites
+            .get(site.as_str())
+            .and_then(|s| s.spacing)
+            .unwrap_or(self.watch.spacing)
+    }
+}
+
+fn is_loopback(u: &str) -> bool {
+    match url::Url::parse(u).ok().and_then(|u| u.host().map(|h| h.to_owned())) {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d == "localhost" || d.ends_with(".localhost"),
+        None => false,
+    }
+}
+
+/// Reads, parses, validates and resolves the config file at `path`.
+///
+/// # Errors
+/// The file cannot be read (the message names the path and suggests `notifio init`), or any
+/// [`parse`] error.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            ConfigError::file(
+                path,
+                "no config file here",
+                Some(format!(
+                    "run `notifio init {}` to write a commented starter config, or pass --config",
+                    path.display()
+                )),
+            )
+        } else {
+            ConfigError::file(path, format!("cannot read the config file: {e}"), None)
+        }
+    })?;
+    parse(&text, path)
+}
+
+/// Parses, validates and resolves config `text` that came from `path` (used for messages and
+/// as the base of relative paths), reading the process environment for `~`, the platform data
+/// directory and `NOTIFIO_DASHBOARD_TOKEN`.
+///
+/// # Errors
+/// The first problem found, with file:line:col, key and hint.
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    parse_in(text, path, &Environment::from_process())
+}
+
+/// [`parse`] with an explicit [`Environment`] (tests, embedding).
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_in(text: &str, path: &Path, env: &Environment) -> Result<Config, ConfigError> {
+    validate::config(text, path, env)
+}

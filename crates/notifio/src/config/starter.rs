@@ -1,0 +1,113 @@
+//! The commented starter config that `notifio init` writes.
+//!
+//! It must always parse (a test does exactly that), so everything optional is commented out with
+//! its default, and the one live search is a real, valid example to edit.
+
+use super::ConfigError;
+use std::io::Write;
+use std::path::Path;
+
+/// The starter `notifio.toml`: one search to edit, every other key commented out at its default.
+pub const STARTER: &str = r#"# notifio.toml: what to watch, and how politely.
+# Every key is optional except at least one [[search]]. Durations are "200ms", "30s", "2m", "1h".
+# Relative paths are relative to this file; "~" is your home directory.
+# Reference: docs/config.md
+
+# One [[search]] per result page to watch. Names must be unique.
+[[search]]
+name = "Madrid under 1200"
+url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-hasta_1200/"
+# interval = "45s"          # this search's own interval (default: watch.interval)
+# profile = "idealista"     # idealista | immoscout24 | facebook | generic (default: by site)
+# notify_existing = false   # announce what the first check finds, instead of a silent baseline
+
+# A site without a built-in profile: tell notifio how to find listings, in one of these ways.
+# [[search]]
+# name = "Local agency"
+# url = "https://agency.example/rentals?max=1200"
+# listing = { selector = "article.listing", id_attr = "data-id" }
+# listing = { link = "/listing/(\\d+)" }     # a regex with one capture group: the id
+# listing = "json-ld"                        # the page's JSON-LD ItemList
+
+[watch]
+# interval = "30s"          # default interval per search, ±10% jitter; below 10s portals block you
+# spacing = "2s"            # at least this long between two requests to one site
+# concurrency = 4           # checks in flight at once
+# state_dir = "~/.local/share/notifio"   # default: your platform's data directory
+# dashboard = "127.0.0.1:7878"           # false to disable; other addresses need a token
+# dashboard_token = "…"     # or set NOTIFIO_DASHBOARD_TOKEN (preferred)
+# notify_existing = false
+# history = 100             # checks kept per search
+
+# Where notifications go. With none configured: state_dir/notifications.mbox.
+[notify]
+# mailbox = "notifications.mbox"
+# email = { to = "me@example.com", from = "notifio@localhost", smtp = "smtp+starttls://me@smtp.example.com:587" }
+#   (password: env NOTIFIO_SMTP_PASSWORD or password_file = "~/.config/notifio/smtp-password")
+# webhook = { url = "https://ntfy.sh/my-secret-topic", format = "ntfy" }   # or format = "json"
+
+# How long to leave a site alone after it refused us (the last rung is the ceiling).
+[backoff]
+# challenge = ["1m", "3m", "8m", "15m", "30m"]
+# rate_limited = ["2m", "5m", "15m", "30m"]
+# denied = ["5m", "15m", "30m", "1h"]
+# error = ["30s", "2m", "5m"]
+# max_wait = "1h"
+# jitter = 0.15
+
+# Request-level retry for 5xx and timeouts; also [retry.probe] (1 attempt), [retry.detail], [retry.notify].
+# [retry.search]
+# attempts = 3
+# initial = "100ms"
+# multiplier = 3.0
+# jitter = 0.25
+# timeout = "10s"
+# deadline = "20s"
+# retry_header = true
+
+# [fetch]
+# user_agent = "…"
+# accept_language = "es-ES,es;q=0.9,en;q=0.8"
+# body_cap = "10MiB"
+
+# Per-site settings; the key is a domain or a URL of the site.
+# [site."facebook.com"]
+# cookies = "~/.config/notifio/facebook.cookies.txt"   # a Netscape cookies.txt export
+# spacing = "5s"
+# profile = "facebook"
+"#;
+
+/// Writes [`STARTER`] to `path`, creating its directory; never overwrites an existing file.
+///
+/// # Errors
+/// The file exists already, or it cannot be created or written.
+pub fn write_starter(path: &Path) -> Result<(), ConfigError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            ConfigError::file(
+                path,
+                format!("cannot create the directory {}: {e}", dir.display()),
+                None,
+            )
+        })?;
+    }
+    // create_new: the existence check and the creation are one step, so nothing is clobbered
+    // even if two `notifio init` race.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                ConfigError::file(
+                    path,
+                    "already exists; not overwriting it",
+                    Some("edit it, or pass another path to `notifio init`".to_owned()),
+                )
+            } else {
+                ConfigError::file(path, format!("cannot create the file: {e}"), None)
+            }
+        })?;
+    file.write_all(STARTER.as_bytes())
+        .map_err(|e| ConfigError::file(path, format!("cannot write the file: {e}"), None))
+}

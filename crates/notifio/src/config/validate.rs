@@ -1,0 +1,714 @@
+//! Config text → [`Config`]: every rule of DESIGN §8, each failure pointing at its key.
+//!
+//! Pure apart from the [`Environment`] value it is handed (home, data dir, token): no file or
+//! network I/O, so each rule is tested with a string. Validation that belongs to a policy type
+//! (ladders, retry) is done by that type's constructor and only *located* here, so the rules
+//! live in one place (`notifio-policy`).
+
+use super::raw::{Field, Src, Table, parse_document, suggestion};
+use super::resolve::{DASHBOARD_TOKEN_ENV, Environment, SMTP_PASSWORD_ENV, base_dir, resolve_path};
+use super::{
+    Config, ConfigError, EmailSettings, FetchSettings, NotifySettings, PROFILES, SearchConfig,
+    SiteSettings, WatchSettings, WebhookFormat, WebhookSettings,
+};
+use crate::listing::ListingSpec;
+use notifio_policy::{
+    BackoffConfigError, BackoffPolicy, Ladders, MAX_WAIT, RefusalKind, RequestClass,
+    RetryConfigError, RetryPolicies, RetryPolicy, SiteKey,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const ROOT_KEYS: &[&str] = &[
+    "watch", "backoff", "retry", "fetch", "notify", "search", "site",
+];
+const WATCH_KEYS: &[&str] = &[
+    "interval",
+    "spacing",
+    "concurrency",
+    "state_dir",
+    "dashboard",
+    "dashboard_token",
+    "notify_existing",
+    "history",
+];
+const BACKOFF_KEYS: &[&str] = &[
+    "challenge",
+    "rate_limited",
+    "denied",
+    "error",
+    "max_wait",
+    "jitter",
+];
+const RETRY_CLASSES: &[&str] = &["search", "probe", "detail", "notify"];
+const RETRY_KEYS: &[&str] = &[
+    "attempts",
+    "initial",
+    "multiplier",
+    "jitter",
+    "timeout",
+    "deadline",
+    "retry_header",
+];
+const FETCH_KEYS: &[&str] = &["user_agent", "accept_language", "body_cap"];
+const NOTIFY_KEYS: &[&str] = &["email", "mailbox", "webhook"];
+const EMAIL_KEYS: &[&str] = &["to", "from", "smtp", "password_file"];
+const WEBHOOK_KEYS: &[&str] = &["url", "format"];
+const SEARCH_KEYS: &[&str] = &[
+    "name",
+    "url",
+    "interval",
+    "profile",
+    "listing",
+    "notify_existing",
+];
+const SITE_KEYS: &[&str] = &["cookies", "spacing", "profile"];
+const LISTING_KEYS: &[&str] = &["selector", "id_attr", "title", "price", "link", "json_ld"];
+
+/// Defaults (DESIGN §8); docs/config.md lists the same numbers.
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
+const DEFAULT_SPACING: Duration = Duration::from_secs(2);
+const DEFAULT_CONCURRENCY: usize = 4;
+const DEFAULT_DASHBOARD: SocketAddr = SocketAddr::new(
+    std::net::IpAddr::V4(Ipv4Addr::LOCALHOST),
+    7878,
+);
+const DEFAULT_HISTORY: usize = 100;
+const DEFAULT_BODY_CAP: usize = 10 * 1024 * 1024;
+const DEFAULT_FROM: &str = "notifio@localhost";
+const DEFAULT_SMTP: &str = "smtp://localhost:25";
+const DEFAULT_BACKOFF_JITTER: f64 = 0.15;
+
+type Result<T> = std::result::Result<T, ConfigError>;
+
+/// Parses and validates `text` (from `path`), resolving paths and env through `env`.
+pub(crate) fn config(text: &str, path: &Path, env: &Environment) -> Result<Config> {
+    let src = Src { file: path, text };
+    let doc = parse_document(src)?;
+    let root = Table::root(src, &doc);
+    root.allow(ROOT_KEYS)?;
+    let base = base_dir(path);
+
+    let watch = watch(&root, &base, env)?;
+    let backoff = backoff(&root)?;
+    let retry = retry(&root)?;
+    let fetch = fetch(&root)?;
+    let notify = notify(&root, &watch, &base, env)?;
+    let sites = sites(&root, &base, env)?;
+    let searches = searches(&root, &watch, &sites)?;
+    Ok(Config {
+        path: path.to_owned(),
+        watch,
+        backoff,
+        retry,
+        fetch,
+        notify,
+        searches,
+        sites,
+    })
+}
+
+/// The table at `key` of `parent`, with its keys checked against `allowed`.
+fn section<'a>(parent: &Table<'a>, key: &str, allowed: &[&str]) -> Result<Option<Table<'a>>> {
+    let Some(f) = parent.get(key) else {
+        return Ok(None);
+    };
+    let t = f.table()?;
+    t.allow(allowed)?;
+    Ok(Some(t))
+}
+
+fn path(f: &Field<'_>, base: &Path, env: &Environment) -> Result<PathBuf> {
+    resolve_path(f.str()?, base, env).map_err(|m| f.err(m))
+}
+
+fn usize_at_least(f: &Field<'_>, min: i64) -> Result<usize> {
+    let n = f.integer_at_least(min)?;
+    usize::try_from(n).map_err(|_| f.err(format!("{n} is too large")))
+}
+
+fn profile(f: &Field<'_>) -> Result<String> {
+    let p = f.non_empty_str()?;
+    if PROFILES.contains(&p) {
+        Ok(p.to_owned())
+    } else {
+        Err(f
+            .err(format!("unknown profile `{p}`"))
+            .with_hint(suggestion(p, &PROFILES, "profiles")))
+    }
+}
+
+fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettings> {
+    let t = section(root, "watch", WATCH_KEYS)?;
+    let Some(t) = t else {
+        return Ok(WatchSettings {
+            interval: DEFAULT_INTERVAL,
+            spacing: DEFAULT_SPACING,
+            concurrency: DEFAULT_CONCURRENCY,
+            state_dir: default_state_dir(root, env)?,
+            dashboard: Some(DEFAULT_DASHBOARD),
+            dashboard_token: env.dashboard_token.clone(),
+            notify_existing: false,
+            history: DEFAULT_HISTORY,
+        });
+    };
+    let interval = t.positive_duration("interval")?.unwrap_or(DEFAULT_INTERVAL);
+    let spacing = t.duration("spacing")?.unwrap_or(DEFAULT_SPACING);
+    let concurrency = t
+        .get("concurrency")
+        .map(|f| usize_at_least(&f, 1))
+        .transpose()?
+        .unwrap_or(DEFAULT_CONCURRENCY);
+    let state_dir = match t.get("state_dir") {
+        Some(f) => path(&f, base, env)?,
+        None => default_state_dir(root, env)?,
+    };
+    let dashboard_field = t.get("dashboard");
+    let dashboard = match &dashboard_field {
+        None => Some(DEFAULT_DASHBOARD),
+        Some(f) => dashboard(f)?,
+    };
+    let file_token = t
+        .get("dashboard_token")
+        .map(|f| f.non_empty_str().map(str::to_owned))
+        .transpose()?;
+    let dashboard_token = env.dashboard_token.clone().or(file_token);
+    if let (Some(addr), None) = (dashboard, &dashboard_token) {
+        if !addr.ip().is_loopback() {
+            let e = match &dashboard_field {
+                Some(f) => f.err(format!(
+                    "the dashboard on {addr} would be reachable from other machines without a token"
+                )),
+                None => t.err("dashboard", "non-loopback dashboard without a token"),
+            };
+            return Err(e.with_hint(format!(
+                "set {DASHBOARD_TOKEN_ENV} (or watch.dashboard_token), or listen on 127.0.0.1"
+            )));
+        }
+    }
+    let notify_existing = t.bool("notify_existing")?.unwrap_or(false);
+    let history = t
+        .get("history")
+        .map(|f| usize_at_least(&f, 1))
+        .transpose()?
+        .unwrap_or(DEFAULT_HISTORY);
+    Ok(WatchSettings {
+        interval,
+        spacing,
+        concurrency,
+        state_dir,
+        dashboard,
+        dashboard_token,
+        notify_existing,
+        history,
+    })
+}
+
+fn default_state_dir(root: &Table<'_>, env: &Environment) -> Result<PathBuf> {
+    env.data_dir.clone().ok_or_else(|| {
+        root.err("watch.state_dir", "this system has no data directory for notifio")
+            .with_hint("set state_dir in [watch], e.g. state_dir = \"/var/lib/notifio\"")
+    })
+}
+
+fn dashboard(f: &Field<'_>) -> Result<Option<SocketAddr>> {
+    const EXPECTED: &str = "expected an address like \"127.0.0.1:7878\", or false to disable";
+    if let Some(b) = f.as_bool() {
+        return Ok(b.then_some(DEFAULT_DASHBOARD));
+    }
+    let Some(s) = f.as_str() else {
+        return Err(f.type_err(EXPECTED));
+    };
+    s.trim().parse::<SocketAddr>().map(Some).map_err(|_| {
+        f.err(EXPECTED)
+            .with_hint("give an IP and a port; host names are not resolved here")
+    })
+}
+
+fn backoff(root: &Table<'_>) -> Result<BackoffPolicy> {
+    let Some(t) = section(root, "backoff", BACKOFF_KEYS)? else {
+        return Ok(BackoffPolicy::default());
+    };
+    let mut ladders = Ladders::default();
+    let mut fields: HashMap<RefusalKind, (Field<'_>, Vec<Field<'_>>)> = HashMap::new();
+    for kind in RefusalKind::ALL {
+        let Some(f) = t.get(kind.as_str()) else {
+            continue;
+        };
+        let rungs = f.array()?;
+        let steps = rungs
+            .iter()
+            .map(Field::duration)
+            .collect::<Result<Vec<_>>>()?;
+        ladders = ladders.with(kind, steps);
+        fields.insert(kind, (f, rungs));
+    }
+    let jitter_f = t.get("jitter");
+    let jitter = jitter_f
+        .as_ref()
+        .map(Field::float)
+        .transpose()?
+        .unwrap_or(DEFAULT_BACKOFF_JITTER);
+    let max_wait_f = t.get("max_wait");
+    let max_wait = max_wait_f
+        .as_ref()
+        .map(Field::duration)
+        .transpose()?
+        .unwrap_or(MAX_WAIT);
+    BackoffPolicy::new(ladders, jitter, max_wait).map_err(|e| {
+        let at = match &e {
+            BackoffConfigError::EmptyLadder { kind } => fields.get(kind).map(|(f, _)| f.clone()),
+            BackoffConfigError::ZeroRung { kind, rung }
+            | BackoffConfigError::NotIncreasing { kind, rung, .. } => fields
+                .get(kind)
+                .and_then(|(_, rungs)| rungs.get(rung.saturating_sub(1)).cloned()),
+            BackoffConfigError::BadJitter(_) => jitter_f.clone(),
+            BackoffConfigError::ZeroMaxWait => max_wait_f.clone(),
+            _ => None,
+        };
+        match at {
+            Some(f) => f.err(e.to_string()),
+            None => t.err("", e.to_string()),
+        }
+    })
+}
+
+fn retry(root: &Table<'_>) -> Result<RetryPolicies> {
+    let mut policies = RetryPolicies::default();
+    let Some(t) = section(root, "retry", RETRY_CLASSES)? else {
+        return Ok(policies);
+    };
+    for class in RequestClass::ALL {
+        if let Some(c) = section(&t, class.as_str(), RETRY_KEYS)? {
+            *policies.get_mut(class) = retry_policy(&c, class)?;
+        }
+    }
+    Ok(policies)
+}
+
+fn retry_policy(t: &Table<'_>, class: RequestClass) -> Result<RetryPolicy> {
+    let d = RetryPolicy::default_for(class);
+    let attempts = match t.get("attempts") {
+        Some(f) => {
+            let n = f.integer_at_least(0)?;
+            u32::try_from(n).map_err(|_| f.err(format!("{n} attempts is too many")))?
+        }
+        None => d.attempts(),
+    };
+    let float = |k: &str, dflt: f64| t.get(k).map(|f| f.float()).transpose().map(|v| v.unwrap_or(dflt));
+    let multiplier = float("multiplier", d.multiplier())?;
+    let jitter = float("jitter", d.jitter())?;
+    let initial = t.duration("initial")?.unwrap_or(d.initial());
+    let timeout = t.duration("timeout")?.unwrap_or(d.timeout());
+    let deadline = t.duration("deadline")?.unwrap_or(d.deadline());
+    let retry_header = t.bool("retry_header")?.unwrap_or(d.retry_header());
+    RetryPolicy::new(
+        attempts,
+        initial,
+        multiplier,
+        jitter,
+        timeout,
+        deadline,
+        retry_header,
+    )
+    .map_err(|e| {
+        let key = match &e {
+            RetryConfigError::ZeroAttempts => "attempts",
+            RetryConfigError::BadMultiplier(_) => "multiplier",
+            RetryConfigError::BadJitter(_) => "jitter",
+            RetryConfigError::ZeroTime(what) => what,
+            _ => "",
+        };
+        match t.get(key) {
+            Some(f) => f.err(e.to_string()),
+            None => t.err(key, e.to_string()),
+        }
+    })
+}
+
+fn fetch(root: &Table<'_>) -> Result<FetchSettings> {
+    let mut out = FetchSettings {
+        user_agent: None,
+        accept_language: None,
+        body_cap: DEFAULT_BODY_CAP,
+    };
+    let Some(t) = section(root, "fetch", FETCH_KEYS)? else {
+        return Ok(out);
+    };
+    let text = |k: &str| {
+        t.get(k)
+            .map(|f| f.non_empty_str().map(str::to_owned))
+            .transpose()
+    };
+    out.user_agent = text("user_agent")?;
+    out.accept_language = text("accept_language")?;
+    if let Some(f) = t.get("body_cap") {
+        out.body_cap = if f.as_integer().is_some() {
+            usize_at_least(&f, 1)?
+        } else {
+            let Some(s) = f.as_str() else {
+                return Err(f.type_err("a size like \"10MiB\" or a number of bytes"));
+            };
+            let n = super::parse_size(s).map_err(|m| f.err(m))?;
+            if n == 0 {
+                return Err(f.err("must be larger than zero"));
+            }
+            usize::try_from(n).map_err(|_| f.err("too large for this machine"))?
+        };
+    }
+    Ok(out)
+}
+
+fn notify(
+    root: &Table<'_>,
+    watch: &WatchSettings,
+    base: &Path,
+    env: &Environment,
+) -> Result<NotifySettings> {
+    let mut out = NotifySettings {
+        email: None,
+        mailbox: None,
+        webhook: None,
+    };
+    if let Some(t) = section(root, "notify", NOTIFY_KEYS)? {
+        if let Some(e) = section(&t, "email", EMAIL_KEYS)? {
+            out.email = Some(email(&e, base, env)?);
+        }
+        if let Some(f) = t.get("mailbox") {
+            out.mailbox = Some(path(&f, base, env)?);
+        }
+        if let Some(w) = section(&t, "webhook", WEBHOOK_KEYS)? {
+            out.webhook = Some(webhook(&w)?);
+        }
+    }
+    if out.email.is_none() && out.mailbox.is_none() && out.webhook.is_none() {
+        out.mailbox = Some(watch.state_dir.join("notifications.mbox"));
+    }
+    Ok(out)
+}
+
+fn mailbox_address(f: &Field<'_>, s: &str) -> Result<String> {
+    let s = s.trim();
+    s.parse::<lettre::message::Mailbox>()
+        .map(|_| s.to_owned())
+        .map_err(|e| f.err(format!("`{s}` is not an email address: {e}")))
+}
+
+fn email(t: &Table<'_>, base: &Path, env: &Environment) -> Result<EmailSettings> {
+    let Some(to_f) = t.get("to") else {
+        return Err(t
+            .err("to", "missing `to`: who should get the emails")
+            .with_hint("to = \"me@example.com\" or to = [\"me@example.com\", \"you@example.com\"]"));
+    };
+    let to = if let Some(s) = to_f.as_str() {
+        vec![mailbox_address(&to_f, s)?]
+    } else {
+        let elems = to_f
+            .array()
+            .map_err(|_| to_f.type_err("an address or an array of addresses"))?;
+        if elems.is_empty() {
+            return Err(to_f.err("must name at least one address"));
+        }
+        elems
+            .iter()
+            .map(|e| mailbox_address(e, e.str()?))
+            .collect::<Result<Vec<_>>>()?
+    };
+    let from = match t.get("from") {
+        Some(f) => mailbox_address(&f, f.str()?)?,
+        None => DEFAULT_FROM.to_owned(),
+    };
+    let smtp = match t.get("smtp") {
+        Some(f) => smtp(&f)?,
+        None => DEFAULT_SMTP.to_owned(),
+    };
+    let password_file = t
+        .get("password_file")
+        .map(|f| path(&f, base, env))
+        .transpose()?;
+    Ok(EmailSettings {
+        to,
+        from,
+        smtp,
+        password_file,
+    })
+}
+
+/// Checks an SMTP URL without ever echoing it: it might hold a password.
+fn smtp(f: &Field<'_>) -> Result<String> {
+    let s = f.non_empty_str()?;
+    if s == "sendmail" {
+        return Ok(s.to_owned());
+    }
+    let schemes_hint = "use smtp://host:port, smtps://host:port, smtp+starttls://host:port or \"sendmail\"";
+    let u = url::Url::parse(s).map_err(|e| {
+        f.err(format!("not an SMTP URL: {e}"))
+            .with_hint(schemes_hint)
+    })?;
+    if !matches!(u.scheme(), "smtp" | "smtps" | "smtp+starttls") {
+        return Err(f
+            .err(format!("unsupported scheme `{}:`", u.scheme()))
+            .with_hint(schemes_hint));
+    }
+    if u.password().is_some() {
+        return Err(f
+            .err("the SMTP URL contains a password; notifio keeps passwords out of its config")
+            .with_hint(format!(
+                "remove it from the URL (keep the user name) and set {SMTP_PASSWORD_ENV} or email.password_file"
+            )));
+    }
+    if u.host_str().is_none_or(str::is_empty) {
+        return Err(f.err("the SMTP URL has no host").with_hint(schemes_hint));
+    }
+    Ok(s.to_owned())
+}
+
+fn webhook(t: &Table<'_>) -> Result<WebhookSettings> {
+    let Some(f) = t.get("url") else {
+        return Err(t
+            .err("url", "missing `url`")
+            .with_hint("url = \"https://ntfy.sh/my-topic\""));
+    };
+    let url = f.non_empty_str()?;
+    // The URL is often a secret (Slack, ntfy topics): describe the problem, never echo it.
+    match url::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty()) => {}
+        Ok(_) => return Err(f.err("the webhook URL must be an http:// or https:// URL with a host")),
+        Err(e) => return Err(f.err(format!("not a URL: {e}"))),
+    }
+    let format = match t.get("format") {
+        None => WebhookFormat::Json,
+        Some(ff) => match ff.non_empty_str()? {
+            "json" => WebhookFormat::Json,
+            "ntfy" => WebhookFormat::Ntfy,
+            other => {
+                return Err(ff
+                    .err(format!("unknown webhook format `{other}`"))
+                    .with_hint(suggestion(other, &["json", "ntfy"], "formats")));
+            }
+        },
+    };
+    Ok(WebhookSettings {
+        url: url.to_owned(),
+        format,
+    })
+}
+
+/// `[site."facebook.com"]`, `[site."www.facebook.com"]` and `[site."https://facebook.com/x"]`
+/// all name the site `facebook.com`.
+fn site_key(name: &str) -> std::result::Result<SiteKey, String> {
+    let name = name.trim();
+    if name.contains("://") {
+        return SiteKey::from_url(name).map_err(|e| e.to_string());
+    }
+    SiteKey::from_url(&format!("http://{name}/")).map_err(|_| {
+        format!("`{name}` is not a site: give a domain like \"facebook.com\" or a page URL")
+    })
+}
+
+fn sites(
+    root: &Table<'_>,
+    base: &Path,
+    env: &Environment,
+) -> Result<BTreeMap<String, SiteSettings>> {
+    let mut out: BTreeMap<String, SiteSettings> = BTreeMap::new();
+    let Some(f) = root.get("site") else {
+        return Ok(out);
+    };
+    let mut first_name: HashMap<String, String> = HashMap::new();
+    for (name, f) in f.table()?.entries() {
+        let t = f.table()?;
+        t.allow(SITE_KEYS)?;
+        let key = site_key(name).map_err(|m| f.err(m))?;
+        if let Some(first) = first_name.get(key.as_str()) {
+            return Err(f
+                .err(format!("`{name}` is the same site as `{first}` (both are {key})"))
+                .with_hint("merge the two tables: settings apply to the whole site"));
+        }
+        first_name.insert(key.as_str().to_owned(), name.to_owned());
+        let settings = SiteSettings {
+            cookies: t.get("cookies").map(|c| path(&c, base, env)).transpose()?,
+            spacing: t.duration("spacing")?,
+            profile: t.get("profile").map(|p| profile(&p)).transpose()?,
+        };
+        out.insert(key.as_str().to_owned(), settings);
+    }
+    Ok(out)
+}
+
+fn searches(
+    root: &Table<'_>,
+    watch: &WatchSettings,
+    sites: &BTreeMap<String, SiteSettings>,
+) -> Result<Vec<SearchConfig>> {
+    const EXAMPLE: &str = "[[search]]\n  name = \"Madrid\"\n  url = \"https://www.idealista.com/alquiler-viviendas/madrid-madrid/\"";
+    let Some(f) = root.get("search") else {
+        return Err(root
+            .err("search", "no searches: nothing to watch")
+            .with_hint(format!("add at least one search:\n  {EXAMPLE}")));
+    };
+    if f.is_table() {
+        return Err(f
+            .err("expected an array of tables, found a single table")
+            .with_hint("write [[search]] with two brackets, once per search"));
+    }
+    let elems = f.array()?;
+    if elems.is_empty() {
+        return Err(f
+            .err("no searches: nothing to watch")
+            .with_hint(format!("add at least one search:\n  {EXAMPLE}")));
+    }
+    let mut out = Vec::with_capacity(elems.len());
+    let mut names: HashMap<String, ConfigError> = HashMap::new();
+    for e in &elems {
+        let t = e.table()?;
+        t.allow(SEARCH_KEYS)?;
+        let Some((_, name_f)) = t.str("name")? else {
+            return Err(t
+                .err("name", "missing `name`")
+                .with_hint("every search needs a unique name, e.g. name = \"Madrid under 1200\""));
+        };
+        let name = name_f.non_empty_str()?.to_owned();
+        if let Some(first) = names.get(&name) {
+            return Err(name_f
+                .err(format!("duplicate search name `{name}`"))
+                .with_hint(format!(
+                    "the first search with this name is on line {}; names must be unique",
+                    first.line
+                )));
+        }
+        names.insert(name.clone(), name_f.err(""));
+        let Some((_, url_f)) = t.str("url")? else {
+            return Err(t
+                .err("url", "missing `url`")
+                .with_hint("url = \"https://…\": the search result page to watch"));
+        };
+        let url = url_f.non_empty_str()?.to_owned();
+        let site = SiteKey::from_url(&url).map_err(|e| url_f.err(e.to_string()))?;
+        let interval = t.positive_duration("interval")?.unwrap_or(watch.interval);
+        let site_settings = sites.get(site.as_str());
+        let profile = match t.get("profile") {
+            Some(p) => Some(profile(&p)?),
+            None => site_settings.and_then(|s| s.profile.clone()),
+        };
+        let listing = t.get("listing").map(|l| listing(&l)).transpose()?;
+        let notify_existing = t.bool("notify_existing")?.unwrap_or(watch.notify_existing);
+        out.push(SearchConfig {
+            name,
+            url,
+            site,
+            interval,
+            profile,
+            listing,
+            notify_existing,
+        });
+    }
+    Ok(out)
+}
+
+const LISTING_EXPECTED: &str = "expected \"json-ld\", { selector = \"…\", id_attr = \"…\" }, { link = \"…\" } or { json_ld = true }";
+
+fn listing(f: &Field<'_>) -> Result<ListingSpec> {
+    if let Some(s) = f.as_str() {
+        return match s.trim() {
+            "json-ld" | "json_ld" => Ok(ListingSpec::JsonLd),
+            _ => Err(f.err(LISTING_EXPECTED)),
+        };
+    }
+    if !f.is_table() {
+        return Err(f.type_err(LISTING_EXPECTED));
+    }
+    let t = f.table()?;
+    t.allow(LISTING_KEYS)?;
+    let forms: Vec<&str> = ["selector", "link", "json_ld"]
+        .into_iter()
+        .filter(|k| t.get(k).is_some())
+        .collect();
+    match forms.as_slice() {
+        [] => Err(f.err(LISTING_EXPECTED)),
+        ["selector"] => {
+            let selector = css(&t, "selector")?.unwrap_or_default();
+            let id_attr = t
+                .get("id_attr")
+                .map(|a| a.non_empty_str().map(str::to_owned))
+                .transpose()?;
+            Ok(ListingSpec::Selector {
+                selector,
+                id_attr,
+                title: css(&t, "title")?,
+                price: css(&t, "price")?,
+            })
+        }
+        [form] => {
+            for only_selector in ["id_attr", "title", "price"] {
+                if let Some(x) = t.get(only_selector) {
+                    return Err(x.err(format!(
+                        "`{only_selector}` only applies with `selector`, not with `{form}`"
+                    )));
+                }
+            }
+            if *form == "link" {
+                link(&t)
+            } else {
+                let j = t.get("json_ld").ok_or_else(|| f.err(LISTING_EXPECTED))?;
+                if j.bool()? {
+                    Ok(ListingSpec::JsonLd)
+                } else {
+                    Err(j.err("`json_ld = false` describes no listings")
+                        .with_hint("use json_ld = true, a selector or a link regex"))
+                }
+            }
+        }
+        several => Err(f.err(format!(
+            "give one way to find listings, not {}",
+            several
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ))),
+    }
+}
+
+/// A CSS selector at `key`, checked with lol_html (the engine the extractor runs it on).
+fn css(t: &Table<'_>, key: &str) -> Result<Option<String>> {
+    let Some(f) = t.get(key) else {
+        return Ok(None);
+    };
+    let s = f.non_empty_str()?;
+    s.parse::<lol_html::Selector>()
+        .map_err(|e| f.err(format!("`{s}` is not a CSS selector notifio can run: {e}")))?;
+    Ok(Some(s.to_owned()))
+}
+
+fn link(t: &Table<'_>) -> Result<ListingSpec> {
+    let Some(f) = t.get("link") else {
+        return Err(t.err("link", "missing `link`"));
+    };
+    let s = f.non_empty_str()?;
+    let re = regex::Regex::new(s).map_err(|e| {
+        // regex's syntax errors draw a caret diagram over several lines; the last line says
+        // what is wrong, and our own position prefix already says where.
+        let text = e.to_string();
+        let what = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("invalid")
+            .trim()
+            .trim_start_matches("error: ")
+            .to_owned();
+        f.err(format!("not a valid regex: {what}"))
+    })?;
+    let groups = re.captures_len() - 1;
+    if groups != 1 {
+        return Err(f
+            .err(format!(
+                "the link regex needs exactly one capture group (the listing id); it has {groups}"
+            ))
+            .with_hint("e.g. link = \"/listing/(\\\\d+)\"; write (?:…) for groups that are not the id"));
+    }
+    Ok(ListingSpec::Link { link: s.to_owned() })
+}
