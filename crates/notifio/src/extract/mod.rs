@@ -1,1 +1,248 @@
-//! TODO
+//! Extraction: turning a fetched result page into listings, one profile per site.
+//!
+//! A profile knows where a site keeps its result list (HTML cards, embedded JSON), which pages
+//! mean "blocked" or "logged out" (markers for `notifio_policy::classify`), and what "no
+//! results" looks like, so an empty search is never mistaken for a changed layout. Everything
+//! here streams (`lol_html`, or serde_json on just the embedded JSON slice): no DOM is built.
+
+pub mod facebook;
+pub mod generic;
+mod html;
+pub mod idealista;
+pub mod immoscout24;
+mod parse;
+
+use crate::listing::{Listing, ListingSpec};
+use notifio_policy::{Markers, SiteKey};
+use regex::Regex;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+pub use facebook::Facebook;
+pub use generic::Generic;
+pub use idealista::Idealista;
+pub use immoscout24::ImmoScout24;
+
+/// What a page yielded.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Extraction {
+    /// The result list was found; these are its listings in page order (possibly none, e.g.
+    /// when every card is an ad or sold).
+    Listings(Vec<Listing>),
+    /// The site says the search has no results.
+    NoResults,
+    /// The result list could not be found: the layout changed or this is not a result page.
+    LayoutUnknown,
+}
+
+/// How one site's result pages are read and judged.
+pub trait SiteProfile: Send + Sync + std::fmt::Debug {
+    /// The profile's name: one of [`PROFILE_NAMES`].
+    fn name(&self) -> &'static str;
+    /// [`Markers::generic`] extended with the site's challenge, login and logged-out markers.
+    fn markers(&self) -> Markers;
+    /// Reads the listings of a result page; links are made absolute against `page_url`.
+    fn extract(&self, body: &[u8], page_url: &url::Url) -> Extraction;
+    /// Whether the site is only usable with a logged-in session (cookies).
+    fn needs_cookies(&self) -> bool {
+        false
+    }
+    /// Cookie names the session must contain.
+    fn required_cookies(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Recommended minimum gap between two requests to the site, when it differs from the
+    /// global default.
+    fn default_spacing(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// The profile names a config may force.
+pub const PROFILE_NAMES: [&str; 4] = ["idealista", "immoscout24", "facebook", "generic"];
+
+/// Why no profile could be built for a search.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfileError {
+    /// `profile = "…"` names no known profile.
+    #[error("unknown profile `{name}`; choose one of: {}", PROFILE_NAMES.join(", "))]
+    UnknownProfile {
+        /// The name given.
+        name: String,
+    },
+    /// A site without a built-in profile needs a `listing` spec.
+    #[error(
+        "`{site}` has no built-in profile, so the search needs a `listing` spec: add \
+         `listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}` or \
+         `listing = {{ link = \"/listing/(\\\\d+)\" }}` (pages with a JSON-LD `ItemList` can \
+         use the JSON-LD spec; see docs/sites.md)"
+    )]
+    MissingSpec {
+        /// The site's key.
+        site: String,
+    },
+    /// A CSS selector the streaming parser does not accept.
+    #[error("invalid CSS selector `{selector}`: {reason}")]
+    InvalidSelector {
+        /// The selector as written.
+        selector: String,
+        /// The parser's message.
+        reason: String,
+    },
+    /// A link pattern that is not a valid regex, or that has no capture group for the id.
+    #[error("invalid link regex `{regex}`: {reason}")]
+    InvalidRegex {
+        /// The pattern as written.
+        regex: String,
+        /// The parser's message, or what is missing.
+        reason: String,
+    },
+}
+
+/// Chooses the profile of a search: the forced one if given, else by site (Idealista,
+/// ImmobilienScout24, Facebook), else generic with the search's `listing` spec.
+///
+/// # Errors
+/// An unknown forced name, a generic site without a spec, or a spec whose selector or regex
+/// does not parse.
+pub fn profile_for(
+    site: &SiteKey,
+    forced: Option<&str>,
+    spec: Option<&ListingSpec>,
+) -> Result<Arc<dyn SiteProfile>, ProfileError> {
+    let name = match forced {
+        Some(name) => {
+            let name = name.trim().to_ascii_lowercase();
+            PROFILE_NAMES
+                .iter()
+                .find(|n| **n == name)
+                .copied()
+                .ok_or(ProfileError::UnknownProfile { name })?
+        }
+        None => match site.as_str() {
+            "idealista.com" | "idealista.it" | "idealista.pt" => "idealista",
+            "immobilienscout24.de" => "immoscout24",
+            "facebook.com" => "facebook",
+            _ => "generic",
+        },
+    };
+    Ok(match name {
+        "idealista" => Arc::new(Idealista),
+        "immoscout24" => Arc::new(ImmoScout24),
+        "facebook" => Arc::new(Facebook),
+        _ => {
+            let spec = spec.ok_or_else(|| ProfileError::MissingSpec {
+                site: site.to_string(),
+            })?;
+            Arc::new(Generic::new(spec)?)
+        }
+    })
+}
+
+/// Conservative "no results" phrases, matched in the page's visible text only (never in
+/// scripts, where translation tables mention them on every page). "0 results" must not be
+/// the tail of "10 results".
+static NO_RESULTS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)(?:^|[^\d.,])0 (?:results|ergebnisse|treffer|resultados|risultati|résultats)\b|\bno results\b|\bno matching (?:results|listings)\b|\bkeine (?:ergebnisse|treffer)\b|\bno hay resultados\b|\bnessun risultato\b|\bnenhum resultado\b|\baucun résultat\b|\bno hay anuncios\b|\bnon ci sono annunci\b|\bnão há anúncios\b",
+    )
+    .unwrap_or_else(|e| unreachable!("static regex: {e}"))
+});
+
+/// Whether the page's visible text says the search found nothing.
+pub(crate) fn shows_no_results(body: &[u8]) -> bool {
+    let text = parse::clean_text(&html::visible_text(body, 512 * 1024));
+    NO_RESULTS.is_match(&text)
+}
+
+/// `LayoutUnknown`, or `NoResults` when the page says so.
+pub(crate) fn nothing_found(body: &[u8]) -> Extraction {
+    if shows_no_results(body) {
+        Extraction::NoResults
+    } else {
+        Extraction::LayoutUnknown
+    }
+}
+
+/// `href` made absolute against the page; `None` for links that cannot be resolved.
+pub(crate) fn absolute(page_url: &url::Url, href: &str) -> Option<String> {
+    page_url.join(href.trim()).ok().map(String::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(url: &str) -> SiteKey {
+        SiteKey::from_url(url).unwrap()
+    }
+
+    #[test]
+    fn profile_by_site_and_forced() {
+        let spec = ListingSpec::Link {
+            link: r"/listing/(\d+)".into(),
+        };
+        for (url, want) in [
+            ("https://www.idealista.com/alquiler-viviendas/", "idealista"),
+            ("https://www.idealista.it/affitto-case/", "idealista"),
+            ("https://www.idealista.pt/arrendar-casas/", "idealista"),
+            ("https://www.immobilienscout24.de/Suche/", "immoscout24"),
+            ("https://www.facebook.com/marketplace/", "facebook"),
+            ("http://127.0.0.1:8080/search", "generic"),
+        ] {
+            assert_eq!(
+                profile_for(&key(url), None, Some(&spec)).unwrap().name(),
+                want
+            );
+        }
+        let forced = profile_for(&key("http://127.0.0.1:1/"), Some("Idealista"), None).unwrap();
+        assert_eq!(forced.name(), "idealista");
+    }
+
+    #[test]
+    fn profile_errors_say_what_to_do() {
+        let site = key("https://example.org/");
+        let err = profile_for(&site, Some("zillow"), None).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("idealista, immoscout24, facebook, generic"),
+            "{err}"
+        );
+        let err = profile_for(&site, None, None).unwrap_err();
+        assert!(matches!(err, ProfileError::MissingSpec { .. }));
+        assert!(err.to_string().contains("listing = {"), "{err}");
+        let bad = ListingSpec::Selector {
+            selector: "article[".into(),
+            id_attr: None,
+            title: None,
+            price: None,
+        };
+        let err = profile_for(&site, None, Some(&bad)).unwrap_err();
+        assert!(err.to_string().contains("`article[`"), "{err}");
+        let bad = ListingSpec::Link {
+            link: "/listing/(\\d+".into(),
+        };
+        assert!(matches!(
+            profile_for(&site, None, Some(&bad)).unwrap_err(),
+            ProfileError::InvalidRegex { .. }
+        ));
+        let no_group = ListingSpec::Link {
+            link: "/listing/\\d+".into(),
+        };
+        let err = profile_for(&site, None, Some(&no_group)).unwrap_err();
+        assert!(err.to_string().contains("capture group"), "{err}");
+    }
+
+    #[test]
+    fn no_results_phrases_are_conservative() {
+        assert!(shows_no_results(
+            b"<p>Sorry, no results for this search</p>"
+        ));
+        assert!(shows_no_results(b"<h1>0 Ergebnisse</h1>"));
+        assert!(!shows_no_results(b"<h1>10 results</h1>"));
+        assert!(!shows_no_results(
+            b"<script>var t = {noResults: 'No results'};</script><p>Welcome</p>"
+        ));
+    }
+}

@@ -1,0 +1,308 @@
+//! Generic extraction for sites without a built-in profile, configured per search.
+//!
+//! Three ways to find listings (DESIGN §7): a CSS selector per card with an id attribute (or
+//! the card's first link as id), a link regex whose first capture group is the id, or the
+//! page's JSON-LD `ItemList`. Selectors and regexes are checked when the profile is built, so
+//! a typo is a config error at start, not a silent "no listings" at run time.
+
+use super::html::{CardRules, Field, RawCard, scan_cards, scan_links};
+use super::parse::{non_empty, parse_area, parse_price, parse_rooms};
+use super::{Extraction, ProfileError, SiteProfile, absolute, nothing_found};
+use crate::listing::{Listing, ListingSpec};
+use lol_html::Selector;
+use memchr::memmem;
+use notifio_policy::Markers;
+use regex::Regex;
+use serde_json::Value;
+
+/// A site read through the search's `listing` spec.
+#[derive(Debug, Clone)]
+pub struct Generic {
+    mode: Mode,
+}
+
+#[derive(Debug, Clone)]
+enum Mode {
+    Cards(Box<CardRules>),
+    Link(Regex),
+    JsonLd,
+}
+
+fn selector(text: &str) -> Result<Selector, ProfileError> {
+    text.parse().map_err(|e| ProfileError::InvalidSelector {
+        selector: text.to_owned(),
+        reason: format!("{e}"),
+    })
+}
+
+impl Generic {
+    /// Builds the profile for one spec.
+    ///
+    /// # Errors
+    /// A selector or regex that does not parse, or a link regex without a capture group.
+    pub fn new(spec: &ListingSpec) -> Result<Self, ProfileError> {
+        let mode = match spec {
+            ListingSpec::Selector {
+                selector: card,
+                id_attr,
+                title,
+                price,
+            } => {
+                let field = |custom: &Option<String>, default: &str| {
+                    selector(custom.as_deref().unwrap_or(default)).map(Some)
+                };
+                Mode::Cards(Box::new(CardRules {
+                    card: selector(card)?,
+                    id_attr: id_attr.clone().filter(|a| !a.trim().is_empty()),
+                    link: selector("a[href]")?,
+                    title: field(title, "[class*=\"title\"]")?,
+                    price: field(price, "[class*=\"price\"]")?,
+                    rooms: Some(selector("[class*=\"rooms\"]")?),
+                    area: Some(selector("[class*=\"area\"]")?),
+                    details: None,
+                    image: Some(selector("img")?),
+                }))
+            }
+            ListingSpec::Link { link } => {
+                let re = Regex::new(link).map_err(|e| ProfileError::InvalidRegex {
+                    regex: link.clone(),
+                    reason: e.to_string(),
+                })?;
+                if re.captures_len() < 2 {
+                    return Err(ProfileError::InvalidRegex {
+                        regex: link.clone(),
+                        reason: "it needs one capture group around the id, e.g. `/listing/(\\d+)`"
+                            .into(),
+                    });
+                }
+                Mode::Link(re)
+            }
+            ListingSpec::JsonLd => Mode::JsonLd,
+        };
+        Ok(Self { mode })
+    }
+}
+
+impl SiteProfile for Generic {
+    fn name(&self) -> &'static str {
+        "generic"
+    }
+
+    fn markers(&self) -> Markers {
+        Markers::generic()
+    }
+
+    fn extract(&self, body: &[u8], page_url: &url::Url) -> Extraction {
+        match &self.mode {
+            Mode::Cards(rules) => extract_cards(body, page_url, rules),
+            Mode::Link(re) => extract_links(body, page_url, re),
+            Mode::JsonLd => extract_json_ld(body, page_url),
+        }
+    }
+}
+
+fn extract_cards(body: &[u8], page_url: &url::Url, rules: &CardRules) -> Extraction {
+    let cards = match scan_cards(body, rules) {
+        Ok(cards) => cards,
+        Err(_) => return Extraction::LayoutUnknown,
+    };
+    if cards.is_empty() {
+        return nothing_found(body);
+    }
+    let mut out: Vec<Listing> = Vec::with_capacity(cards.len());
+    for card in cards {
+        let Some(listing) = card_listing(&card, page_url, rules.id_attr.is_some()) else {
+            continue;
+        };
+        if !out.iter().any(|l| l.id == listing.id) {
+            out.push(listing);
+        }
+    }
+    Extraction::Listings(out)
+}
+
+/// One generic card as a listing; `None` when it has no id.
+pub(crate) fn card_listing(card: &RawCard, page_url: &url::Url, by_attr: bool) -> Option<Listing> {
+    let url = card.link.as_deref().and_then(|h| absolute(page_url, h));
+    let id = if by_attr {
+        card.id.clone()?
+    } else {
+        // Without an id attribute the card's first link is its identity.
+        let mut u = url::Url::parse(url.as_deref()?).ok()?;
+        u.set_fragment(None);
+        u.to_string()
+    };
+    let price = card
+        .text(Field::Price)
+        .and_then(non_empty)
+        .and_then(|t| parse_price(&t));
+    Some(Listing {
+        id,
+        title: card
+            .text(Field::Title)
+            .and_then(non_empty)
+            .or_else(|| card.link_title.as_deref().and_then(non_empty))
+            .or_else(|| card.text(Field::LinkText).and_then(non_empty)),
+        price: price.as_ref().map(|p| p.0),
+        currency: price.and_then(|p| p.1),
+        rooms: card
+            .text(Field::Rooms)
+            .and_then(non_empty)
+            .and_then(|t| parse_rooms(&t)),
+        area_m2: card
+            .text(Field::Area)
+            .and_then(non_empty)
+            .and_then(|t| parse_area(&t)),
+        url,
+        image: card.image.as_deref().and_then(|h| absolute(page_url, h)),
+    })
+}
+
+fn extract_links(body: &[u8], page_url: &url::Url, re: &Regex) -> Extraction {
+    let re = re.clone();
+    let want = move |href: &str| -> Option<String> {
+        let id = re.captures(href)?.get(1)?.as_str();
+        Some(id.to_owned()).filter(|s| !s.is_empty())
+    };
+    let links = match scan_links(body, want) {
+        Ok(links) => links,
+        Err(_) => return Extraction::LayoutUnknown,
+    };
+    if links.is_empty() {
+        return nothing_found(body);
+    }
+    Extraction::Listings(
+        links
+            .into_iter()
+            .map(|(id, href, text)| Listing {
+                id,
+                title: non_empty(&text),
+                url: absolute(page_url, &href),
+                ..Listing::default()
+            })
+            .collect(),
+    )
+}
+
+/// The bodies of the page's `<script type="application/ld+json">` blocks, found by a byte
+/// scan (these blocks hold raw JSON, so no HTML parser is needed to read them).
+fn json_ld_blocks(body: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let finder = memmem::Finder::new(b"application/ld+json");
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        loop {
+            let hit = pos + finder.find(body.get(pos..)?)?;
+            let open_end = hit + memchr::memchr(b'>', &body[hit..])? + 1;
+            let rest = &body[open_end..];
+            let close = memmem::find(rest, b"</script")
+                .or_else(|| memmem::find(rest, b"</SCRIPT"))
+                .unwrap_or(rest.len());
+            pos = open_end + close;
+            // Only a `type=` attribute counts, not the phrase in some text.
+            let tag_start = memchr::memrchr(b'<', &body[..hit]).unwrap_or(0);
+            if body[tag_start..hit].starts_with(b"<script")
+                || body[tag_start..hit].starts_with(b"<SCRIPT")
+            {
+                return Some(&rest[..close]);
+            }
+        }
+    })
+}
+
+fn find_item_list(v: &Value) -> Option<&Value> {
+    match v {
+        Value::Array(items) => items.iter().find_map(find_item_list),
+        Value::Object(map) => {
+            let is_list = match map.get("@type") {
+                Some(Value::String(t)) => t == "ItemList",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "ItemList"),
+                _ => false,
+            };
+            if is_list {
+                return Some(v);
+            }
+            map.get("@graph")
+                .or_else(|| map.get("mainEntity"))
+                .and_then(find_item_list)
+        }
+        _ => None,
+    }
+}
+
+fn str_or_num(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.trim().to_owned()).filter(|s| !s.is_empty()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn number(v: Option<&Value>) -> Option<f64> {
+    match v? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => super::parse::parse_number(s.trim()),
+        Value::Object(m) => number(m.get("value")),
+        _ => None,
+    }
+}
+
+fn json_ld_listing(element: &Value, page_url: &url::Url) -> Option<Listing> {
+    // `itemListElement[]` is a ListItem whose `item` is the thing or its URL, or the thing itself.
+    let item = element.get("item").unwrap_or(element);
+    let link = match item {
+        Value::String(s) => Some(s.clone()),
+        _ => str_or_num(item.get("url")).or_else(|| str_or_num(element.get("url"))),
+    };
+    let url = link.as_deref().and_then(|h| absolute(page_url, h));
+    let id = str_or_num(item.get("@id"))
+        .or_else(|| url.clone())
+        .or_else(|| str_or_num(item.get("sku")))?;
+    let offers = item.get("offers").map(|o| match o {
+        Value::Array(a) => a.first().unwrap_or(o),
+        _ => o,
+    });
+    let image = match item.get("image") {
+        Some(Value::Array(a)) => a
+            .first()
+            .and_then(|i| str_or_num(Some(i)).or_else(|| str_or_num(i.get("url")))),
+        Some(i @ Value::Object(_)) => str_or_num(i.get("url")),
+        other => str_or_num(other),
+    };
+    Some(Listing {
+        id,
+        title: str_or_num(item.get("name")).and_then(|t| non_empty(&t)),
+        price: offers.and_then(|o| number(o.get("price"))),
+        currency: offers.and_then(|o| str_or_num(o.get("priceCurrency"))),
+        rooms: number(item.get("numberOfRooms")),
+        area_m2: number(item.get("floorSize")),
+        url,
+        image: image.and_then(|h| absolute(page_url, &h)),
+    })
+}
+
+fn extract_json_ld(body: &[u8], page_url: &url::Url) -> Extraction {
+    for block in json_ld_blocks(body) {
+        let Ok(value) = serde_json::from_slice::<Value>(block) else {
+            continue;
+        };
+        let Some(list) = find_item_list(&value) else {
+            continue;
+        };
+        let elements = match list.get("itemListElement") {
+            Some(Value::Array(a)) => a.as_slice(),
+            Some(one @ Value::Object(_)) => std::slice::from_ref(one),
+            _ => &[],
+        };
+        if elements.is_empty() {
+            return Extraction::NoResults;
+        }
+        let mut out: Vec<Listing> = Vec::with_capacity(elements.len());
+        for listing in elements.iter().filter_map(|e| json_ld_listing(e, page_url)) {
+            if !out.iter().any(|l| l.id == listing.id) {
+                out.push(listing);
+            }
+        }
+        return Extraction::Listings(out);
+    }
+    nothing_found(body)
+}

@@ -1,0 +1,117 @@
+//! Idealista (idealista.com / .it / .pt): result cards and DataDome block pages.
+//!
+//! Cards are `article.item[data-element-id]` with an `a.item-link`; cards without that link
+//! are new-build project ads and are skipped. Details ("2 hab.", "72 m²", "2ª planta", and a
+//! freshness chip like "8 minutos") are read by their units, so the chip is never a figure.
+//! Every normal page loads DataDome's `tags.js` and sets `ddjskey`, so only a page pointing
+//! at `captcha-delivery.com` or a redirect to `/checkvalidation` is a block.
+
+use super::html::{CardRules, Field, scan_cards};
+use super::parse::{clean_text, non_empty, parse_area, parse_price, parse_rooms};
+use super::{Extraction, SiteProfile, absolute, nothing_found};
+use crate::listing::Listing;
+use notifio_policy::Markers;
+use std::sync::LazyLock;
+
+/// The Idealista profile.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Idealista;
+
+static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
+    Some(CardRules {
+        card: "article.item[data-element-id]".parse().ok()?,
+        id_attr: Some("data-element-id".into()),
+        link: "a.item-link[href]".parse().ok()?,
+        title: None,
+        price: Some(".item-price".parse().ok()?),
+        rooms: None,
+        area: None,
+        details: Some(".item-detail".parse().ok()?),
+        image: Some("img".parse().ok()?),
+    })
+});
+
+impl SiteProfile for Idealista {
+    fn name(&self) -> &'static str {
+        "idealista"
+    }
+
+    fn markers(&self) -> Markers {
+        Markers::generic()
+            .with_challenge_body(&["geo.captcha-delivery.com", "captcha-delivery.com"])
+            .with_challenge_paths(&["/checkvalidation"])
+    }
+
+    fn extract(&self, body: &[u8], page_url: &url::Url) -> Extraction {
+        let Some(rules) = RULES.as_ref() else {
+            return Extraction::LayoutUnknown;
+        };
+        let Ok(cards) = scan_cards(body, rules) else {
+            return Extraction::LayoutUnknown;
+        };
+        if cards.is_empty() {
+            return nothing_found(body);
+        }
+        let mut out: Vec<Listing> = Vec::with_capacity(cards.len());
+        for card in cards {
+            let details: Vec<String> = card.details.iter().map(|d| clean_text(d)).collect();
+            // No item-link: a new-build project ad, not a listing.
+            let Some(href) = card.link.as_deref() else {
+                continue;
+            };
+            let Some(id) = card.id.clone().or_else(|| id_from_link(href)) else {
+                continue;
+            };
+            if out.iter().any(|l| l.id == id) {
+                continue;
+            }
+            let price = card
+                .text(Field::Price)
+                .and_then(non_empty)
+                .and_then(|t| parse_price(&t));
+            out.push(Listing {
+                id,
+                title: card
+                    .link_title
+                    .as_deref()
+                    .and_then(non_empty)
+                    .or_else(|| card.text(Field::LinkText).and_then(non_empty)),
+                price: price.as_ref().map(|p| p.0),
+                currency: price.and_then(|p| p.1),
+                rooms: details.iter().find_map(|d| parse_rooms(d)),
+                area_m2: details.iter().find_map(|d| parse_area(d)),
+                url: absolute(page_url, href),
+                image: card.image.as_deref().and_then(|h| absolute(page_url, h)),
+            });
+        }
+        Extraction::Listings(out)
+    }
+}
+
+/// `/inmueble/{id}/` (.it: `/immobile/{id}/`, .pt: `/imovel/{id}/`) → id.
+fn id_from_link(href: &str) -> Option<String> {
+    let mut parts = href.split('/').filter(|p| !p.is_empty());
+    parts.find(|p| matches!(*p, "inmueble" | "immobile" | "imovel"))?;
+    parts
+        .next()
+        .filter(|id| id.bytes().all(|b| b.is_ascii_digit()))
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_from_listing_links() {
+        assert_eq!(
+            id_from_link("/inmueble/93640910/").as_deref(),
+            Some("93640910")
+        );
+        assert_eq!(
+            id_from_link("https://www.idealista.it/immobile/123/").as_deref(),
+            Some("123")
+        );
+        assert_eq!(id_from_link("/obra-nueva/123/"), None);
+    }
+}

@@ -1,0 +1,245 @@
+//! ImmobilienScout24 (immobilienscout24.de): embedded result JSON first, HTML cards second.
+//!
+//! Result pages have embedded the search response as `IS24.resultList = {…}` (with
+//! `searchResponseModel["resultlist.resultlist"]`); when it is present only that slice is
+//! parsed with serde_json, because it carries exact prices and areas. Otherwise cards with
+//! `data-obid` (older `.result-list-entry`, newer `.listing-card`) are read. Block pages
+//! (GeeTest "Ich bin kein Roboter", AWS WAF, Imperva) are challenge markers.
+
+use super::html::{CardRules, Field, scan_cards};
+use super::parse::{clean_text, non_empty, parse_area, parse_number, parse_price, parse_rooms};
+use super::{Extraction, SiteProfile, absolute, nothing_found};
+use crate::listing::Listing;
+use memchr::memmem;
+use notifio_policy::Markers;
+use serde::Deserialize;
+use std::sync::LazyLock;
+
+/// The ImmobilienScout24 profile.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ImmoScout24;
+
+static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
+    Some(CardRules {
+        card: "[data-obid]".parse().ok()?,
+        id_attr: Some("data-obid".into()),
+        link: "a[href*=\"/expose/\"]".parse().ok()?,
+        title: Some("[class*=\"title\"], h2, h5".parse().ok()?),
+        price: None,
+        rooms: None,
+        area: None,
+        // Older layout: `<dl class="result-list-entry__primary-criterion"><dd>…</dd>`; newer
+        // cards list their attributes in `dd` or elements named `*attribute*`.
+        details: Some("dd, [class*=\"attribute\"]".parse().ok()?),
+        image: Some("img".parse().ok()?),
+    })
+});
+
+impl SiteProfile for ImmoScout24 {
+    fn name(&self) -> &'static str {
+        "immoscout24"
+    }
+
+    fn markers(&self) -> Markers {
+        Markers::generic().with_challenge_body(&[
+            "Ich bin kein Roboter - ImmobilienScout24",
+            "Warum haben wir deine Anfrage blockiert?",
+            "awswaf-captcha",
+            "/fro/imperva/",
+        ])
+    }
+
+    fn extract(&self, body: &[u8], page_url: &url::Url) -> Extraction {
+        if let Some(found) = from_json(body, page_url) {
+            return found;
+        }
+        from_cards(body, page_url)
+    }
+}
+
+/// Accepts one value or an array of them (the result JSON was converted from XML, where a
+/// single entry is not wrapped in an array).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany<T> {
+    Many(Vec<T>),
+    One(T),
+}
+
+impl<T> Default for OneOrMany<T> {
+    fn default() -> Self {
+        Self::Many(Vec::new())
+    }
+}
+
+impl<T> OneOrMany<T> {
+    fn into_vec(self) -> Vec<T> {
+        match self {
+            Self::Many(v) => v,
+            Self::One(t) => vec![t],
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Num {
+    F(f64),
+    S(String),
+}
+
+impl Num {
+    fn value(&self) -> Option<f64> {
+        match self {
+            Self::F(f) => Some(*f),
+            Self::S(s) => parse_number(s.trim()),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct SearchResponseModel {
+    #[serde(rename = "resultlist.resultlist")]
+    result_list: Option<ResultList>,
+}
+
+#[derive(Deserialize)]
+struct ResultList {
+    #[serde(rename = "resultlistEntries", default)]
+    entries: OneOrMany<Entries>,
+}
+
+#[derive(Deserialize)]
+struct Entries {
+    #[serde(rename = "resultlistEntry", default)]
+    entry: OneOrMany<Entry>,
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    #[serde(rename = "@id")]
+    id: Option<String>,
+    #[serde(rename = "resultlist.realEstate")]
+    real_estate: Option<RealEstate>,
+}
+
+#[derive(Deserialize)]
+struct RealEstate {
+    #[serde(rename = "@id")]
+    id: Option<String>,
+    title: Option<String>,
+    price: Option<Price>,
+    #[serde(rename = "livingSpace")]
+    living_space: Option<Num>,
+    #[serde(rename = "numberOfRooms")]
+    rooms: Option<Num>,
+    #[serde(rename = "titlePicture")]
+    title_picture: Option<Picture>,
+}
+
+#[derive(Deserialize)]
+struct Price {
+    value: Option<Num>,
+    currency: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Picture {
+    #[serde(rename = "@xlink.href")]
+    href: Option<String>,
+}
+
+/// The listings of the embedded result JSON, or `None` when the page embeds none.
+fn from_json(body: &[u8], page_url: &url::Url) -> Option<Extraction> {
+    let key = memmem::find(body, b"\"searchResponseModel\"")?;
+    let after = key + "\"searchResponseModel\"".len();
+    let colon = after + memchr::memchr(b':', body.get(after..)?)?;
+    let value = body.get(colon + 1..)?;
+    // Parse just this object; whatever follows it (`};` of the script) is never read.
+    let model = serde_json::Deserializer::from_slice(value)
+        .into_iter::<SearchResponseModel>()
+        .next()?
+        .ok()?;
+    let entries: Vec<Entry> = model
+        .result_list?
+        .entries
+        .into_vec()
+        .into_iter()
+        .flat_map(|e| e.entry.into_vec())
+        .collect();
+    if entries.is_empty() {
+        return Some(Extraction::NoResults);
+    }
+    let mut out: Vec<Listing> = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let Some(re) = entry.real_estate else {
+            continue;
+        };
+        let Some(id) = re.id.or(entry.id).filter(|id| !id.is_empty()) else {
+            continue;
+        };
+        if out.iter().any(|l| l.id == id) {
+            continue;
+        }
+        let url = absolute(page_url, &format!("/expose/{id}"));
+        out.push(Listing {
+            title: re.title.as_deref().and_then(non_empty),
+            price: re.price.as_ref().and_then(|p| p.value.as_ref()?.value()),
+            currency: re.price.and_then(|p| p.currency),
+            rooms: re.rooms.and_then(|r| r.value()),
+            area_m2: re.living_space.and_then(|a| a.value()),
+            url,
+            image: re
+                .title_picture
+                .and_then(|p| p.href)
+                .and_then(|h| absolute(page_url, &h)),
+            id,
+        });
+    }
+    Some(Extraction::Listings(out))
+}
+
+fn from_cards(body: &[u8], page_url: &url::Url) -> Extraction {
+    let Some(rules) = RULES.as_ref() else {
+        return Extraction::LayoutUnknown;
+    };
+    let Ok(cards) = scan_cards(body, rules) else {
+        return Extraction::LayoutUnknown;
+    };
+    if cards.is_empty() {
+        return nothing_found(body);
+    }
+    let mut out: Vec<Listing> = Vec::with_capacity(cards.len());
+    for card in cards {
+        let Some(id) = card.id.clone() else {
+            continue;
+        };
+        if out.iter().any(|l| l.id == id) {
+            continue;
+        }
+        let details: Vec<String> = card.details.iter().map(|d| clean_text(d)).collect();
+        let price = details
+            .iter()
+            .find(|d| d.contains('€'))
+            .and_then(|d| parse_price(d));
+        out.push(Listing {
+            title: card
+                .text(Field::Title)
+                .and_then(non_empty)
+                .or_else(|| card.link_title.as_deref().and_then(non_empty))
+                .or_else(|| card.text(Field::LinkText).and_then(non_empty)),
+            price: price.as_ref().map(|p| p.0),
+            currency: price.and_then(|p| p.1),
+            rooms: details.iter().find_map(|d| parse_rooms(d)),
+            area_m2: details.iter().find_map(|d| parse_area(d)),
+            url: card
+                .link
+                .as_deref()
+                .and_then(|h| absolute(page_url, h))
+                .or_else(|| absolute(page_url, &format!("/expose/{id}"))),
+            image: card.image.as_deref().and_then(|h| absolute(page_url, h)),
+            id,
+        });
+    }
+    Extraction::Listings(out)
+}

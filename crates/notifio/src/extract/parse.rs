@@ -1,0 +1,310 @@
+//! Reading the figures a card shows: price, rooms, area, and the text around them.
+//!
+//! Portals write "1.250 €/mes", "1,250.50 $", "2 hab.", "3 Zi.", "60 m²"; these helpers turn such
+//! text into numbers. They are deliberately unit-driven: a number only counts as rooms or area
+//! when its unit follows it, so a freshness chip ("28 minutos") or a floor ("2ª planta") is never
+//! read as a figure.
+
+use regex::Regex;
+use std::sync::LazyLock;
+
+/// Longest text kept for one field; protects memory against unclosed elements.
+pub(crate) const FIELD_CAP: usize = 4 * 1024;
+
+static ROOMS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)(\d+(?:[.,]\d+)?)\s*(?:habitaciones|habitación|habs?|dormitorios?|dorm|zimmer|zi|bedrooms?|beds?|bds?|rooms?|locali|camere|quartos?|pièces?|chambres?)\b",
+    )
+    .unwrap_or_else(|e| unreachable!("static regex: {e}"))
+});
+
+// Portuguese typology: "T2" is two bedrooms.
+static TYPOLOGY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^T(\d{1,2})\b").unwrap_or_else(|e| unreachable!("static regex: {e}"))
+});
+
+static AREA: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(\d[\d.,]*)\s*(?:m²|m2|m\^2|qm|sqm)(?:[^\p{L}\p{N}]|$)")
+        .unwrap_or_else(|e| unreachable!("static regex: {e}"))
+});
+
+/// Reads a number written with thousands and decimal separators in any of the usual styles:
+/// "1.250" and "1,250" are 1250; "1.250,50" and "1,250.50" are 1250.5; "415,80" is 415.8.
+pub(crate) fn parse_number(raw: &str) -> Option<f64> {
+    let cleaned: String = raw
+        .chars()
+        .filter(|c| !matches!(c, ' ' | '\u{a0}' | '\u{202f}' | '\''))
+        .collect();
+    let cleaned = cleaned.trim_matches(|c| c == '.' || c == ',');
+    if cleaned.is_empty()
+        || !cleaned
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b == b'.' || b == b',')
+    {
+        return None;
+    }
+    let dots = cleaned.matches('.').count();
+    let commas = cleaned.matches(',').count();
+    let normal = match (dots, commas) {
+        (0, 0) => cleaned.to_owned(),
+        (_, 0) | (0, _) => {
+            let sep = if dots > 0 { '.' } else { ',' };
+            let count = dots + commas;
+            let (head, tail) = cleaned.rsplit_once(sep)?;
+            let thousands = count > 1 || (tail.len() == 3 && !head.is_empty() && head.len() <= 3);
+            if thousands {
+                cleaned.replace(sep, "")
+            } else {
+                format!("{head}.{tail}")
+            }
+        }
+        _ => {
+            // Both kinds: the last one is the decimal separator.
+            let last_dot = cleaned.rfind('.').unwrap_or(0);
+            let last_comma = cleaned.rfind(',').unwrap_or(0);
+            let (thousands, decimal) = if last_dot > last_comma {
+                (',', '.')
+            } else {
+                ('.', ',')
+            };
+            cleaned.replace(thousands, "").replace(decimal, ".")
+        }
+    };
+    normal.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// The first number in `text` with its separators ("1.250" in "1.250 €/mes").
+fn first_number(text: &str) -> Option<&str> {
+    let start = text.find(|c: char| c.is_ascii_digit())?;
+    let rest = &text[start..];
+    let mut end = 0;
+    let mut chars = rest.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c.is_ascii_digit() {
+            end = i + 1;
+        } else if matches!(c, '.' | ',' | ' ' | '\u{a0}' | '\u{202f}' | '\'') {
+            // A separator only counts when a digit follows it.
+            if !chars.peek().is_some_and(|(_, n)| n.is_ascii_digit()) {
+                break;
+            }
+        } else {
+            break;
+        }
+    }
+    Some(&rest[..end])
+}
+
+/// The currency a price text shows, as an ISO code where the symbol is unambiguous
+/// (€ → EUR, £ → GBP); a bare `$` stays `$` because it names many currencies.
+pub(crate) fn currency_of(text: &str) -> Option<String> {
+    const TABLE: [(&str, &str); 12] = [
+        ("€", "EUR"),
+        ("EUR", "EUR"),
+        ("£", "GBP"),
+        ("GBP", "GBP"),
+        ("CHF", "CHF"),
+        ("US$", "USD"),
+        ("USD", "USD"),
+        ("R$", "BRL"),
+        ("zł", "PLN"),
+        ("PLN", "PLN"),
+        ("CA$", "CAD"),
+        ("$", "$"),
+    ];
+    TABLE
+        .iter()
+        .find(|(needle, _)| text.contains(needle))
+        .map(|(_, code)| (*code).to_owned())
+}
+
+/// "1.250 €/mes" → (1250.0, Some("EUR")).
+pub(crate) fn parse_price(text: &str) -> Option<(f64, Option<String>)> {
+    let value = parse_number(first_number(text)?)?;
+    Some((value, currency_of(text)))
+}
+
+/// "2 hab." / "3 Zi." / "2 bd" / "T2" → 2.0. `None` unless a room unit follows the number.
+pub(crate) fn parse_rooms(text: &str) -> Option<f64> {
+    if let Some(c) = ROOMS.captures(text) {
+        return parse_number(c.get(1)?.as_str());
+    }
+    let c = TYPOLOGY.captures(text.trim())?;
+    c.get(1)?.as_str().parse().ok()
+}
+
+/// "60 m²" / "60 m2" / "60m²" → 60.0. `None` unless an area unit follows the number.
+pub(crate) fn parse_area(text: &str) -> Option<f64> {
+    let c = AREA.captures(text)?;
+    parse_number(c.get(1)?.as_str())
+}
+
+/// Decodes the HTML character references a streaming parser leaves in text and attributes.
+///
+/// Hand-written rather than a crate: we need numeric references and the handful of named ones
+/// that occur in titles and prices, not the full 2,000-entry table; unknown names stay as is.
+pub(crate) fn decode_entities(s: &str) -> String {
+    if !s.contains('&') {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        rest = &rest[amp..];
+        let decoded = rest.find(';').filter(|&semi| semi <= 10).and_then(|semi| {
+            let name = &rest[1..semi];
+            let ch = if let Some(num) = name.strip_prefix('#') {
+                let code = match num.strip_prefix(['x', 'X']) {
+                    Some(hex) => u32::from_str_radix(hex, 16).ok(),
+                    None => num.parse().ok(),
+                };
+                code.and_then(char::from_u32)
+            } else {
+                match name {
+                    "amp" => Some('&'),
+                    "lt" => Some('<'),
+                    "gt" => Some('>'),
+                    "quot" => Some('"'),
+                    "apos" => Some('\''),
+                    "nbsp" => Some('\u{a0}'),
+                    "euro" => Some('€'),
+                    "pound" => Some('£'),
+                    "sup2" => Some('²'),
+                    "ndash" => Some('–'),
+                    "mdash" => Some('—'),
+                    "hellip" => Some('…'),
+                    _ => None,
+                }
+            };
+            ch.map(|c| (c, semi + 1))
+        });
+        match decoded {
+            Some((c, len)) => {
+                out.push(c);
+                rest = &rest[len..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Decodes entities and collapses runs of whitespace (including no-break spaces) to one space.
+pub(crate) fn clean_text(raw: &str) -> String {
+    let decoded = decode_entities(raw);
+    let mut out = String::with_capacity(decoded.len());
+    for word in decoded.split(|c: char| c.is_whitespace()) {
+        if word.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// [`clean_text`], or `None` when nothing is left.
+pub(crate) fn non_empty(raw: &str) -> Option<String> {
+    Some(clean_text(raw)).filter(|s| !s.is_empty())
+}
+
+/// Appends a text chunk to a field buffer, up to [`FIELD_CAP`].
+pub(crate) fn push_capped(buf: &mut String, chunk: &str) {
+    if buf.len() >= FIELD_CAP {
+        return;
+    }
+    let room = FIELD_CAP - buf.len();
+    if chunk.len() <= room {
+        buf.push_str(chunk);
+    } else {
+        let mut cut = room;
+        while !chunk.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        buf.push_str(&chunk[..cut]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_in_the_usual_styles() {
+        assert_eq!(
+            parse_price("1.250 €/mes"),
+            Some((1250.0, Some("EUR".into())))
+        );
+        assert_eq!(parse_price("1,250.50 $"), Some((1250.5, Some("$".into()))));
+        assert_eq!(parse_price("950 €"), Some((950.0, Some("EUR".into()))));
+        assert_eq!(parse_price("€1,200"), Some((1200.0, Some("EUR".into()))));
+        assert_eq!(
+            parse_price("1.250,50 €"),
+            Some((1250.5, Some("EUR".into())))
+        );
+        assert_eq!(parse_price("415,80 €"), Some((415.8, Some("EUR".into()))));
+        assert_eq!(
+            parse_price("1\u{a0}250 € / mois"),
+            Some((1250.0, Some("EUR".into())))
+        );
+        assert_eq!(
+            parse_price("12.500.000 €"),
+            Some((12_500_000.0, Some("EUR".into())))
+        );
+        assert_eq!(parse_price("Precio a consultar"), None);
+        assert_eq!(parse_price("1.200€/mes").map(|p| p.0), Some(1200.0));
+    }
+
+    #[test]
+    fn rooms_need_their_unit() {
+        for (text, want) in [
+            ("2 hab.", Some(2.0)),
+            ("3 Zi.", Some(3.0)),
+            ("2 bd", Some(2.0)),
+            ("1 habitación", Some(1.0)),
+            ("2,5 Zimmer", Some(2.5)),
+            ("3 locali", Some(3.0)),
+            ("T2", Some(2.0)),
+            ("28 minutos", None),
+            ("2ª planta exterior con ascensor", None),
+            ("60 m²", None),
+            ("Garaje incluido", None),
+        ] {
+            assert_eq!(parse_rooms(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn area_needs_its_unit() {
+        for (text, want) in [
+            ("60 m²", Some(60.0)),
+            ("60 m2", Some(60.0)),
+            ("60m²", Some(60.0)),
+            ("38,48 m²", Some(38.48)),
+            ("1.200 m²", Some(1200.0)),
+            ("28 minutos", None),
+            ("Garaje opc. 225 €/mes", None),
+            ("2 hab.", None),
+        ] {
+            assert_eq!(parse_area(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn entities_and_whitespace() {
+        assert_eq!(clean_text("  04&nbsp;sep \n "), "04 sep");
+        assert_eq!(
+            clean_text("O&apos;Donnell &amp; co &#233;&#xE9; &bogus; & x"),
+            "O'Donnell & co éé &bogus; & x"
+        );
+        let mut buf = String::new();
+        push_capped(&mut buf, &"é".repeat(FIELD_CAP));
+        assert!(buf.len() <= FIELD_CAP);
+    }
+}
