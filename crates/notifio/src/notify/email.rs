@@ -1,0 +1,464 @@
+//! The email channel: SMTP through lettre (tokio + rustls) or a local `sendmail`.
+//!
+//! The SMTP URL chooses the security: `smtp://` upgrades with STARTTLS when the server offers
+//! it, `smtp+starttls://` requires it, `smtps://` is implicit TLS. The user name is in the URL;
+//! the password comes from env `NOTIFIO_SMTP_PASSWORD` or a `password_file` that only its owner
+//! can read, never from the URL (config files get shared). The password lives in a [`Secret`]
+//! whose `Debug` is redacted, and every error message is scrubbed of it before it is returned.
+
+use super::{DeliveryError, Message};
+use lettre::message::{Mailbox as Address, MultiPart};
+use lettre::transport::smtp::AsyncSmtpTransportBuilder;
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::{AsyncSendmailTransport, AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+use notifio_policy::AttemptResult;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Environment variable holding the SMTP password.
+pub const PASSWORD_ENV: &str = "NOTIFIO_SMTP_PASSWORD";
+
+/// Default per-attempt timeout for SMTP (the notify retry class's default).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `[notify] email = {…}` as the config resolves it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmailSettings {
+    /// Recipients.
+    pub to: Vec<String>,
+    /// Sender address (`Notifio <notifio@example.com>`).
+    pub from: String,
+    /// `smtp://[user@]host[:port]`, `smtps://…`, `smtp+starttls://…`, or `sendmail` /
+    /// `sendmail:/path/to/sendmail`.
+    pub smtp: String,
+    /// A file holding the password (mode 0600 or stricter). Used when the env var is unset.
+    pub password_file: Option<PathBuf>,
+}
+
+/// A password. `Debug` and `Display` print `***`; only the transport sees the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    #[must_use]
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Replaces every occurrence of the secret in `text` (defence in depth for messages that
+    /// come back from a server or a library).
+    #[must_use]
+    pub fn scrub(&self, text: &str) -> String {
+        if self.0.is_empty() {
+            text.to_string()
+        } else {
+            text.replace(&self.0, "***")
+        }
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// The email channel cannot be set up. Messages never contain the password.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmailError {
+    /// The `smtp` setting is not a URL we understand.
+    #[error(
+        "email smtp = {url:?}: {reason} (expected smtp://[user@]host[:port], smtps://…, smtp+starttls://…, or sendmail)"
+    )]
+    BadUrl {
+        /// The URL with any password removed.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The URL carries a password.
+    #[error(
+        "email smtp URL contains a password; remove it and set {PASSWORD_ENV} or password_file instead"
+    )]
+    PasswordInUrl,
+    /// A user name but no password.
+    #[error(
+        "email smtp URL names user {user:?} but no password is set: set {PASSWORD_ENV} or password_file"
+    )]
+    MissingPassword {
+        /// The user name from the URL.
+        user: String,
+    },
+    /// The password file is readable by others.
+    #[error(
+        "password file {path} is readable by group or others (mode {mode:04o}); run `chmod 600 {path}`",
+        path = path.display()
+    )]
+    PasswordFileExposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The password file cannot be read.
+    #[error("cannot read password file {path}: {source}", path = path.display())]
+    PasswordFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A from/to address does not parse.
+    #[error("email {field} address {value:?} is not valid: {reason}")]
+    BadAddress {
+        /// `from` or `to`.
+        field: &'static str,
+        /// The address as given.
+        value: String,
+        /// Why.
+        reason: String,
+    },
+    /// No recipient.
+    #[error("email has no `to` address")]
+    NoRecipient,
+    /// TLS setup failed.
+    #[error("email TLS setup for {host}: {reason}")]
+    Tls {
+        /// Server name.
+        host: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+enum Transport {
+    /// Built on first send: lettre's connection pool spawns a task when it is created, which
+    /// needs a tokio runtime, and the channel is often configured before one runs.
+    Smtp {
+        builder: AsyncSmtpTransportBuilder,
+        built: OnceLock<AsyncSmtpTransport<Tokio1Executor>>,
+    },
+    Sendmail(AsyncSendmailTransport<Tokio1Executor>),
+}
+
+/// A ready email channel.
+pub struct Email {
+    transport: Transport,
+    from: Address,
+    to: Vec<Address>,
+    /// Where we connect, for logs and errors (no credentials).
+    endpoint: String,
+    secret: Option<Secret>,
+}
+
+// Manual Debug: the endpoint and addresses, never the credentials inside the transport.
+impl fmt::Debug for Email {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Email")
+            .field("endpoint", &self.endpoint)
+            .field("from", &self.from.to_string())
+            .field(
+                "to",
+                &self.to.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            )
+            .field("password", &self.secret.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl Email {
+    /// Builds the channel, taking the password from env `NOTIFIO_SMTP_PASSWORD` when set,
+    /// otherwise from `password_file`.
+    ///
+    /// # Errors
+    /// See [`EmailError`].
+    pub fn from_settings(settings: EmailSettings) -> Result<Self, EmailError> {
+        let env = std::env::var(PASSWORD_ENV)
+            .ok()
+            .filter(|s| !s.is_empty())
+            .map(Secret::new);
+        Self::with_password(settings, env, DEFAULT_TIMEOUT)
+    }
+
+    /// Builds the channel with an explicit password (`None`: read `password_file` if set) and
+    /// a per-attempt timeout.
+    ///
+    /// # Errors
+    /// See [`EmailError`].
+    pub fn with_password(
+        settings: EmailSettings,
+        password: Option<Secret>,
+        timeout: Duration,
+    ) -> Result<Self, EmailError> {
+        let from = parse_address("from", &settings.from)?;
+        if settings.to.is_empty() {
+            return Err(EmailError::NoRecipient);
+        }
+        let to = settings
+            .to
+            .iter()
+            .map(|t| parse_address("to", t))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The file is checked whenever it is configured: a world-readable password file is
+        // worth refusing even when the env var would win.
+        let from_file = match &settings.password_file {
+            Some(path) => Some(read_password_file(path)?),
+            None => None,
+        };
+        let secret = password.or(from_file);
+
+        let smtp = settings.smtp.trim();
+        if smtp == "sendmail" {
+            return Ok(Self {
+                transport: Transport::Sendmail(AsyncSendmailTransport::new()),
+                from,
+                to,
+                endpoint: "sendmail".into(),
+                secret,
+            });
+        }
+        if let Some(cmd) = smtp.strip_prefix("sendmail:") {
+            return Ok(Self {
+                transport: Transport::Sendmail(AsyncSendmailTransport::new_with_command(cmd)),
+                from,
+                to,
+                endpoint: format!("sendmail ({cmd})"),
+                secret,
+            });
+        }
+
+        let url = url::Url::parse(smtp).map_err(|e| EmailError::BadUrl {
+            url: redact_url(smtp),
+            reason: e.to_string(),
+        })?;
+        if url.password().is_some() {
+            return Err(EmailError::PasswordInUrl);
+        }
+        let host = url
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| EmailError::BadUrl {
+                url: smtp.to_string(),
+                reason: "no host".into(),
+            })?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let tls_params = || {
+            TlsParameters::new(host.clone()).map_err(|e| EmailError::Tls {
+                host: host.clone(),
+                reason: e.to_string(),
+            })
+        };
+        let (tls, default_port) = match url.scheme() {
+            "smtp" => (Tls::Opportunistic(tls_params()?), 25),
+            "smtp+starttls" => (Tls::Required(tls_params()?), 587),
+            "smtps" => (Tls::Wrapper(tls_params()?), 465),
+            other => {
+                return Err(EmailError::BadUrl {
+                    url: smtp.to_string(),
+                    reason: format!("unknown scheme {other:?}"),
+                });
+            }
+        };
+        let port = url.port().unwrap_or(default_port);
+        let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host.clone())
+            .port(port)
+            .tls(tls)
+            .timeout(Some(timeout));
+        let user = percent_encoding::percent_decode_str(url.username())
+            .decode_utf8_lossy()
+            .into_owned();
+        if !user.is_empty() {
+            let Some(secret) = &secret else {
+                return Err(EmailError::MissingPassword { user });
+            };
+            builder = builder.credentials(Credentials::new(user, secret.expose().to_string()));
+        }
+        Ok(Self {
+            transport: Transport::Smtp {
+                builder,
+                built: OnceLock::new(),
+            },
+            from,
+            to,
+            endpoint: format!("{}://{host}:{port}", url.scheme()),
+            secret,
+        })
+    }
+
+    /// Where mail goes (`smtp://host:port`, `sendmail`), without credentials.
+    #[must_use]
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Builds the multipart (plain text + HTML) message.
+    fn build(&self, msg: &Message) -> Result<lettre::Message, DeliveryError> {
+        let mut b = lettre::Message::builder()
+            .from(self.from.clone())
+            .subject(msg.subject.clone());
+        for to in &self.to {
+            b = b.to(to.clone());
+        }
+        b.multipart(MultiPart::alternative_plain_html(
+            msg.text.clone(),
+            msg.html.clone(),
+        ))
+        .map_err(|e| DeliveryError {
+            attempt: AttemptResult::Invalid,
+            message: format!("cannot build the email: {e}"),
+        })
+    }
+
+    /// Sends one message; `Ok` means the server (or sendmail) accepted it.
+    pub(crate) async fn send(&self, msg: &Message) -> Result<(), DeliveryError> {
+        let email = self.build(msg)?;
+        let result = match &self.transport {
+            Transport::Smtp { builder, built } => built
+                .get_or_init(|| builder.clone().build())
+                .send(email)
+                .await
+                .map(|_| ())
+                .map_err(|e| {
+                    let attempt = if e.is_permanent() {
+                        AttemptResult::Status(550)
+                    } else if e.is_timeout() {
+                        AttemptResult::Timeout
+                    } else if e.is_transient() {
+                        AttemptResult::Status(451)
+                    } else {
+                        AttemptResult::Connect
+                    };
+                    (attempt, e.to_string())
+                }),
+            Transport::Sendmail(t) => t
+                .send(email)
+                .await
+                .map_err(|e| (AttemptResult::Connect, e.to_string())),
+        };
+        result.map_err(|(attempt, text)| {
+            let text = match &self.secret {
+                Some(s) => s.scrub(&text),
+                None => text,
+            };
+            DeliveryError {
+                attempt,
+                message: format!("email via {}: {text}", self.endpoint),
+            }
+        })
+    }
+}
+
+fn parse_address(field: &'static str, value: &str) -> Result<Address, EmailError> {
+    value
+        .parse()
+        .map_err(|e: lettre::address::AddressError| EmailError::BadAddress {
+            field,
+            value: value.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// The URL with anything after `user:` up to `@` replaced, for error messages.
+fn redact_url(s: &str) -> String {
+    match (s.find("://"), s.rfind('@')) {
+        (Some(start), Some(at)) if at > start => {
+            let userinfo = &s[start + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!("{}{}:***{}", &s[..start + 3], &userinfo[..colon], &s[at..]),
+                None => s.to_string(),
+            }
+        }
+        _ => s.to_string(),
+    }
+}
+
+/// Reads a password file, refusing one that group or others can read.
+pub fn read_password_file(path: &Path) -> Result<Secret, EmailError> {
+    let io = |source| EmailError::PasswordFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).map_err(io)?.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(EmailError::PasswordFileExposed {
+                path: path.to_path_buf(),
+                mode,
+            });
+        }
+    }
+    let text = std::fs::read_to_string(path).map_err(io)?;
+    Ok(Secret::new(text.trim_end_matches(['\r', '\n'])))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(smtp: &str) -> EmailSettings {
+        EmailSettings {
+            to: vec!["me@example.com".into()],
+            from: "Notifio <notifio@localhost>".into(),
+            smtp: smtp.into(),
+            password_file: None,
+        }
+    }
+
+    #[test]
+    fn urls_choose_tls_and_port() {
+        let t = Duration::from_secs(1);
+        let e = Email::with_password(settings("smtp://127.0.0.1:2525"), None, t).unwrap();
+        assert_eq!(e.endpoint(), "smtp://127.0.0.1:2525");
+        let e = Email::with_password(settings("smtps://mail.example.com"), None, t).unwrap();
+        assert_eq!(e.endpoint(), "smtps://mail.example.com:465");
+        let e =
+            Email::with_password(settings("smtp+starttls://mail.example.com"), None, t).unwrap();
+        assert_eq!(e.endpoint(), "smtp+starttls://mail.example.com:587");
+        let e = Email::with_password(settings("sendmail"), None, t).unwrap();
+        assert_eq!(e.endpoint(), "sendmail");
+    }
+
+    #[test]
+    fn password_rules() {
+        let t = Duration::from_secs(1);
+        let err = Email::with_password(settings("smtp://me:hunter2@host"), None, t).unwrap_err();
+        assert!(matches!(err, EmailError::PasswordInUrl));
+        assert!(!err.to_string().contains("hunter2"));
+        let err =
+            Email::with_password(settings("smtp://me%40example.com@host"), None, t).unwrap_err();
+        assert!(err.to_string().contains("\"me@example.com\""), "{err}");
+        let e = Email::with_password(settings("smtp://me@host"), Some(Secret::new("hunter2")), t)
+            .unwrap();
+        let dbg = format!("{e:?}");
+        assert!(!dbg.contains("hunter2"), "{dbg}");
+        let err = Email::with_password(settings("ftp://host"), None, t).unwrap_err();
+        assert!(err.to_string().contains("unknown scheme"));
+        let mut s = settings("smtp://host");
+        s.to.clear();
+        assert!(matches!(
+            Email::with_password(s, None, t).unwrap_err(),
+            EmailError::NoRecipient
+        ));
+    }
+
+    #[test]
+    fn redaction() {
+        assert_eq!(redact_url("smtp://u:pw@h:25"), "smtp://u:***@h:25");
+        assert_eq!(Secret::new("pw").scrub("a pw b"), "a *** b");
+        assert_eq!(format!("{:?}", Secret::new("pw")), "Secret(***)");
+    }
+}

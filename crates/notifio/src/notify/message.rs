@@ -1,0 +1,321 @@
+//! Turning a [`Notification`] into words: a subject, a plain-text body and a simple HTML body.
+//!
+//! One rendering for every channel, so the mbox copy, the email and the webhook's `text` say the
+//! same thing. Pure: no clock (times come from the notification), no I/O.
+
+use super::Notification;
+use crate::listing::Listing;
+use notifio_policy::RefusalKind;
+use std::fmt::Write as _;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// A rendered notification.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// One line: "3 new listings — Madrid under 1200".
+    pub subject: String,
+    /// Plain-text body.
+    pub text: String,
+    /// HTML body (escaped, no external resources).
+    pub html: String,
+}
+
+/// Renders a notification for people.
+#[must_use]
+pub fn render(n: &Notification) -> Message {
+    match n {
+        Notification::NewListings {
+            site,
+            searches,
+            listings,
+            ..
+        } => new_listings(site, searches, listings),
+        Notification::SiteBlocked {
+            site,
+            kind,
+            since,
+            searches,
+        } => site_blocked(site, kind, *since, searches),
+        Notification::SessionExpired { site, cookies_path } => {
+            session_expired(site, cookies_path.as_deref())
+        }
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+fn new_listings(site: &str, searches: &[String], listings: &[Listing]) -> Message {
+    let names = if searches.is_empty() {
+        site.to_string()
+    } else {
+        searches.join(", ")
+    };
+    let subject = format!(
+        "{} — {names}",
+        plural(listings.len(), "new listing", "new listings")
+    );
+    let found_by = if searches.len() > 1 {
+        format!("Found on {site} by the searches {names}.")
+    } else {
+        format!("Found on {site} by the search {names}.")
+    };
+    let mut text = format!("{found_by}\n");
+    let mut html = format!("<html><body>\n<p>{}</p>\n<ul>\n", escape(&found_by));
+    for l in listings {
+        let title = l.title.as_deref().unwrap_or("(untitled listing)");
+        let facts = facts(l);
+        let _ = write!(text, "\n* {title}\n");
+        if !facts.is_empty() {
+            let _ = writeln!(text, "  {facts}");
+        }
+        if let Some(url) = &l.url {
+            let _ = writeln!(text, "  {url}");
+        }
+        let head = match &l.url {
+            Some(url) => format!("<a href=\"{}\">{}</a>", escape(url), escape(title)),
+            None => escape(title),
+        };
+        let _ = write!(html, "<li><b>{head}</b>");
+        if !facts.is_empty() {
+            let _ = write!(html, "<br>{}", escape(&facts));
+        }
+        if let Some(url) = &l.url {
+            let _ = write!(html, "<br>{}", escape(url));
+        }
+        html.push_str("</li>\n");
+    }
+    html.push_str("</ul>\n</body></html>\n");
+    Message {
+        subject,
+        text,
+        html,
+    }
+}
+
+/// "1,250 € · 3 rooms · 85 m²": the facts a listing has, in a fixed order.
+fn facts(l: &Listing) -> String {
+    let mut parts = Vec::new();
+    if let Some(price) = l.price {
+        parts.push(price_text(price, l.currency.as_deref()));
+    }
+    if let Some(rooms) = l.rooms {
+        let r = number(rooms);
+        parts.push(if rooms == 1.0 {
+            format!("{r} room")
+        } else {
+            format!("{r} rooms")
+        });
+    }
+    if let Some(area) = l.area_m2 {
+        parts.push(format!("{} m²", number(area)));
+    }
+    parts.join(" · ")
+}
+
+/// A price with its currency: `1,250 €`, `$1,250`, `1,250.50 CHF`.
+fn price_text(price: f64, currency: Option<&str>) -> String {
+    let amount = grouped(price);
+    match currency.map(str::trim) {
+        Some("EUR" | "eur" | "€") => format!("{amount} €"),
+        Some("USD" | "usd" | "$") => format!("${amount}"),
+        Some("GBP" | "gbp" | "£") => format!("£{amount}"),
+        Some(c) if !c.is_empty() => format!("{amount} {c}"),
+        _ => amount,
+    }
+}
+
+/// Whole numbers without decimals, others with up to two (`2.5`, `85`).
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// Thousands separators: 1250 → `1,250`; 1250.5 → `1,250.50`.
+fn grouped(v: f64) -> String {
+    let neg = v < 0.0;
+    let v = v.abs();
+    let whole = v.trunc() as u64;
+    let cents = ((v - v.trunc()) * 100.0).round() as u64;
+    let digits = whole.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if cents > 0 {
+        let _ = write!(out, ".{cents:02}");
+    }
+    if neg { format!("-{out}") } else { out }
+}
+
+fn site_blocked(site: &str, kind: &str, since: u64, searches: &[String]) -> Message {
+    let why = match RefusalKind::parse(kind) {
+        Some(RefusalKind::Challenge) => "challenge pages".to_string(),
+        Some(RefusalKind::RateLimited) => "rate limiting, HTTP 429".to_string(),
+        Some(RefusalKind::Denied) => "access denied, HTTP 401/403".to_string(),
+        Some(RefusalKind::Error) => "server or network errors".to_string(),
+        None => kind.to_string(),
+    };
+    let when = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(since));
+    let subject = format!("Cannot check {site} ({why})");
+    let mut text = format!(
+        "We have not been able to check {site} since {when} ({why}).\n\
+         Notifio keeps backing off politely and will resume on its own when the site answers.\n"
+    );
+    if !searches.is_empty() {
+        let _ = writeln!(text, "Searches waiting: {}.", searches.join(", "));
+    }
+    let html = paragraphs(&text);
+    Message {
+        subject,
+        text,
+        html,
+    }
+}
+
+fn session_expired(site: &str, cookies_path: Option<&str>) -> Message {
+    let subject = format!("Your {site} session expired");
+    let text = match cookies_path {
+        Some(path) => format!(
+            "Your {site} session expired — export fresh cookies to {path}.\n\
+             Searches on {site} are paused until then.\n"
+        ),
+        None => format!(
+            "Your {site} session expired — export fresh cookies and point the site's `cookies` \
+             setting at them.\nSearches on {site} are paused until then.\n"
+        ),
+    };
+    let html = paragraphs(&text);
+    Message {
+        subject,
+        text,
+        html,
+    }
+}
+
+fn paragraphs(text: &str) -> String {
+    let mut html = String::from("<html><body>\n");
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let _ = writeln!(html, "<p>{}</p>", escape(line));
+    }
+    html.push_str("</body></html>\n");
+    html
+}
+
+/// HTML text/attribute escaping. Five replacements; not worth a crate.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listing(id: &str, price: f64) -> Listing {
+        Listing {
+            id: id.into(),
+            title: Some(format!("Flat <{id}> & co")),
+            price: Some(price),
+            currency: Some("EUR".into()),
+            rooms: Some(3.0),
+            area_m2: Some(85.5),
+            url: Some(format!("https://example.com/flat/{id}?a=1&b=2")),
+            image: None,
+        }
+    }
+
+    #[test]
+    fn new_listings_subject_and_body() {
+        let n = Notification::NewListings {
+            site: "example.com".into(),
+            searches: vec!["Madrid under 1200".into()],
+            listings: vec![
+                listing("1", 1150.0),
+                listing("2", 1250.5),
+                listing("3", 990.0),
+            ],
+            found_at: 0,
+        };
+        let m = render(&n);
+        println!("{}\n{}", m.subject, m.text);
+        assert_eq!(m.subject, "3 new listings — Madrid under 1200");
+        assert!(
+            m.text
+                .contains("* Flat <1> & co\n  1,150 € · 3 rooms · 85.5 m²\n")
+        );
+        assert!(m.text.contains("1,250.50 €"));
+        assert!(m.text.contains("https://example.com/flat/2?a=1&b=2"));
+        assert!(m.html.contains(
+            "<a href=\"https://example.com/flat/1?a=1&amp;b=2\">Flat &lt;1&gt; &amp; co</a>"
+        ));
+        assert!(!m.html.contains("<1>"));
+    }
+
+    #[test]
+    fn two_searches_are_both_named() {
+        let n = Notification::NewListings {
+            site: "example.com".into(),
+            searches: vec!["A".into(), "B".into()],
+            listings: vec![listing("1", 1000.0)],
+            found_at: 0,
+        };
+        let m = render(&n);
+        assert_eq!(m.subject, "1 new listing — A, B");
+        assert!(
+            m.text
+                .starts_with("Found on example.com by the searches A, B.")
+        );
+    }
+
+    #[test]
+    fn prices_and_numbers() {
+        assert_eq!(price_text(1_234_567.0, Some("USD")), "$1,234,567");
+        assert_eq!(price_text(950.0, Some("CHF")), "950 CHF");
+        assert_eq!(price_text(950.0, None), "950");
+        assert_eq!(number(2.5), "2.5");
+        assert_eq!(number(3.0), "3");
+    }
+
+    #[test]
+    fn site_events() {
+        let m = render(&Notification::SiteBlocked {
+            site: "idealista.com".into(),
+            kind: "challenge".into(),
+            since: 1_700_000_000_000,
+            searches: vec!["Madrid".into()],
+        });
+        assert!(m.text.starts_with(
+            "We have not been able to check idealista.com since Tue, 14 Nov 2023 22:13:20 GMT (challenge pages)."
+        ));
+        let m = render(&Notification::SessionExpired {
+            site: "facebook.com".into(),
+            cookies_path: Some("/home/me/fb.txt".into()),
+        });
+        assert!(m.text.starts_with(
+            "Your facebook.com session expired — export fresh cookies to /home/me/fb.txt."
+        ));
+    }
+}
