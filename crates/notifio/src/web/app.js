@@ -1,0 +1,283 @@
+// Notifio dashboard: polls api/status every 2 s and renders it; countdowns tick client-side
+// from the server's deadlines, corrected by the offset between the JSON's `now` and this
+// browser's clock. Everything from the server is inserted as text (never as HTML): listing
+// titles come from third-party sites.
+'use strict';
+
+const POLL_MS = 2000;
+const TICK_MS = 250; // re-render countdowns 4x a second so each whole second shows on time
+const token = new URLSearchParams(location.search).get('token');
+
+let offsetMs = 0;        // server clock minus browser clock
+let lastOk = 0;          // browser time of the last good poll
+const seenListings = new Set();
+let firstRender = true;
+
+const KIND_PHRASE = {
+  challenge: 'showed a challenge page',
+  rate_limited: 'said we asked too often (rate limited)',
+  denied: 'refused access (denied)',
+  error: 'failed to answer (server or network error)',
+};
+const KIND_LABEL = {
+  challenge: 'challenge page',
+  rate_limited: 'rate limited',
+  denied: 'denied',
+  error: 'error',
+};
+const STATE_LABEL = {
+  ok: 'ok', clear: 'clear', waiting: 'waiting', probing: 'probing',
+  session_expired: 'session expired', search_gone: 'search gone', layout_unknown: 'layout unknown',
+};
+
+function serverNow() { return Date.now() + offsetMs; }
+
+// 7m 12s / 45s / 1h 05m. Rounded up: "1s" is shown until the deadline passes.
+function fmtDuration(ms) {
+  const total = Math.max(0, Math.ceil(ms / 1000));
+  const h = Math.floor(total / 3600), m = Math.floor((total % 3600) / 60), s = total % 60;
+  if (h > 0) return h + 'h ' + String(m).padStart(2, '0') + 'm';
+  if (m > 0) return m + 'm ' + String(s).padStart(2, '0') + 's';
+  return s + 's';
+}
+
+function fmtAgo(at) {
+  const ms = serverNow() - at;
+  if (ms < 5000) return 'just now';
+  return fmtDuration(ms) + ' ago';
+}
+
+function fmtClock(at) {
+  return new Date(at - offsetMs).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+}
+
+function ordinal(n) {
+  const v = n % 100;
+  const suf = (v >= 11 && v <= 13) ? 'th' : ({ 1: 'st', 2: 'nd', 3: 'rd' }[n % 10] || 'th');
+  return n + suf;
+}
+
+function label(state) { return STATE_LABEL[state] || String(state || 'unknown').replace(/_/g, ' '); }
+
+// Only http(s) links are followed: a site-supplied `javascript:` URL must never become a link.
+function safeUrl(u) {
+  try {
+    const url = new URL(u, location.href);
+    return (url.protocol === 'http:' || url.protocol === 'https:') ? url.href : null;
+  } catch (_) { return null; }
+}
+
+// el('p', {class: 'x'}, 'text', childNode, ...): builds DOM with text-only content.
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    node.setAttribute(k, String(v));
+  }
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) continue;
+    node.append(c instanceof Node ? c : String(c));
+  }
+  return node;
+}
+
+function link(href, text, cls) {
+  const safe = safeUrl(href);
+  if (!safe) return el('span', { class: cls }, text);
+  return el('a', { href: safe, class: cls, target: '_blank', rel: 'noopener noreferrer' }, text);
+}
+
+// A span the ticker keeps current: counts down to (or up from) a server timestamp.
+function countdown(at, cls, mode) {
+  return el('span', { class: cls, 'data-at': at, 'data-mode': mode || 'left' }, '');
+}
+
+function fmtPrice(l) {
+  if (l.price === null || l.price === undefined) return null;
+  const cur = l.currency || '';
+  if (/^[A-Z]{3}$/.test(cur)) {
+    try {
+      return new Intl.NumberFormat(undefined, { style: 'currency', currency: cur, maximumFractionDigits: 0 }).format(l.price);
+    } catch (_) { /* unknown code: fall through */ }
+  }
+  return new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 }).format(l.price) + (cur ? ' ' + cur : '');
+}
+
+// The plain-language reason for a search's state: the server's if it sent one, else built
+// from the site's entry ("idealista.com showed a challenge page; 3rd refusal; next try in 7m 12s").
+function reasonFor(s, site) {
+  if (s.reason) return [s.reason];
+  const name = s.site;
+  switch (s.state) {
+    case 'ok':
+      return s.last_checked_at ? null : ['Not checked yet.'];
+    case 'waiting':
+    case 'probing': {
+      if (site && site.kind) {
+        const parts = [name + ' ' + (KIND_PHRASE[site.kind] || ('refused (' + site.kind + ')'))];
+        if (site.failures > 0) parts.push('; ' + ordinal(site.failures) + ' refusal');
+        if (s.state === 'probing') {
+          parts.push('; its wait is over and this search is the one probe checking whether it has cleared');
+          return parts;
+        }
+        const at = site.next_retry_at || s.next_check_at;
+        if (at) parts.push('; next try in ', countdown(at, 'reason-countdown'));
+        if (site.lengthened_by_retry_after) parts.push(' (the site\'s Retry-After lengthened the wait)');
+        return parts;
+      }
+      if (site && site.state === 'probing') return ['Parked while another search on ' + name + ' probes whether the site has cleared.'];
+      return ['Waiting for its turn on ' + name + '.'];
+    }
+    case 'session_expired':
+      return [name + ' logged us out (session expired): export fresh cookies into its cookies file; checks on this site are paused.'];
+    case 'search_gone':
+      return ['The search page is gone (404/410); this search is paused. Check its URL in the config.'];
+    case 'layout_unknown':
+      return ['The page loaded but its result list was not recognised (layout unknown); this search is paused until the site profile is updated.'];
+    default:
+      return null;
+  }
+}
+
+function renderSearch(s, site) {
+  const reason = reasonFor(s, site);
+  const card = el('article', {
+    class: 'card search state-' + s.state, 'data-search-id': s.id, 'data-testid': 'search-' + s.id,
+    'data-state': s.state,
+  },
+    el('div', { class: 'row' }, el('h3', { class: 'name' }, s.name),
+      el('span', { class: 'badge state', 'data-testid': 'search-state' }, label(s.state))),
+    el('p', { class: 'meta' }, link(s.url, s.site, 'site')),
+    reason ? el('p', { class: 'reason', 'data-testid': 'reason' }, ...reason) : null,
+    el('p', { class: 'next' }, 'Next check: ',
+      s.next_check_at ? countdown(s.next_check_at, 'countdown') : el('span', { class: 'countdown' }, 'not scheduled')),
+    el('p', { class: 'last', 'data-testid': 'last-check' },
+      s.last_checked_at
+        ? el('span', {}, 'Last check ', el('time', { title: fmtClock(s.last_checked_at) }, countdown(s.last_checked_at, 'ago', 'ago')),
+          ' · ', el('span', { class: 'outcome' }, label(s.last_outcome || 'unknown')))
+        : 'Never checked'),
+  );
+  const listings = s.new_listings || [];
+  if (listings.length) {
+    const ul = el('ul', { class: 'listings', 'data-testid': 'listings' });
+    for (const l of listings) {
+      const key = s.id + '/' + l.id;
+      const fresh = !firstRender && !seenListings.has(key);
+      seenListings.add(key);
+      const price = fmtPrice(l);
+      ul.append(el('li', { 'data-listing-id': l.id, class: fresh ? 'fresh' : null },
+        link(l.url, l.title || ('Listing ' + l.id), 'title'),
+        price ? ' · ' : null, price ? el('span', { class: 'price' }, price) : null,
+        ' · ', el('span', { class: 'muted' }, 'found ', countdown(l.first_seen, 'ago', 'ago'))));
+    }
+    card.append(ul);
+  } else {
+    card.append(el('p', { class: 'muted listings-empty' }, 'No new listings yet.'));
+  }
+  return card;
+}
+
+function renderSite(t) {
+  const waiting = t.state === 'waiting' || t.state === 'probing';
+  const dl = el('dl', {},
+    el('dt', {}, 'Kind'), el('dd', { class: 'kind' }, t.kind ? (KIND_LABEL[t.kind] || t.kind) : '—'),
+    el('dt', {}, 'Rung'), el('dd', { class: 'rung' }, t.kind && t.rungs
+      ? Math.min(t.failures, t.rungs) + ' of ' + t.rungs + (t.failures > t.rungs ? ' (top; ' + ordinal(t.failures) + ' refusal)' : '')
+      : '—'),
+    el('dt', {}, 'Next retry'), el('dd', {}, waiting && t.next_retry_at
+      ? countdown(t.next_retry_at, 'countdown')
+      : el('span', { class: 'countdown' }, t.state === 'probing' ? 'probing now' : '—')),
+  );
+  const card = el('article', {
+    class: 'card site state-' + t.state, 'data-site': t.site, 'data-testid': 'site', 'data-state': t.state,
+  },
+    el('div', { class: 'row' }, el('h3', {}, t.site), el('span', { class: 'badge state' }, label(t.state))),
+    dl,
+    t.lengthened_by_retry_after
+      ? el('p', { class: 'ra', 'data-testid': 'retry-after' }, 'Retry-After lengthened the wait'
+        + (t.retry_after_ms ? ' (the site asked for ' + fmtDuration(t.retry_after_ms) + ')' : ''))
+      : null,
+  );
+  const tl = t.timeline || [];
+  if (tl.length) {
+    const line = el('div', { class: 'timeline', 'data-testid': 'timeline', 'aria-label': 'last checks, oldest first' });
+    for (const o of tl) {
+      const known = ['ok', 'challenge', 'rate_limited', 'denied', 'error'].includes(o);
+      line.append(el('span', { class: 'dot o-' + (known ? o : 'other'), title: label(o) }));
+    }
+    card.append(line);
+  }
+  return card;
+}
+
+function render(view) {
+  const sites = new Map((view.sites || []).map((t) => [t.site, t]));
+
+  const warn = document.getElementById('warnings');
+  warn.replaceChildren(...(view.warnings || []).map((w) => el('li', {}, w)));
+  warn.hidden = !(view.warnings || []).length;
+
+  const searches = view.searches || [];
+  document.getElementById('searches').replaceChildren(...(searches.length
+    ? searches.map((s) => renderSearch(s, sites.get(s.site)))
+    : [el('p', { class: 'empty' }, 'No searches configured.')]));
+
+  document.getElementById('sites').replaceChildren(...((view.sites || []).length
+    ? view.sites.map(renderSite)
+    : [el('p', { class: 'empty' }, 'No sites yet.')]));
+
+  const sn = document.getElementById('soonest');
+  sn.replaceChildren(...(view.soonest ? ['A waiting site is next retried in ', countdown(view.soonest, 'soonest-countdown')] : []));
+
+  const r = view.retry || {};
+  document.getElementById('retry').replaceChildren(
+    'Requests ' + (r.requests || 0) + ' · retried ' + (r.retried || 0)
+    + ' (' + ((r.retry_rate || 0) * 100).toFixed(1) + '% in the last hour) · retry attempts ' + (r.attempts || 0)
+    + ' · failed after retries ' + (r.final_failures || 0));
+
+  firstRender = false;
+  tick();
+}
+
+function tick() {
+  const now = serverNow();
+  for (const node of document.querySelectorAll('[data-at]')) {
+    const at = Number(node.getAttribute('data-at'));
+    let text;
+    if (node.getAttribute('data-mode') === 'ago') text = fmtAgo(at);
+    else text = at > now ? fmtDuration(at - now) : 'due now';
+    if (node.textContent !== text) node.textContent = text;
+  }
+  const conn = document.getElementById('conn');
+  if (lastOk && Date.now() - lastOk > 3 * POLL_MS && !conn.classList.contains('down')) {
+    conn.textContent = 'no update for ' + fmtDuration(Date.now() - lastOk) + ', retrying…';
+  }
+}
+
+async function poll() {
+  const conn = document.getElementById('conn');
+  try {
+    const headers = token ? { Authorization: 'Bearer ' + token } : {};
+    const resp = await fetch('api/status', { cache: 'no-store', headers });
+    if (resp.status === 401) {
+      conn.textContent = 'this dashboard needs its token: open it as /?token=…';
+      conn.classList.add('down');
+    } else if (!resp.ok) {
+      throw new Error('HTTP ' + resp.status);
+    } else {
+      const view = await resp.json();
+      offsetMs = view.now - Date.now();
+      lastOk = Date.now();
+      render(view);
+      conn.textContent = 'live · updated ' + new Date().toLocaleTimeString();
+      conn.classList.remove('down');
+    }
+  } catch (e) {
+    conn.textContent = 'cannot reach notifio (' + e.message + '), retrying…';
+    conn.classList.add('down');
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+setInterval(tick, TICK_MS);
+poll();
