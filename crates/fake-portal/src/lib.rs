@@ -1,1 +1,460 @@
-pub fn _x() {}
+//! A scriptable rental portal on loopback: the stand-in for Idealista & co. in Notifio's tests,
+//! benchmarks and `notifio demo`.
+//!
+//! Each site listens on its own port of 127.0.0.1, so each is a distinct Notifio site key
+//! (`127.0.0.1:PORT`) and its refusals stay its own. A site serves result pages of realistic
+//! size with ~30 listing cards, grows new listings on demand, and can be told to misbehave the
+//! way real portals do (429 with Retry-After, 403, anti-bot challenges, 5xx, stalls, resets,
+//! login redirects, hostile bodies). Every request is recorded so tests can assert what Notifio
+//! sent and when ("no request to site X between t1 and t2").
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use fake_portal::{Behaviour, Portal, SiteSpec};
+//! let portal = Portal::start(vec![SiteSpec::new("idealista")]).await?;
+//! let url = portal.search_url("idealista", "madrid");
+//! portal.set_behaviour("idealista", Behaviour::FailNext(1));
+//! portal.add_listing("idealista", Some("madrid"));
+//! # Ok(()) }
+//! ```
+
+mod page;
+mod server;
+
+pub use page::{CARDS_PER_PAGE, ChallengeKind, FakeListing};
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// At most this many requests are remembered (oldest dropped first), so a long-running
+/// `fake-portal` binary does not grow without bound.
+pub const MAX_RECORDED: usize = 200_000;
+
+/// One site of the portal.
+///
+/// # Default
+/// name `site`, 30 initial listings, 300 000-byte pages, no latency, no random faults, a free
+/// port, seed 1.
+#[derive(Clone, Debug)]
+pub struct SiteSpec {
+    /// The name tests use to address the site (not a host name).
+    pub name: String,
+    /// Listings present at start (shown on every search of the site).
+    pub listings: usize,
+    /// Approximate size of a result page.
+    pub page_bytes: usize,
+    /// Service latency added to every request.
+    pub latency: Duration,
+    /// Probability that a request in `Normal` behaviour gets a random 503.
+    pub fault_rate: f64,
+    /// Port to bind; `None` = any free port.
+    pub port: Option<u16>,
+    /// Seed for listing names/prices and random faults.
+    pub seed: u64,
+}
+
+impl Default for SiteSpec {
+    fn default() -> Self {
+        Self {
+            name: "site".into(),
+            listings: 30,
+            page_bytes: 300_000,
+            latency: Duration::ZERO,
+            fault_rate: 0.0,
+            port: None,
+            seed: 1,
+        }
+    }
+}
+
+impl SiteSpec {
+    /// A default site with this name (its seed is derived from the name).
+    #[must_use]
+    pub fn new(name: &str) -> Self {
+        let seed = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        Self {
+            name: name.to_owned(),
+            seed,
+            ..Self::default()
+        }
+    }
+}
+
+/// How a site answers, from the next request on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Behaviour {
+    /// Result pages (and random 5xx at the site's `fault_rate`).
+    Normal,
+    /// 429, with this raw `Retry-After` value (`"120"` or an HTTP-date, or garbage) if any.
+    RateLimited {
+        /// The raw header value.
+        retry_after: Option<String>,
+    },
+    /// 403 without challenge markers.
+    Forbidden,
+    /// An anti-bot page of this kind with this status.
+    Challenge(ChallengeKind, u16),
+    /// This status (500–599, or anything) with a small error page.
+    ServerError(u16),
+    /// The next n requests get 503, then `Normal`.
+    FailNext(u32),
+    /// Answer normally after this extra delay.
+    Slow(Duration),
+    /// Never answer (until shutdown).
+    Hang,
+    /// Reset the connection (TCP RST) instead of answering.
+    Reset,
+    /// 302 to `/login?next=…`, which serves a login page.
+    LoginRedirect,
+    /// 200 with this many bytes of HTML.
+    HugeBody(u64),
+    /// 200 with a small gzip body that decompresses to this many bytes.
+    GzipBomb(u64),
+    /// 302 to `/redirect/1`, which redirects to `/redirect/2`, … forever.
+    RedirectLoop,
+    /// 200 with a result page sent one byte per second.
+    DripBody,
+    /// 200 with a result page containing invalid UTF-8 bytes.
+    InvalidUtf8,
+    /// 200 with an empty body.
+    Empty,
+    /// 404.
+    Gone,
+    /// A timeline relative to when it is set: each `(offset, behaviour)` applies from its
+    /// offset until the next; `Normal` before the first. Offsets ascending; no nested scripts.
+    Script(Vec<(Duration, Behaviour)>),
+}
+
+/// One request as the portal saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedRequest {
+    /// When it arrived, in milliseconds since the Unix epoch.
+    pub at: u64,
+    /// The site's name.
+    pub site: String,
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// Request headers, names lower-case, in arrival order.
+    pub headers: Vec<(String, String)>,
+}
+
+impl RecordedRequest {
+    /// The first value of a header (name case-insensitive).
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The state a site changes at runtime.
+pub(crate) struct SiteMut {
+    pub(crate) behaviour: Behaviour,
+    pub(crate) set_at: Instant,
+    pub(crate) script_index: Option<usize>,
+    pub(crate) fail_left: u32,
+    /// Oldest first, with the time each appeared.
+    pub(crate) listings: Vec<(FakeListing, SystemTime)>,
+    pub(crate) next_n: u64,
+    pub(crate) rng: SmallRng,
+    pub(crate) cache: HashMap<String, server::CachedPage>,
+}
+
+impl SiteMut {
+    /// The behaviour to apply to a request arriving `now`: scripts resolved, `FailNext`
+    /// counted down (to `ServerError(503)` or `Normal`).
+    pub(crate) fn current(&mut self, now: Instant) -> Behaviour {
+        let (leaf, index) = match &self.behaviour {
+            Behaviour::Script(steps) => {
+                let elapsed = now.saturating_duration_since(self.set_at);
+                match steps.iter().rposition(|(at, _)| *at <= elapsed) {
+                    Some(i) => (steps[i].1.clone(), Some(i)),
+                    None => (Behaviour::Normal, None),
+                }
+            }
+            other => (other.clone(), None),
+        };
+        if index != self.script_index {
+            self.script_index = index;
+            if let Behaviour::FailNext(n) = leaf {
+                self.fail_left = n;
+            }
+        }
+        match leaf {
+            Behaviour::FailNext(_) if self.fail_left > 0 => {
+                self.fail_left -= 1;
+                Behaviour::ServerError(503)
+            }
+            Behaviour::FailNext(_) | Behaviour::Script(_) => Behaviour::Normal,
+            other => other,
+        }
+    }
+
+    /// The newest listings visible on `search`, newest first.
+    pub(crate) fn visible(&self, search: &str) -> Vec<(&FakeListing, SystemTime)> {
+        self.listings
+            .iter()
+            .rev()
+            .filter(|(l, _)| l.search.as_deref().is_none_or(|s| s == search))
+            .take(CARDS_PER_PAGE)
+            .map(|(l, t)| (l, *t))
+            .collect()
+    }
+}
+
+/// One running site.
+pub(crate) struct Site {
+    pub(crate) spec: SiteSpec,
+    pub(crate) base_url: String,
+    pub(crate) state: Mutex<SiteMut>,
+    pub(crate) count: AtomicUsize,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) shutdown: CancellationToken,
+}
+
+impl Site {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, SiteMut> {
+        // A panic while holding the lock cannot leave the state half-updated in a way that
+        // matters to a test double; keep serving.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// State shared by all sites.
+#[derive(Default)]
+pub(crate) struct Shared {
+    pub(crate) requests: Mutex<VecDeque<RecordedRequest>>,
+}
+
+impl Shared {
+    pub(crate) fn record(&self, r: RecordedRequest) {
+        let mut q = self
+            .requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if q.len() >= MAX_RECORDED {
+            q.pop_front();
+        }
+        q.push_back(r);
+    }
+}
+
+struct Inner {
+    sites: Vec<Arc<Site>>,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// A running portal. Cheap to clone; dropping the last clone (or [`Portal::shutdown`]) stops
+/// every site.
+#[derive(Clone)]
+pub struct Portal {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Portal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.inner.sites.iter().map(|s| (&s.spec.name, &s.base_url)))
+            .finish()
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Portal {
+    /// Binds every site on 127.0.0.1 (its `port`, or a free one) and starts serving.
+    ///
+    /// # Errors
+    /// When a port cannot be bound.
+    pub async fn start(sites: Vec<SiteSpec>) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared::default());
+        let shutdown = CancellationToken::new();
+        let mut built = Vec::new();
+        let mut listeners = Vec::new();
+        for spec in sites {
+            let listener =
+                tokio::net::TcpListener::bind(("127.0.0.1", spec.port.unwrap_or(0))).await?;
+            let port = listener.local_addr()?.port();
+            let base_url = format!("http://127.0.0.1:{port}");
+            let start = SystemTime::now();
+            let listings = (0..spec.listings as u64)
+                .map(|n| (page::make_listing(spec.seed, n, &base_url, None), start))
+                .collect();
+            let site = Arc::new(Site {
+                state: Mutex::new(SiteMut {
+                    behaviour: Behaviour::Normal,
+                    set_at: Instant::now(),
+                    script_index: None,
+                    fail_left: 0,
+                    listings,
+                    next_n: spec.listings as u64,
+                    rng: SmallRng::seed_from_u64(spec.seed),
+                    cache: HashMap::new(),
+                }),
+                spec,
+                base_url,
+                count: AtomicUsize::new(0),
+                shared: shared.clone(),
+                shutdown: shutdown.clone(),
+            });
+            listeners.push((listener, site.clone()));
+            built.push(site);
+        }
+        let tasks = listeners
+            .into_iter()
+            .map(|(l, site)| tokio::spawn(server::serve(l, site)))
+            .collect();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                sites: built,
+                shared,
+                shutdown,
+                tasks: Mutex::new(tasks),
+            }),
+        })
+    }
+
+    fn site(&self, name: &str) -> &Arc<Site> {
+        self.inner
+            .sites
+            .iter()
+            .find(|s| s.spec.name == name)
+            .unwrap_or_else(|| panic!("fake-portal has no site named {name:?}"))
+    }
+
+    /// The names of the sites, in start order.
+    #[must_use]
+    pub fn sites(&self) -> Vec<String> {
+        self.inner
+            .sites
+            .iter()
+            .map(|s| s.spec.name.clone())
+            .collect()
+    }
+
+    /// `http://127.0.0.1:PORT` of a site.
+    ///
+    /// # Panics
+    /// On an unknown site name (a bug in the test).
+    #[must_use]
+    pub fn base_url(&self, site: &str) -> String {
+        self.site(site).base_url.clone()
+    }
+
+    /// The URL of a search's result page: base URL + `/search/<search>`.
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    #[must_use]
+    pub fn search_url(&self, site: &str, search: &str) -> String {
+        format!("{}/search/{search}", self.base_url(site))
+    }
+
+    /// Changes how a site answers; takes effect on the next request.
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    pub fn set_behaviour(&self, site: &str, b: Behaviour) {
+        let mut st = self.site(site).lock();
+        st.fail_left = match b {
+            Behaviour::FailNext(n) => n,
+            _ => 0,
+        };
+        st.behaviour = b;
+        st.set_at = Instant::now();
+        st.script_index = None;
+    }
+
+    /// Adds a new listing at the top of a search's page (`None`: of every search on the site).
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    pub fn add_listing(&self, site: &str, search: Option<&str>) -> FakeListing {
+        let site = self.site(site);
+        let mut st = site.lock();
+        let n = st.next_n;
+        st.next_n += 1;
+        let l = page::make_listing(site.spec.seed, n, &site.base_url, search);
+        st.listings.push((l.clone(), SystemTime::now()));
+        l
+    }
+
+    /// The listings a search's page shows right now, newest first.
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    #[must_use]
+    pub fn listings(&self, site: &str, search: &str) -> Vec<FakeListing> {
+        self.site(site)
+            .lock()
+            .visible(search)
+            .into_iter()
+            .map(|(l, _)| l.clone())
+            .collect()
+    }
+
+    /// Every request so far (the last [`MAX_RECORDED`]), in arrival order.
+    #[must_use]
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.inner
+            .shared
+            .requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Requests a site has received so far.
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    #[must_use]
+    pub fn request_count(&self, site: &str) -> usize {
+        self.site(site).count.load(Ordering::SeqCst)
+    }
+
+    /// Stops every site (also for other clones of this handle) and waits for the listeners to
+    /// close. Connections in flight are dropped.
+    pub async fn shutdown(self) {
+        self.inner.shutdown.cancel();
+        let tasks = std::mem::take(
+            &mut *self
+                .inner
+                .tasks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+}

@@ -1,0 +1,514 @@
+//! The HTTP side of one site: an axum router behind a hand-driven hyper connection per socket.
+//!
+//! Driving each connection ourselves (instead of `axum::serve`) is what lets
+//! [`Behaviour::Reset`] abort exactly the connection that asked, with a real TCP RST. A
+//! middleware records every request and applies the site's behaviour before any route runs.
+
+use crate::page::{self, ChallengeKind};
+use crate::{Behaviour, RecordedRequest, Site, now_ms};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use futures_util::stream;
+use rand::Rng;
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tower::ServiceExt as _;
+
+/// A rendered result page, kept until its listings change.
+pub(crate) struct CachedPage {
+    etag: String,
+    plain: Bytes,
+    gzip: Bytes,
+}
+
+/// A bound on the page cache: clients may ask for any search name.
+const MAX_CACHED_PAGES: usize = 256;
+
+/// Per-connection handle a handler can use to reset its own connection.
+struct ConnCtx {
+    /// A second descriptor of the connection's socket, to set `SO_LINGER 0` on.
+    sock: std::net::TcpStream,
+    abort: Notify,
+}
+
+impl ConnCtx {
+    /// Closes the connection with an RST: linger 0, then the connection task drops the socket.
+    fn reset(&self) {
+        let _ = socket2::SockRef::from(&self.sock).set_linger(Some(Duration::ZERO));
+        self.abort.notify_one();
+    }
+}
+
+pub(crate) async fn serve(listener: TcpListener, site: Arc<Site>) {
+    let router = router(site.clone());
+    loop {
+        let stream = tokio::select! {
+            () = site.shutdown.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tracing::debug!(error = %e, "fake-portal: accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        tokio::spawn(connection(stream, router.clone(), site.shutdown.clone()));
+    }
+}
+
+async fn connection(
+    stream: TcpStream,
+    router: Router,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let _ = stream.set_nodelay(true);
+    let Ok(std_stream) = stream.into_std() else {
+        return;
+    };
+    let Ok(dup) = std_stream.try_clone() else {
+        return;
+    };
+    let Ok(stream) = TcpStream::from_std(std_stream) else {
+        return;
+    };
+    let ctx = Arc::new(ConnCtx {
+        sock: dup,
+        abort: Notify::new(),
+    });
+    let svc_ctx = ctx.clone();
+    let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let mut req = req.map(Body::new);
+        req.extensions_mut().insert(svc_ctx.clone());
+        router.clone().oneshot(req)
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
+    tokio::select! {
+        _ = conn => {}
+        () = ctx.abort.notified() => {}
+        () = shutdown.cancelled() => {}
+    }
+}
+
+fn router(site: Arc<Site>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/search/{search}", get(search))
+        .route("/listing/{id}", get(detail))
+        .route("/login", get(login))
+        .route("/redirect/{n}", get(redirect))
+        .fallback(|| async { html(StatusCode::NOT_FOUND, page::simple_page("Not found", "")) })
+        .layer(middleware::from_fn_with_state(site.clone(), behave))
+        .with_state(site)
+}
+
+fn html(status: StatusCode, body: String) -> Response<Body> {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+fn redirect_to(location: &str) -> Response<Body> {
+    (
+        StatusCode::FOUND,
+        [(header::LOCATION, location.to_owned())],
+        String::new(),
+    )
+        .into_response()
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters (enough for `?next=`).
+fn encode_component(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Records the request, waits the site's latency, then applies its behaviour.
+async fn behave(State(site): State<Arc<Site>>, req: Request, next: Next) -> Response<Body> {
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
+    site.count.fetch_add(1, Ordering::SeqCst);
+    site.shared.record(RecordedRequest {
+        at: now_ms(),
+        site: site.spec.name.clone(),
+        method: req.method().to_string(),
+        path: path.clone(),
+        headers: req
+            .headers()
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+    });
+    if !site.spec.latency.is_zero() {
+        tokio::time::sleep(site.spec.latency).await;
+    }
+    if path.starts_with("/login") || path.starts_with("/redirect/") {
+        return next.run(req).await;
+    }
+    let (behaviour, fault) = {
+        let mut st = site.lock();
+        let b = st.current(tokio::time::Instant::now());
+        let fault = b == Behaviour::Normal
+            && site.spec.fault_rate > 0.0
+            && st.rng.random::<f64>() < site.spec.fault_rate;
+        (b, fault)
+    };
+    if fault {
+        return error_page(503);
+    }
+    match behaviour {
+        Behaviour::Normal | Behaviour::FailNext(_) | Behaviour::Script(_) => next.run(req).await,
+        Behaviour::RateLimited { retry_after } => {
+            let mut r = html(
+                StatusCode::TOO_MANY_REQUESTS,
+                page::simple_page("Too many requests", "<p>Slow down.</p>"),
+            );
+            if let Some(v) = retry_after.and_then(|v| HeaderValue::from_str(&v).ok()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            r
+        }
+        Behaviour::Forbidden => html(
+            StatusCode::FORBIDDEN,
+            page::simple_page("Access denied", "<p>You do not have access.</p>"),
+        ),
+        Behaviour::Challenge(kind, status) => challenge(kind, status),
+        Behaviour::ServerError(code) => error_page(code),
+        Behaviour::Slow(d) => {
+            tokio::time::sleep(d).await;
+            next.run(req).await
+        }
+        Behaviour::Hang => {
+            site.shutdown.cancelled().await;
+            error_page(503)
+        }
+        Behaviour::Reset => {
+            if let Some(ctx) = req.extensions().get::<Arc<ConnCtx>>() {
+                ctx.reset();
+            }
+            // The connection task drops this future with the connection.
+            site.shutdown.cancelled().await;
+            error_page(503)
+        }
+        Behaviour::LoginRedirect => {
+            redirect_to(&format!("/login?next={}", encode_component(&path)))
+        }
+        Behaviour::HugeBody(n) => huge_body(n),
+        Behaviour::GzipBomb(n) => gzip_bomb(n),
+        Behaviour::RedirectLoop => redirect_to("/redirect/1"),
+        Behaviour::DripBody => {
+            let body = plain_body(next.run(without_gzip(req)).await).await;
+            let s = stream::unfold((body, 0usize), |(body, i)| async move {
+                if i >= body.len() {
+                    return None;
+                }
+                if i > 0 {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                let chunk = body.slice(i..i + 1);
+                Some((Ok::<_, std::io::Error>(chunk), (body, i + 1)))
+            });
+            let mut r = Response::new(Body::from_stream(s));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            r
+        }
+        Behaviour::InvalidUtf8 => {
+            let body = plain_body(next.run(without_gzip(req)).await).await;
+            let mut bytes = body.to_vec();
+            let at = bytes.len() / 2;
+            bytes.splice(at..at, [0xff, 0xfe, 0xc3, 0x28, 0xa0, 0xa1]);
+            let mut r = Response::new(Body::from(bytes));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            r
+        }
+        Behaviour::Empty => html(StatusCode::OK, String::new()),
+        Behaviour::Gone => html(
+            StatusCode::NOT_FOUND,
+            page::simple_page("Not found", "<p>This search no longer exists.</p>"),
+        ),
+    }
+}
+
+fn without_gzip(mut req: Request) -> Request {
+    req.headers_mut().remove(header::ACCEPT_ENCODING);
+    req
+}
+
+async fn plain_body(r: Response<Body>) -> Bytes {
+    axum::body::to_bytes(r.into_body(), 64 * 1024 * 1024)
+        .await
+        .unwrap_or_default()
+}
+
+fn error_page(code: u16) -> Response<Body> {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    html(
+        status,
+        page::simple_page(
+            &format!(
+                "{} {}",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or("")
+            ),
+            "<p>Something went wrong on our side.</p>",
+        ),
+    )
+}
+
+fn challenge(kind: ChallengeKind, status: u16) -> Response<Body> {
+    let (headers, body) = page::challenge(kind);
+    let mut r = html(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN),
+        body,
+    );
+    for (n, v) in headers {
+        r.headers_mut().insert(n, HeaderValue::from_static(v));
+    }
+    r
+}
+
+const CHUNK: usize = 64 * 1024;
+
+fn huge_body(n: u64) -> Response<Body> {
+    let filler: Bytes = "<p class=\"filler\">lorem ipsum dolor sit amet</p>\n"
+        .repeat(CHUNK / 48 + 1)
+        .into_bytes()
+        .into();
+    let s = stream::unfold(0u64, move |sent| {
+        let filler = filler.clone();
+        async move {
+            if sent >= n {
+                return None;
+            }
+            let len = usize::try_from((n - sent).min(CHUNK as u64)).unwrap_or(CHUNK);
+            Some((
+                Ok::<_, std::io::Error>(filler.slice(..len)),
+                sent + len as u64,
+            ))
+        }
+    });
+    let mut r = Response::new(Body::from_stream(s));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&n.to_string()) {
+        r.headers_mut().insert(header::CONTENT_LENGTH, v);
+    }
+    r
+}
+
+/// A gzip stream of `n` zero bytes, compressed on the fly (~1000:1), so a bomb of any size
+/// costs the portal only what the client actually reads.
+fn gzip_bomb(n: u64) -> Response<Body> {
+    let zeros = vec![0u8; CHUNK];
+    let enc = GzEncoder::new(Vec::new(), Compression::best());
+    let s = stream::unfold(Some((enc, 0u64)), move |st| {
+        let zeros = zeros.clone();
+        async move {
+            let (mut enc, mut fed) = st?;
+            // Feed until some compressed output is ready (or the end).
+            while fed < n && enc.get_ref().len() < 4096 {
+                let len = usize::try_from((n - fed).min(CHUNK as u64)).unwrap_or(CHUNK);
+                if enc.write_all(&zeros[..len]).is_err() {
+                    return None;
+                }
+                fed += len as u64;
+            }
+            if fed >= n {
+                let out = enc.finish().ok()?;
+                return Some((Ok::<_, std::io::Error>(Bytes::from(out)), None));
+            }
+            let out = std::mem::take(enc.get_mut());
+            Some((Ok(Bytes::from(out)), Some((enc, fed))))
+        }
+    });
+    let mut r = Response::new(Body::from_stream(s));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    r.headers_mut()
+        .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    r
+}
+
+fn gzip(data: &[u8]) -> Bytes {
+    let mut enc = GzEncoder::new(Vec::with_capacity(data.len() / 4), Compression::fast());
+    if enc.write_all(data).is_err() {
+        return Bytes::new();
+    }
+    enc.finish().map(Bytes::from).unwrap_or_default()
+}
+
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|e| {
+            e.trim()
+                .split(';')
+                .next()
+                .is_some_and(|t| t.trim() == "gzip")
+        })
+}
+
+async fn index(State(site): State<Arc<Site>>) -> Response<Body> {
+    html(
+        StatusCode::OK,
+        page::simple_page(
+            &site.spec.name,
+            "<p><a href=\"/search/all\">Pisos en alquiler</a></p>",
+        ),
+    )
+}
+
+async fn search(
+    State(site): State<Arc<Site>>,
+    Path(search): Path<String>,
+    headers: HeaderMap,
+) -> Response<Body> {
+    let (etag, last_modified, plain, gz) = {
+        let mut st = site.lock();
+        let visible = st.visible(&search);
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (l, _) in &visible {
+            for b in l.id.bytes().chain(std::iter::once(b',')) {
+                h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+        let etag = format!("\"{h:016x}\"");
+        let last_modified = visible
+            .iter()
+            .map(|(_, t)| *t)
+            .max()
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let cached = st.cache.get(&search).filter(|c| c.etag == etag);
+        let (plain, gz) = if let Some(c) = cached {
+            (c.plain.clone(), c.gzip.clone())
+        } else {
+            let refs: Vec<_> = visible.iter().map(|(l, _)| *l).collect();
+            let text = page::result_page(&site.spec.name, &search, &refs, site.spec.page_bytes);
+            let plain = Bytes::from(text);
+            let gz = gzip(&plain);
+            if st.cache.len() >= MAX_CACHED_PAGES {
+                st.cache.clear();
+            }
+            st.cache.insert(
+                search.clone(),
+                CachedPage {
+                    etag: etag.clone(),
+                    plain: plain.clone(),
+                    gzip: gz.clone(),
+                },
+            );
+            (plain, gz)
+        };
+        (etag, last_modified, plain, gz)
+    };
+    let last_modified = httpdate::fmt_http_date(last_modified);
+    let unchanged = if let Some(inm) = headers.get(header::IF_NONE_MATCH) {
+        // RFC 9110 §13.1.3: If-None-Match wins over If-Modified-Since when both are sent.
+        inm.to_str().is_ok_and(|v| {
+            v.split(',')
+                .map(str::trim)
+                .any(|t| t == "*" || t.trim_start_matches("W/") == etag)
+        })
+    } else if let Some(ims) = headers
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| httpdate::parse_http_date(v).ok())
+    {
+        httpdate::parse_http_date(&last_modified).is_ok_and(|lm| lm <= ims)
+    } else {
+        false
+    };
+    let mut builder = Response::builder()
+        .header(header::ETAG, &etag)
+        .header(header::LAST_MODIFIED, &last_modified)
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header(header::VARY, "Accept-Encoding");
+    let body = if unchanged {
+        builder = builder.status(StatusCode::NOT_MODIFIED);
+        Body::empty()
+    } else {
+        builder = builder
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/html; charset=utf-8");
+        if accepts_gzip(&headers) {
+            builder = builder.header(header::CONTENT_ENCODING, "gzip");
+            Body::from(gz)
+        } else {
+            Body::from(plain)
+        }
+    };
+    builder.body(body).unwrap_or_else(|_| error_page(500))
+}
+
+async fn detail(State(site): State<Arc<Site>>, Path(id): Path<String>) -> Response<Body> {
+    let found = site
+        .lock()
+        .listings
+        .iter()
+        .find(|(l, _)| l.id == id)
+        .map(|(l, _)| l.clone());
+    match found {
+        Some(l) => html(StatusCode::OK, page::detail_page(&site.spec.name, &l)),
+        None => html(
+            StatusCode::NOT_FOUND,
+            page::simple_page("Not found", "<p>This listing is no longer available.</p>"),
+        ),
+    }
+}
+
+async fn login() -> Response<Body> {
+    html(
+        StatusCode::OK,
+        page::simple_page(
+            "Iniciar sesión",
+            "<form class=\"login\" method=\"post\" action=\"/login\"><input name=\"email\">\
+             <input name=\"password\" type=\"password\"><button>Entrar</button></form>",
+        ),
+    )
+}
+
+async fn redirect(Path(n): Path<u64>) -> Response<Body> {
+    redirect_to(&format!("/redirect/{}", n.saturating_add(1)))
+}
