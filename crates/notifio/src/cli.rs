@@ -197,14 +197,38 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     }
 }
 
+/// The notification channels the config asks for (the default mbox when none is configured).
+///
+/// # Errors
+/// An unusable email setup (bad URL, missing or exposed password) or webhook URL.
+pub fn channels(cfg: &Config) -> Result<crate::notify::Channels, crate::notify::NotifyError> {
+    use crate::notify::{email, webhook};
+    let n = &cfg.notify;
+    let email = n.email.as_ref().map(|e| email::EmailSettings {
+        to: e.to.clone(),
+        from: e.from.clone(),
+        smtp: e.smtp.clone(),
+        password_file: e.password_file.clone(),
+    });
+    let webhook = n.webhook.as_ref().map(|w| webhook::WebhookSettings {
+        url: w.url.clone(),
+        format: match w.format {
+            config::WebhookFormat::Json => webhook::WebhookFormat::Json,
+            config::WebhookFormat::Ntfy => webhook::WebhookFormat::Ntfy,
+        },
+        timeout: cfg.retry.notify.timeout(),
+    });
+    crate::notify::Channels::from_settings(email, n.mailbox.clone(), webhook, &cfg.watch.state_dir)
+}
+
 async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(), Failure> {
-    let channels = if notify { crate::notify::channel_kinds(&cfg.notify) } else { Vec::new() };
+    let senders = if notify { Some(channels(&cfg).map_err(|e| Failure::Runtime(e.into()))?) } else { None };
+    let channel_kinds = senders.as_ref().map(crate::notify::Channels::kinds).unwrap_or_default();
     let total = cfg.searches.len() as u64;
-    let notify_cfg = cfg.notify.clone();
     let state_dir = cfg.watch.state_dir.clone();
     let retry = cfg.retry.notify.clone();
     let backoff = cfg.backoff.clone();
-    let mut watcher = Watcher::new(cfg, channels, force).map_err(|e| Failure::Runtime(e.into()))?;
+    let mut watcher = Watcher::new(cfg, channel_kinds, force).map_err(|e| Failure::Runtime(e.into()))?;
     let bar = if std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(total);
         b.set_style(indicatif::ProgressStyle::with_template("{spinner} checking {pos}/{len} searches {wide_msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
@@ -234,10 +258,9 @@ async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(),
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    if notify {
-        let channels = crate::notify::Channels::from_settings(&notify_cfg, &state_dir).map_err(|e| Failure::Runtime(anyhow::anyhow!("{e}")))?;
+    if let Some(channels) = senders {
         let mut sender = crate::notify::Sender::new(crate::store::Store::file_in(&state_dir), channels, retry, backoff);
-        sender.drain_once(crate::watch::now().as_millis()).await.map_err(|e| Failure::Runtime(anyhow::anyhow!("{e}")))?;
+        sender.drain_once(crate::watch::now().as_millis()).await.map_err(|e| Failure::Runtime(e.into()))?;
     }
     for r in &results {
         if json {

@@ -7,7 +7,7 @@
 //! and the mbox notifier, narrating each event on one line.
 
 use crate::config::{self, Config};
-use crate::notify::{self, ChannelKind};
+use crate::notify;
 use crate::status::{self, StatusView};
 use crate::store::Store;
 use crate::watch::{AppMetrics, Mode, WatchEvent, Watcher};
@@ -68,11 +68,11 @@ pub async fn watch_until_signal(cfg: Config, narrator: Option<Narrator>) -> anyh
 }
 
 async fn run_watcher(cfg: Config, narrator: Option<Narrator>, cancel: CancellationToken, on_dashboard: Option<Box<dyn FnOnce(SocketAddr) + Send>>) -> anyhow::Result<()> {
-    let channels = notify::channel_kinds(&cfg.notify);
     let state_dir = cfg.watch.state_dir.clone();
     let dashboard = cfg.watch.dashboard;
     let token = cfg.watch.dashboard_token.clone();
-    let senders = notify::Channels::from_settings(&cfg.notify, &state_dir).context("notification channels")?;
+    let senders = crate::cli::channels(&cfg).context("notification channels")?;
+    let channels = senders.kinds();
     let sender = notify::Sender::new(Store::file_in(&state_dir), senders, cfg.retry.notify.clone(), cfg.backoff.clone());
     let backoff = cfg.backoff.clone();
     let mut watcher = Watcher::new(cfg, channels, false)?;
