@@ -1,1 +1,666 @@
-//! TODO
+//! The HTTP side of a check (DESIGN §3): one call = one request class with its own retry
+//! policy, hard limits that end as classified outcomes, conditional requests, per-site cookies.
+//!
+//! Every decision (retry or not, how long to sleep, how to classify) belongs to
+//! `notifio-policy`; this module performs it. Remote input is hostile by default: bodies are
+//! capped *after* decompression (a gzip bomb stops at the cap), redirects are followed by hand
+//! (at most 5, cookies re-chosen per hop so they never leave their site), a stalled body runs
+//! into the deadline, and nothing a server sends can panic or allocate without bound.
+
+pub mod cookies;
+pub mod metrics;
+mod retry;
+
+pub use metrics::FetchMetrics;
+
+use bytes::{Bytes, BytesMut};
+use notifio_policy::classify::BODY_HEAD;
+use notifio_policy::retry::GiveUp;
+use notifio_policy::{
+    AttemptResult, RequestClass, ResponseFacts, RetryBudget, RetryPolicies, SiteKey, Timestamp,
+    TransportFailure, parse_retry_after,
+};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use reqwest::header::{self, HeaderMap, HeaderValue};
+use reqwest::{Method, StatusCode};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+/// A current desktop Chrome: portals serve their normal pages to it.
+pub const DEFAULT_USER_AGENT: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 \
+     (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36";
+/// Spanish first (Idealista), then English and German.
+pub const DEFAULT_ACCEPT_LANGUAGE: &str = "es-ES,es;q=0.9,en;q=0.8,de;q=0.7";
+/// What a browser asks for when it navigates.
+const ACCEPT: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+/// Bound on remembered ETag/Last-Modified pairs (one per watched URL in practice).
+const MAX_VALIDATORS: usize = 10_000;
+
+/// How the fetcher talks to sites.
+///
+/// # Default
+/// a desktop Chrome User-Agent, `es-ES,es;q=0.9,en;q=0.8,de;q=0.7`, a 10 MiB body cap,
+/// at most 5 redirects, the ADR's retry policies (`probe`: one attempt), a per-site retry
+/// budget of 500 tokens (retry 5, success refund 1), jitter seeded from the OS.
+#[derive(Clone, Debug)]
+pub struct FetchConfig {
+    /// `User-Agent` header.
+    pub user_agent: String,
+    /// `Accept-Language` header.
+    pub accept_language: String,
+    /// Largest body kept, counted after decompression.
+    pub body_cap: usize,
+    /// Redirects followed before giving up with `TooManyRedirects`.
+    pub max_redirects: usize,
+    /// Retry policy per request class.
+    pub retry: RetryPolicies,
+    /// The retry budget each site starts with.
+    pub budget: RetryBudget,
+    /// Seed for retry jitter; `None` = from the OS (tests and benchmarks fix it).
+    pub rng_seed: Option<u64>,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        Self {
+            user_agent: DEFAULT_USER_AGENT.to_owned(),
+            accept_language: DEFAULT_ACCEPT_LANGUAGE.to_owned(),
+            body_cap: 10 * 1024 * 1024,
+            max_redirects: 5,
+            retry: RetryPolicies::default(),
+            budget: RetryBudget::default(),
+            rng_seed: None,
+        }
+    }
+}
+
+/// The fetcher could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FetchError {
+    /// A configured header value is not valid in HTTP.
+    #[error("{what} {value:?} cannot be sent as an HTTP header (control characters or non-ASCII?)")]
+    BadHeader {
+        /// Which setting.
+        what: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// The TLS/HTTP client could not be initialised.
+    #[error("cannot initialise the HTTP client: {0}")]
+    Client(String),
+}
+
+/// One request to make.
+#[derive(Clone, Debug)]
+pub struct FetchRequest {
+    /// Absolute http(s) URL.
+    pub url: String,
+    /// The site it belongs to (retry budget, metrics, logs).
+    pub site: SiteKey,
+    /// Which retry policy applies.
+    pub class: RequestClass,
+    /// Send the ETag/Last-Modified remembered for this URL (a 304 means unchanged).
+    pub conditional: bool,
+    /// POST this JSON body (webhooks) instead of a GET.
+    pub post_json: Option<Bytes>,
+}
+
+impl FetchRequest {
+    /// A conditional GET of a search page.
+    #[must_use]
+    pub fn search(url: &str, site: SiteKey) -> Self {
+        Self {
+            url: url.to_owned(),
+            site,
+            class: RequestClass::Search,
+            conditional: true,
+            post_json: None,
+        }
+    }
+
+    /// Same request, another class.
+    #[must_use]
+    pub fn with_class(mut self, class: RequestClass) -> Self {
+        self.class = class;
+        self
+    }
+}
+
+/// What came back, after all attempts.
+#[derive(Clone, Debug)]
+pub struct Fetched {
+    /// The URL asked for.
+    pub requested_url: String,
+    /// The URL of the last response, after redirects.
+    pub final_url: String,
+    /// The last response's status, if one arrived.
+    pub status: Option<u16>,
+    /// Why no usable response arrived, if so.
+    pub failure: Option<TransportFailure>,
+    /// The last response's headers; names lower-case.
+    pub headers: Vec<(String, String)>,
+    /// Decompressed body, at most the cap (truncated there when `BodyTooLarge`).
+    pub body: Bytes,
+    /// Attempts made, including the first.
+    pub attempts: u32,
+    /// From the first attempt's start to the end (sleeps included).
+    pub latency: Duration,
+    /// The last response's `Retry-After`, parsed (garbage → `None`).
+    pub retry_after: Option<Duration>,
+    /// The shutdown token fired; the call returned at once.
+    pub cancelled: bool,
+    /// A readable description of the last failure (never contains cookies or the URL).
+    pub last_error: Option<String>,
+}
+
+impl Fetched {
+    /// The facts [`notifio_policy::classify`] needs (the first 64 KiB of body).
+    #[must_use]
+    pub fn facts(&self, has_session: bool) -> ResponseFacts<'_> {
+        ResponseFacts {
+            status: self.status,
+            failure: self.failure,
+            headers: &self.headers,
+            requested_url: &self.requested_url,
+            final_url: &self.final_url,
+            body_head: &self.body[..self.body.len().min(BODY_HEAD)],
+            has_session,
+        }
+    }
+
+    /// The body as text; invalid UTF-8 is replaced, never an error.
+    #[must_use]
+    pub fn text(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.body)
+    }
+
+    /// 304: the page is unchanged since the remembered ETag/Last-Modified.
+    #[must_use]
+    pub fn not_modified(&self) -> bool {
+        self.status == Some(304) && self.failure.is_none()
+    }
+
+    /// The first value of a response header (name case-insensitive).
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn failed(req: &FetchRequest, failure: TransportFailure, error: String) -> Self {
+        Self {
+            requested_url: req.url.clone(),
+            final_url: req.url.clone(),
+            status: None,
+            failure: Some(failure),
+            headers: Vec::new(),
+            body: Bytes::new(),
+            attempts: 0,
+            latency: Duration::ZERO,
+            retry_after: None,
+            cancelled: false,
+            last_error: Some(error),
+        }
+    }
+}
+
+/// One attempt's result (the payload of the retry loop).
+struct Attempt {
+    status: Option<u16>,
+    final_url: String,
+    headers: Vec<(String, String)>,
+    body: Bytes,
+    failure: Option<TransportFailure>,
+    error: Option<String>,
+}
+
+#[derive(Clone, Default)]
+struct Validators {
+    etag: Option<String>,
+    last_modified: Option<String>,
+}
+
+struct Inner {
+    client: reqwest::Client,
+    cfg: FetchConfig,
+    cookies: Mutex<HashMap<SiteKey, Arc<cookies::CookieJar>>>,
+    validators: Mutex<HashMap<String, Validators>>,
+    budgets: Mutex<HashMap<SiteKey, RetryBudget>>,
+    rng: Mutex<SmallRng>,
+    metrics: FetchMetrics,
+}
+
+/// The HTTP client with retry, limits, cookies and metrics. Cheap to clone.
+#[derive(Clone)]
+pub struct Fetcher {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetcher")
+            .field("user_agent", &self.inner.cfg.user_agent)
+            .field("body_cap", &self.inner.cfg.body_cap)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn now_timestamp() -> Timestamp {
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    )
+}
+
+/// A reqwest error as one line, without the URL (webhook URLs can hold tokens).
+fn describe(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(cause) = src {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        src = cause.source();
+    }
+    s
+}
+
+fn failure_of(e: &reqwest::Error) -> TransportFailure {
+    if e.is_timeout() {
+        TransportFailure::Timeout
+    } else if e.is_decode() {
+        TransportFailure::Malformed
+    } else if e.is_redirect() {
+        TransportFailure::TooManyRedirects
+    } else if e.is_builder() {
+        TransportFailure::Malformed
+    } else {
+        // connect, request and mid-body failures (resets): all "the connection broke".
+        TransportFailure::Connect
+    }
+}
+
+fn attempt_result(a: &Attempt) -> AttemptResult {
+    match (a.failure, a.status) {
+        (Some(TransportFailure::Timeout), _) => AttemptResult::Timeout,
+        (Some(TransportFailure::Connect), _) => AttemptResult::Connect,
+        (Some(_), _) | (None, None) => AttemptResult::Invalid,
+        (None, Some(s)) => AttemptResult::Status(s),
+    }
+}
+
+impl Fetcher {
+    /// Builds the client (rustls, gzip/brotli/deflate, HTTP/1.1 and HTTP/2, no automatic
+    /// redirects: they are followed by hand so limits and cookies apply per hop).
+    ///
+    /// # Errors
+    /// A header setting that is not a valid header value, or a TLS initialisation failure.
+    pub fn new(cfg: FetchConfig) -> Result<Self, FetchError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_static(ACCEPT));
+        headers.insert(
+            header::ACCEPT_LANGUAGE,
+            HeaderValue::from_str(&cfg.accept_language).map_err(|_| FetchError::BadHeader {
+                what: "accept_language",
+                value: cfg.accept_language.clone(),
+            })?,
+        );
+        let ua = HeaderValue::from_str(&cfg.user_agent).map_err(|_| FetchError::BadHeader {
+            what: "user_agent",
+            value: cfg.user_agent.clone(),
+        })?;
+        let client = reqwest::Client::builder()
+            .use_rustls_tls()
+            .user_agent(ua)
+            .default_headers(headers)
+            .redirect(reqwest::redirect::Policy::none())
+            .gzip(true)
+            .brotli(true)
+            .deflate(true)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| FetchError::Client(describe(e)))?;
+        let rng = match cfg.rng_seed {
+            Some(seed) => SmallRng::seed_from_u64(seed),
+            None => SmallRng::from_rng(&mut rand::rng()),
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                cfg,
+                cookies: Mutex::default(),
+                validators: Mutex::default(),
+                budgets: Mutex::default(),
+                rng: Mutex::new(rng),
+                metrics: FetchMetrics::new(),
+            }),
+        })
+    }
+
+    /// Cookies for a site; sent only to URLs whose site key is `site` (and whose host, path
+    /// and scheme the cookie allows). Replaces the site's previous jar.
+    pub fn set_cookies(&self, site: SiteKey, jar: cookies::CookieJar) {
+        lock(&self.inner.cookies).insert(site, Arc::new(jar));
+    }
+
+    /// The retry metrics.
+    #[must_use]
+    pub fn metrics(&self) -> &FetchMetrics {
+        &self.inner.metrics
+    }
+
+    /// Tokens left in a site's retry budget (full if it has never retried).
+    #[must_use]
+    pub fn budget_tokens(&self, site: &SiteKey) -> u32 {
+        lock(&self.inner.budgets)
+            .get(site)
+            .map_or(self.inner.cfg.budget.tokens(), RetryBudget::tokens)
+    }
+
+    /// Fetches with the class's retry policy. Never panics on server input; every limit ends
+    /// as a [`TransportFailure`]. When `cancel` fires (during an attempt or a sleep) it returns
+    /// at once with `cancelled = true` and leaves nothing running.
+    pub async fn fetch(&self, req: &FetchRequest, cancel: &CancellationToken) -> Fetched {
+        let started = Instant::now();
+        let url = match Url::parse(&req.url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+            _ => {
+                return Fetched::failed(
+                    req,
+                    TransportFailure::Malformed,
+                    "not an absolute http(s) URL".into(),
+                );
+            }
+        };
+        let policy = self.inner.cfg.retry.get(req.class);
+        let header = policy.retry_header();
+        let url = &url;
+        let out = retry::run(
+            policy,
+            cancel,
+            || lock(&self.inner.rng).random::<f64>(),
+            || {
+                lock(&self.inner.budgets)
+                    .entry(req.site.clone())
+                    .or_insert_with(|| self.inner.cfg.budget.clone())
+                    .try_spend_retry()
+            },
+            |n| async move {
+                let a = self.attempt(req, url, n, header).await;
+                (attempt_result(&a), a)
+            },
+        )
+        .await;
+        let latency = started.elapsed();
+
+        let mut fetched = match out.payload {
+            Some(a) => Fetched {
+                requested_url: req.url.clone(),
+                retry_after: a
+                    .headers
+                    .iter()
+                    .find(|(n, _)| n == "retry-after")
+                    .and_then(|(_, v)| parse_retry_after(v, now_timestamp())),
+                final_url: a.final_url,
+                status: a.status,
+                failure: a.failure,
+                headers: a.headers,
+                body: a.body,
+                attempts: out.attempts,
+                latency,
+                cancelled: out.cancelled,
+                last_error: a.error,
+            },
+            None => {
+                let timed_out = out.result == Some(AttemptResult::Timeout);
+                let mut f = Fetched::failed(
+                    req,
+                    TransportFailure::Timeout,
+                    format!(
+                        "no complete response within {} ms",
+                        out.timeouts.last().copied().unwrap_or_default().as_millis()
+                    ),
+                );
+                if !timed_out {
+                    f.failure = None;
+                    f.last_error = Some("cancelled".into());
+                }
+                f.attempts = out.attempts;
+                f.latency = latency;
+                f.cancelled = out.cancelled;
+                f
+            }
+        };
+        if fetched.cancelled {
+            return fetched;
+        }
+        if fetched.last_error.is_none() {
+            if let Some(s) = fetched.status.filter(|s| *s >= 500) {
+                let reason = StatusCode::from_u16(s)
+                    .ok()
+                    .and_then(|c| c.canonical_reason())
+                    .unwrap_or("");
+                fetched.last_error = Some(format!("HTTP {s} {reason}").trim_end().to_owned());
+            }
+        }
+        if out.budget_denied {
+            if let Some(e) = &mut fetched.last_error {
+                e.push_str(" (retry skipped: the site's retry budget is spent)");
+            }
+        }
+
+        // The site answered (not a 5xx): refill its budget.
+        if fetched.failure.is_none() && fetched.status.is_some_and(|s| s < 500) {
+            if let Some(b) = lock(&self.inner.budgets).get_mut(&req.site) {
+                b.on_success(fetched.attempts > 1);
+            }
+        }
+        if req.post_json.is_none()
+            && fetched.failure.is_none()
+            && fetched.status.is_some_and(|s| (200..300).contains(&s))
+        {
+            self.remember_validators(&req.url, &fetched);
+        }
+        let final_failure = fetched.failure.is_some() || fetched.status.is_none_or(|s| s >= 500);
+        if final_failure {
+            tracing::warn!(
+                site = %req.site,
+                class = %req.class,
+                attempts = fetched.attempts,
+                gave_up = ?out.give_up.filter(|g| *g != GiveUp::NotRetryable),
+                error = fetched.last_error.as_deref().unwrap_or("unknown"),
+                "request failed"
+            );
+        }
+        self.inner.metrics.record(metrics::RequestRecord {
+            class: req.class,
+            attempts: fetched.attempts,
+            latency,
+            final_failure,
+            budget_denied: out.budget_denied,
+        });
+        fetched
+    }
+
+    fn remember_validators(&self, url: &str, f: &Fetched) {
+        let v = Validators {
+            etag: f.header("etag").map(str::to_owned),
+            last_modified: f.header("last-modified").map(str::to_owned),
+        };
+        let mut map = lock(&self.inner.validators);
+        if v.etag.is_none() && v.last_modified.is_none() {
+            map.remove(url);
+            return;
+        }
+        if map.len() >= MAX_VALIDATORS && !map.contains_key(url) {
+            map.clear();
+        }
+        map.insert(url.to_owned(), v);
+    }
+
+    fn cookie_header(&self, url: &Url) -> Option<String> {
+        let key = SiteKey::from_parsed(url).ok()?;
+        let jar = lock(&self.inner.cookies).get(&key).cloned()?;
+        jar.header_for(url)
+    }
+
+    /// One attempt: the request and its redirects, then the capped body.
+    async fn attempt(&self, req: &FetchRequest, url: &Url, retry_n: u32, header: bool) -> Attempt {
+        let cfg = &self.inner.cfg;
+        let mut current = url.clone();
+        let mut method = if req.post_json.is_some() {
+            Method::POST
+        } else {
+            Method::GET
+        };
+        let mut body = req.post_json.clone();
+        let mut hops = 0usize;
+        loop {
+            let mut rb = self.inner.client.request(method.clone(), current.clone());
+            if let Some(b) = &body {
+                rb = rb
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(b.clone());
+            }
+            if header && retry_n > 0 {
+                rb = rb.header("x-retry-count", retry_n.to_string());
+            }
+            if let Some(c) = self.cookie_header(&current) {
+                rb = rb.header(header::COOKIE, c);
+            }
+            if hops == 0 && req.conditional && method == Method::GET {
+                let v = lock(&self.inner.validators).get(&req.url).cloned();
+                if let Some(v) = v {
+                    if let Some(e) = v.etag {
+                        rb = rb.header(header::IF_NONE_MATCH, e);
+                    }
+                    if let Some(lm) = v.last_modified {
+                        rb = rb.header(header::IF_MODIFIED_SINCE, lm);
+                    }
+                }
+            }
+            let resp = match rb.send().await {
+                Ok(r) => r,
+                Err(e) => {
+                    return Attempt {
+                        status: None,
+                        final_url: current.to_string(),
+                        headers: Vec::new(),
+                        body: Bytes::new(),
+                        failure: Some(failure_of(&e)),
+                        error: Some(describe(e)),
+                    };
+                }
+            };
+            let status = resp.status();
+            let headers: Vec<(String, String)> = resp
+                .headers()
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect();
+            let location = status
+                .is_redirection()
+                .then(|| resp.headers().get(header::LOCATION))
+                .flatten()
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| current.join(l).ok());
+            if let (true, Some(next)) = (
+                matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308),
+                location,
+            ) {
+                if hops >= cfg.max_redirects || !matches!(next.scheme(), "http" | "https") {
+                    let error = if hops >= cfg.max_redirects {
+                        format!("more than {} redirects", cfg.max_redirects)
+                    } else {
+                        format!("redirected to a {}: URL", next.scheme())
+                    };
+                    return Attempt {
+                        status: Some(status.as_u16()),
+                        final_url: current.to_string(),
+                        headers,
+                        body: Bytes::new(),
+                        failure: Some(TransportFailure::TooManyRedirects),
+                        error: Some(error),
+                    };
+                }
+                hops += 1;
+                if status == StatusCode::SEE_OTHER
+                    || (method == Method::POST && matches!(status.as_u16(), 301 | 302))
+                {
+                    method = Method::GET;
+                    body = None;
+                }
+                current = next;
+                continue;
+            }
+            let (body, failure, error) = read_capped(resp, cfg.body_cap).await;
+            return Attempt {
+                status: Some(status.as_u16()),
+                final_url: current.to_string(),
+                headers,
+                body,
+                failure,
+                error,
+            };
+        }
+    }
+}
+
+/// Reads a body chunk by chunk (already decompressed by reqwest), stopping at `cap`.
+async fn read_capped(
+    mut resp: reqwest::Response,
+    cap: usize,
+) -> (Bytes, Option<TransportFailure>, Option<String>) {
+    // Content-Length is remote input: trust it only as a small pre-allocation hint.
+    let hint = resp
+        .content_length()
+        .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX))
+        .min(cap)
+        .min(1 << 20);
+    let mut buf = BytesMut::with_capacity(hint);
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = cap - buf.len();
+                if chunk.len() > room {
+                    buf.extend_from_slice(&chunk[..room]);
+                    return (
+                        buf.freeze(),
+                        Some(TransportFailure::BodyTooLarge),
+                        Some(format!(
+                            "body larger than the {cap}-byte cap (after decompression)"
+                        )),
+                    );
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            Ok(None) => return (buf.freeze(), None, None),
+            Err(e) => {
+                let failure = failure_of(&e);
+                return (buf.freeze(), Some(failure), Some(describe(e)));
+            }
+        }
+    }
+}

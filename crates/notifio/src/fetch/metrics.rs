@@ -1,0 +1,392 @@
+//! Retry metrics (DESIGN §3, the ADR's "mitigation strategies"): counters and latency
+//! histograms in Prometheus text, plus the hourly warnings the dashboard shows.
+//!
+//! Counters and histograms are prometheus-client's (rendered at `/metrics`); the last hour is a
+//! small ring of samples, because Prometheus counters cannot answer "retry rate over the last
+//! hour" by themselves and the dashboard must work without a Prometheus server. Warnings need
+//! at least [`MIN_SAMPLES`] requests in the hour, so one retried request at start-up is not
+//! reported as a 100% retry rate.
+
+use crate::status::RetryStatus;
+use notifio_policy::RequestClass;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The ADR's alert threshold on the retry rate.
+pub const RETRY_RATE_WARN: f64 = 0.05;
+/// The ADR's latency budget for critical paths (the `search` class p95).
+pub const SEARCH_P95_WARN: Duration = Duration::from_millis(500);
+/// Fewest requests in the hour before a rate or p95 warning is raised.
+pub const MIN_SAMPLES: usize = 20;
+const WINDOW: Duration = Duration::from_secs(3600);
+/// Ring bound: at 30 s per search this is hundreds of searches' hour.
+const MAX_SAMPLES: usize = 100_000;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LatencyLabels {
+    class: String,
+    retried: String,
+}
+
+struct Sample {
+    at: Instant,
+    class: RequestClass,
+    retried: bool,
+    latency: Duration,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new([
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0,
+    ])
+}
+
+/// The fetcher's metrics. One per [`super::Fetcher`].
+pub struct FetchMetrics {
+    registry: Registry,
+    requests: Family<ClassLabels, Counter>,
+    retried: Family<ClassLabels, Counter>,
+    retry_attempts: Family<ClassLabels, Counter>,
+    final_failures: Family<ClassLabels, Counter>,
+    budget_denied: Family<ClassLabels, Counter>,
+    latency: Family<LatencyLabels, Histogram, fn() -> Histogram>,
+    total_requests: AtomicU64,
+    total_retried: AtomicU64,
+    total_attempts: AtomicU64,
+    total_failures: AtomicU64,
+    window: Mutex<VecDeque<Sample>>,
+    warned_rate: AtomicBool,
+    warned_p95: AtomicBool,
+}
+
+impl std::fmt::Debug for FetchMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FetchMetrics")
+            .field("snapshot", &self.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for FetchMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One finished request, as the metrics see it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RequestRecord {
+    pub(crate) class: RequestClass,
+    pub(crate) attempts: u32,
+    pub(crate) latency: Duration,
+    pub(crate) final_failure: bool,
+    pub(crate) budget_denied: bool,
+}
+
+impl FetchMetrics {
+    /// Empty metrics, registered under `notifio_fetch_*`.
+    #[must_use]
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("notifio_fetch");
+        let requests = Family::<ClassLabels, Counter>::default();
+        let retried = Family::<ClassLabels, Counter>::default();
+        let retry_attempts = Family::<ClassLabels, Counter>::default();
+        let final_failures = Family::<ClassLabels, Counter>::default();
+        let budget_denied = Family::<ClassLabels, Counter>::default();
+        let latency = Family::<LatencyLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram,
+        );
+        registry.register(
+            "requests",
+            "Requests made (a request is all attempts of one fetch)",
+            requests.clone(),
+        );
+        registry.register(
+            "retried_requests",
+            "Requests that needed at least one retry",
+            retried.clone(),
+        );
+        registry.register(
+            "retry_attempts",
+            "Attempts beyond the first",
+            retry_attempts.clone(),
+        );
+        registry.register(
+            "final_failures",
+            "Requests that still failed (5xx, timeout, transport) after their last attempt",
+            final_failures.clone(),
+        );
+        registry.register(
+            "retries_skipped_budget",
+            "Retries skipped because the site's retry budget was spent",
+            budget_denied.clone(),
+        );
+        registry.register(
+            "latency_seconds",
+            "Request latency including retries, by class and whether it was retried",
+            latency.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            retried,
+            retry_attempts,
+            final_failures,
+            budget_denied,
+            latency,
+            total_requests: AtomicU64::new(0),
+            total_retried: AtomicU64::new(0),
+            total_attempts: AtomicU64::new(0),
+            total_failures: AtomicU64::new(0),
+            window: Mutex::new(VecDeque::new()),
+            warned_rate: AtomicBool::new(false),
+            warned_p95: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn record(&self, r: RequestRecord) {
+        let class = ClassLabels {
+            class: r.class.as_str().to_owned(),
+        };
+        let retried = r.attempts > 1;
+        self.requests.get_or_create(&class).inc();
+        self.total_requests.fetch_add(1, Ordering::Relaxed);
+        if retried {
+            self.retried.get_or_create(&class).inc();
+            self.total_retried.fetch_add(1, Ordering::Relaxed);
+        }
+        let extra = u64::from(r.attempts.saturating_sub(1));
+        self.retry_attempts.get_or_create(&class).inc_by(extra);
+        self.total_attempts.fetch_add(extra, Ordering::Relaxed);
+        if r.final_failure {
+            self.final_failures.get_or_create(&class).inc();
+            self.total_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        if r.budget_denied {
+            self.budget_denied.get_or_create(&class).inc();
+        }
+        self.latency
+            .get_or_create(&LatencyLabels {
+                class: class.class,
+                retried: retried.to_string(),
+            })
+            .observe(r.latency.as_secs_f64());
+        let now = Instant::now();
+        {
+            let mut w = self.lock_window();
+            prune(&mut w, now);
+            if w.len() >= MAX_SAMPLES {
+                w.pop_front();
+            }
+            w.push_back(Sample {
+                at: now,
+                class: r.class,
+                retried,
+                latency: r.latency,
+            });
+        }
+        self.log_warning_transitions();
+    }
+
+    fn lock_window(&self) -> std::sync::MutexGuard<'_, VecDeque<Sample>> {
+        self.window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// (retry rate, requests) over the last hour.
+    fn hourly_rate(&self) -> (f64, usize) {
+        let mut w = self.lock_window();
+        prune(&mut w, Instant::now());
+        let n = w.len();
+        let retried = w.iter().filter(|s| s.retried).count();
+        (
+            if n == 0 {
+                0.0
+            } else {
+                retried as f64 / n as f64
+            },
+            n,
+        )
+    }
+
+    /// (p95 latency, samples) of the `search` class over the last hour.
+    fn hourly_search_p95(&self) -> (Duration, usize) {
+        let mut w = self.lock_window();
+        prune(&mut w, Instant::now());
+        let mut lat: Vec<Duration> = w
+            .iter()
+            .filter(|s| s.class == RequestClass::Search)
+            .map(|s| s.latency)
+            .collect();
+        if lat.is_empty() {
+            return (Duration::ZERO, 0);
+        }
+        lat.sort_unstable();
+        let idx = ((lat.len() as f64 * 0.95).ceil() as usize).clamp(1, lat.len()) - 1;
+        (lat[idx], lat.len())
+    }
+
+    /// Totals since start, and the retry rate over the last hour (the dashboard's `retry`).
+    #[must_use]
+    pub fn snapshot(&self) -> RetryStatus {
+        RetryStatus {
+            requests: self.total_requests.load(Ordering::Relaxed),
+            retried: self.total_retried.load(Ordering::Relaxed),
+            attempts: self.total_attempts.load(Ordering::Relaxed),
+            final_failures: self.total_failures.load(Ordering::Relaxed),
+            retry_rate: self.hourly_rate().0,
+        }
+    }
+
+    /// Appends the metrics in Prometheus text exposition format (`/metrics`).
+    pub fn encode_prometheus(&self, out: &mut String) {
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(out, &self.registry);
+    }
+
+    /// Current warnings: the last hour's retry rate above 5%, or the `search` class p95 above
+    /// 500 ms (the ADR's alerts).
+    #[must_use]
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let (rate, n) = self.hourly_rate();
+        if n >= MIN_SAMPLES && rate > RETRY_RATE_WARN {
+            out.push(format!(
+                "retry rate over the last hour is {:.1}% of {n} requests (alert above {:.0}%): \
+                 a site is failing often; see the sites table",
+                rate * 100.0,
+                RETRY_RATE_WARN * 100.0
+            ));
+        }
+        let (p95, m) = self.hourly_search_p95();
+        if m >= MIN_SAMPLES && p95 > SEARCH_P95_WARN {
+            out.push(format!(
+                "search p95 latency over the last hour is {} ms (budget {} ms)",
+                p95.as_millis(),
+                SEARCH_P95_WARN.as_millis()
+            ));
+        }
+        out
+    }
+
+    /// Logs a warning when one starts (not on every request while it lasts).
+    fn log_warning_transitions(&self) {
+        let (rate, n) = self.hourly_rate();
+        let rate_on = n >= MIN_SAMPLES && rate > RETRY_RATE_WARN;
+        if rate_on != self.warned_rate.swap(rate_on, Ordering::Relaxed) && rate_on {
+            tracing::warn!(
+                retry_rate = rate,
+                requests = n,
+                "retry rate over the last hour passed 5%"
+            );
+        }
+        let (p95, m) = self.hourly_search_p95();
+        let p95_on = m >= MIN_SAMPLES && p95 > SEARCH_P95_WARN;
+        if p95_on != self.warned_p95.swap(p95_on, Ordering::Relaxed) && p95_on {
+            tracing::warn!(
+                p95_ms = p95.as_millis() as u64,
+                "search p95 latency over the last hour passed 500 ms"
+            );
+        }
+    }
+}
+
+fn prune(w: &mut VecDeque<Sample>, now: Instant) {
+    while w
+        .front()
+        .is_some_and(|s| now.saturating_duration_since(s.at) > WINDOW)
+    {
+        w.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(class: RequestClass, attempts: u32, ms: u64) -> RequestRecord {
+        RequestRecord {
+            class,
+            attempts,
+            latency: Duration::from_millis(ms),
+            final_failure: false,
+            budget_denied: false,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_rate_warning_needs_samples_and_expires_after_an_hour() {
+        let m = FetchMetrics::new();
+        m.record(rec(RequestClass::Search, 2, 150));
+        assert!(m.warnings().is_empty(), "one request is not a rate");
+        for _ in 0..19 {
+            m.record(rec(RequestClass::Search, 1, 20));
+        }
+        assert!(m.warnings().is_empty(), "1 of 20 = 5% is not above 5%");
+        m.record(rec(RequestClass::Search, 3, 450));
+        let w = m.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("is 9.5% of 21 requests"), "{w:?}");
+        let s = m.snapshot();
+        assert_eq!((s.requests, s.retried, s.attempts), (21, 2, 3));
+        assert!((s.retry_rate - 2.0 / 21.0).abs() < 1e-9);
+        tokio::time::advance(Duration::from_secs(3601)).await;
+        assert!(m.warnings().is_empty());
+        assert_eq!(m.snapshot().retry_rate, 0.0);
+        assert_eq!(m.snapshot().requests, 21, "totals outlive the window");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_search_p95_warns_other_classes_do_not_count() {
+        let m = FetchMetrics::new();
+        for _ in 0..30 {
+            m.record(rec(RequestClass::Notify, 1, 2000));
+        }
+        assert!(m.warnings().is_empty());
+        for i in 0..20 {
+            m.record(rec(RequestClass::Search, 1, if i < 18 { 100 } else { 900 }));
+        }
+        let w = m.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("search p95 latency over the last hour is 900 ms"),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn prometheus_text_has_every_series() {
+        let m = FetchMetrics::new();
+        m.record(RequestRecord {
+            final_failure: true,
+            budget_denied: true,
+            ..rec(RequestClass::Detail, 3, 450)
+        });
+        let mut out = String::new();
+        m.encode_prometheus(&mut out);
+        for want in [
+            "notifio_fetch_requests_total{class=\"detail\"} 1",
+            "notifio_fetch_retried_requests_total{class=\"detail\"} 1",
+            "notifio_fetch_retry_attempts_total{class=\"detail\"} 2",
+            "notifio_fetch_final_failures_total{class=\"detail\"} 1",
+            "notifio_fetch_retries_skipped_budget_total{class=\"detail\"} 1",
+            "notifio_fetch_latency_seconds_bucket{le=\"0.5\",class=\"detail\",retried=\"true\"} 1",
+        ] {
+            assert!(out.contains(want), "missing {want} in\n{out}");
+        }
+    }
+}
