@@ -6,7 +6,7 @@
 
 use crate::config::{self, Config, ConfigError};
 use crate::status;
-use crate::watch::{Mode, PassResult, Watcher};
+use crate::watch::{PassResult, Watcher};
 use clap::{Parser, Subcommand};
 use notifio_policy::backoff::describe_steps;
 use notifio_policy::{format_duration, BackoffPolicy, RefusalKind, RequestClass, RetryPolicies};
@@ -228,7 +228,7 @@ async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(),
     let state_dir = cfg.watch.state_dir.clone();
     let retry = cfg.retry.notify.clone();
     let backoff = cfg.backoff.clone();
-    let mut watcher = Watcher::new(cfg, channel_kinds, force).map_err(|e| Failure::Runtime(e.into()))?;
+    let mut watcher = Watcher::for_one_pass(cfg, channel_kinds, force).map_err(|e| Failure::Runtime(e.into()))?;
     let bar = if std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(total);
         b.set_style(indicatif::ProgressStyle::with_template("{spinner} checking {pos}/{len} searches {wide_msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
@@ -252,7 +252,7 @@ async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(),
         let _ = tokio::signal::ctrl_c().await;
         ctrl_c.cancel();
     });
-    let results = watcher.run(Mode::OnePass, cancel).await.map_err(|e| Failure::Runtime(e.into()))?;
+    let results = watcher.run(cancel).await.map_err(|e| Failure::Runtime(e.into()))?;
     drop(watcher);
     ticker.abort();
     if let Some(b) = bar {

@@ -10,7 +10,7 @@ use crate::config::{self, Config};
 use crate::notify;
 use crate::status::{self, StatusView};
 use crate::store::Store;
-use crate::watch::{AppMetrics, Mode, WatchEvent, Watcher};
+use crate::watch::{AppMetrics, WatchEvent, Watcher};
 use crate::web::{self, DashboardConfig, StatusSource};
 use anyhow::Context as _;
 use fake_portal::{Behaviour, ChallengeKind, Portal, SiteSpec};
@@ -111,7 +111,7 @@ async fn run_watcher(cfg: Config, narrator: Option<Narrator>, cancel: Cancellati
             }
         })
     });
-    let result = watcher.run(Mode::Forever, cancel.clone()).await;
+    let result = watcher.run(cancel.clone()).await;
     cancel.cancel();
     drop(watcher);
     let _ = tokio::time::timeout(Duration::from_millis(400), sender_task).await;

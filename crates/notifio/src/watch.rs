@@ -31,6 +31,9 @@ pub fn now() -> Timestamp {
     Timestamp(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
 }
 
+/// In a one-pass watcher a checked search is not due again for this long (i.e. not in the pass).
+const ONE_PASS_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// After this long refused, the user is told once per episode.
 pub const BLOCKED_ALERT_AFTER: Duration = Duration::from_secs(30 * 60);
 
@@ -185,6 +188,7 @@ pub struct Watcher {
     events: broadcast::Sender<WatchEvent>,
     metrics: Arc<AppMetrics>,
     running: HashMap<CheckId, Check>,
+    mode: Mode,
 }
 
 /// Why the watcher could not start or had to stop.
@@ -215,6 +219,19 @@ impl Watcher {
     /// # Errors
     /// Store, profile, cookies or client failures.
     pub fn new(config: Config, channels: Vec<ChannelKind>, force: bool) -> Result<Self, WatchError> {
+        Self::build(config, channels, force, Mode::Forever)
+    }
+
+    /// A watcher for one pass (`notifio check`): every search is due at once, whatever the
+    /// stored plan says, and none is due again within the pass. Waiting sites still wait.
+    ///
+    /// # Errors
+    /// Store, profile, cookies or client failures.
+    pub fn for_one_pass(config: Config, channels: Vec<ChannelKind>, force: bool) -> Result<Self, WatchError> {
+        Self::build(config, channels, force, Mode::OnePass)
+    }
+
+    fn build(config: Config, channels: Vec<ChannelKind>, force: bool, mode: Mode) -> Result<Self, WatchError> {
         let mut store = Store::open(&config.watch.state_dir)?;
         let fetch_cfg = FetchConfig {
             retry: config.retry.clone(),
@@ -284,11 +301,13 @@ impl Watcher {
         let stored = store.searches()?;
         for (s, &db_id) in config.searches.iter().zip(&ids) {
             // Resume the plan across restarts: a search checked recently is not re-checked at once.
-            let first_due = stored.iter().find(|r| r.id == db_id).and_then(|r| r.next_check_at).map(Timestamp).filter(|t| *t > start);
-            scheduler.add_search(
-                SearchSpec { id: SearchId(db_id), url: s.url.clone(), site: s.site.clone(), interval: s.interval, first_due },
-                start,
-            );
+            let (first_due, interval) = match mode {
+                Mode::Forever => {
+                    (stored.iter().find(|r| r.id == db_id).and_then(|r| r.next_check_at).map(Timestamp).filter(|t| *t > start), s.interval)
+                }
+                Mode::OnePass => (None, ONE_PASS_INTERVAL),
+            };
+            scheduler.add_search(SearchSpec { id: SearchId(db_id), url: s.url.clone(), site: s.site.clone(), interval, first_due }, start);
         }
         if !force {
             for site in store.expired_sessions()? {
@@ -308,6 +327,7 @@ impl Watcher {
             events,
             metrics: Arc::new(AppMetrics::default()),
             running: HashMap::new(),
+            mode,
         })
     }
 
@@ -341,12 +361,13 @@ impl Watcher {
         &self.config
     }
 
-    /// Runs until `cancel` fires (`Mode::Forever`) or one pass is complete (`Mode::OnePass`).
+    /// Runs until `cancel` fires, or for a one-pass watcher until the pass is complete.
     /// On cancel, in-flight checks get up to 1.5 s to finish and be recorded.
     ///
     /// # Errors
     /// A store failure stops the watcher (nothing can be recorded safely any more).
-    pub async fn run(&mut self, mode: Mode, cancel: CancellationToken) -> Result<Vec<PassResult>, WatchError> {
+    pub async fn run(&mut self, cancel: CancellationToken) -> Result<Vec<PassResult>, WatchError> {
+        let mode = self.mode;
         let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
         let mut results: HashMap<SearchId, PassResult> = HashMap::new();
         loop {
