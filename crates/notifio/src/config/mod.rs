@@ -229,7 +229,10 @@ impl Config {
 }
 
 fn is_loopback(u: &str) -> bool {
-    match url::Url::parse(u).ok().and_then(|u| u.host().map(|h| h.to_owned())) {
+    match url::Url::parse(u)
+        .ok()
+        .and_then(|u| u.host().map(|h| h.to_owned()))
+    {
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
         Some(url::Host::Domain(d)) => d == "localhost" || d.ends_with(".localhost"),
