@@ -889,3 +889,45 @@ fn site_keys_accept_a_domain_or_a_url_and_normalise() {
         Some("did you mean `cookies`?"),
     );
 }
+
+// ---- other TOML shapes ----
+
+#[test]
+fn dotted_keys_and_inline_arrays_of_searches_work_too() {
+    let c = ok(
+        "watch.interval = \"40s\"\nsearch = [{ name = \"a\", url = \"https://a.example/\" }, { name = \"b\", url = \"https://b.example/\", interval = \"1m\" }]\n",
+    );
+    assert_eq!(c.searches[0].interval, Duration::from_secs(40));
+    assert_eq!(c.searches[1].interval, Duration::from_secs(60));
+    assert_err(
+        &format!("watch.intervall = \"40s\"\n{MIN}"),
+        "notifio.toml:1:7: `watch.intervall`: unknown key `intervall`",
+        Some("did you mean `interval`?"),
+    );
+    assert_err(
+        "search = [{ name = \"a\", url = \"https://a.example/\" }, { name = \"a\", url = \"https://b.example/\" }]\n",
+        "notifio.toml:1:64: `search[1].name`: duplicate search name `a`",
+        None,
+    );
+}
+
+/// What users see, printed before anything is asserted (run with `--nocapture`): a human
+/// reading this catches a confusing message that an assertion on one substring would not.
+#[test]
+fn error_gallery() {
+    let cases = [
+        format!("[watch]\ninterval = \"30 seconds\"\n{MIN}"),
+        format!("[wach]\n{MIN}"),
+        format!("[backoff]\ndenied = [\"5m\", \"1m\"]\n{MIN}"),
+        format!("{MIN}listing = {{ link = \"/x/\\\\d+\" }}\n"),
+        format!("[watch]\ndashboard = \"0.0.0.0:80\"\n{MIN}"),
+        "[[search]]\nname = \"a\"\nurl = \"file:///etc/passwd\"\n".to_owned(),
+    ];
+    for text in &cases {
+        println!("{}\n", err(text));
+    }
+    for text in &cases {
+        let e = parse_with(text, &env()).unwrap_err();
+        assert!(e.line > 0 && e.col > 0 && !e.key.is_empty(), "{e}");
+    }
+}
