@@ -1,8 +1,8 @@
 //! `notifio.toml`: read, validated with a file:line:col for every mistake, then resolved against
 //! the machine (DESIGN §8, §9).
 //!
-//! Three steps, as in ripgrep's lowargs → hiargs: [`raw`] keeps the spans, [`validate`] turns
-//! text into checked values without I/O, [`resolve`] expands `~`, relative paths, platform
+//! Three steps, as in ripgrep's lowargs → hiargs: `raw` keeps the spans, `validate` turns
+//! text into checked values without I/O, `resolve` expands `~`, relative paths, platform
 //! directories and env secrets. Everything a bad config can get wrong is caught here, before
 //! anything runs (exit code 2); nothing here holds or prints a secret.
 
@@ -229,7 +229,10 @@ impl Config {
 }
 
 fn is_loopback(u: &str) -> bool {
-    match url::Url::parse(u).ok().and_then(|u| u.host().map(|h| h.to_owned())) {
+    match url::Url::parse(u)
+        .ok()
+        .and_then(|u| u.host().map(|h| h.to_owned()))
+    {
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
         Some(url::Host::Domain(d)) => d == "localhost" || d.ends_with(".localhost"),

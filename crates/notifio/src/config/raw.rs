@@ -176,7 +176,10 @@ impl<'a> Table<'a> {
     pub(crate) fn get(&self, key: &str) -> Option<Field<'a>> {
         let (k, item) = self.inner.get_key_value(key)?;
         let node = Node::of(item)?;
-        let span = item.span().or_else(|| k.span()).or_else(|| self.span.clone());
+        let span = item
+            .span()
+            .or_else(|| k.span())
+            .or_else(|| self.span.clone());
         Some(Field {
             src: self.src,
             path: join(&self.path, key),
@@ -196,7 +199,13 @@ impl<'a> Table<'a> {
 
     /// An error about this table as a whole (a missing key, say).
     pub(crate) fn err(&self, key: &str, message: impl Into<String>) -> ConfigError {
-        self.src.err(self.span.clone(), &join(&self.path, key), message)
+        self.src
+            .err(self.span.clone(), &join(&self.path, key), message)
+    }
+
+    /// An error about this table, under a key path given whole (`watch.state_dir` from the root).
+    pub(crate) fn err_key(&self, full_key: &str, message: impl Into<String>) -> ConfigError {
+        self.src.err(self.span.clone(), full_key, message)
     }
 
     /// Optional string at `key`.

@@ -73,7 +73,8 @@ pub fn default_path() -> PathBuf {
 /// The directory relative paths in the config file are resolved against: the file's own.
 pub(crate) fn base_dir(config_path: &Path) -> PathBuf {
     let abs = std::path::absolute(config_path).unwrap_or_else(|_| config_path.to_owned());
-    abs.parent().map_or_else(|| PathBuf::from("."), Path::to_owned)
+    abs.parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_owned)
 }
 
 /// A path from the config: `~` and `~/…` expand to the home directory, absolute paths stay,

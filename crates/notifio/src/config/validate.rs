@@ -71,10 +71,8 @@ const LISTING_KEYS: &[&str] = &["selector", "id_attr", "title", "price", "link",
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
 const DEFAULT_SPACING: Duration = Duration::from_secs(2);
 const DEFAULT_CONCURRENCY: usize = 4;
-const DEFAULT_DASHBOARD: SocketAddr = SocketAddr::new(
-    std::net::IpAddr::V4(Ipv4Addr::LOCALHOST),
-    7878,
-);
+const DEFAULT_DASHBOARD: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 7878);
 const DEFAULT_HISTORY: usize = 100;
 const DEFAULT_BODY_CAP: usize = 10 * 1024 * 1024;
 const DEFAULT_FROM: &str = "notifio@localhost";
@@ -175,18 +173,19 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
         .map(|f| f.non_empty_str().map(str::to_owned))
         .transpose()?;
     let dashboard_token = env.dashboard_token.clone().or(file_token);
-    if let (Some(addr), None) = (dashboard, &dashboard_token) {
-        if !addr.ip().is_loopback() {
-            let e = match &dashboard_field {
-                Some(f) => f.err(format!(
+    // The default address is loopback, so only an explicit `dashboard` can need a token.
+    // A match guard rather than a let-chain: the workspace's rust-version is 1.85.
+    match (dashboard, &dashboard_token, &dashboard_field) {
+        (Some(addr), None, Some(f)) if !addr.ip().is_loopback() => {
+            return Err(f
+                .err(format!(
                     "the dashboard on {addr} would be reachable from other machines without a token"
-                )),
-                None => t.err("dashboard", "non-loopback dashboard without a token"),
-            };
-            return Err(e.with_hint(format!(
-                "set {DASHBOARD_TOKEN_ENV} (or watch.dashboard_token), or listen on 127.0.0.1"
-            )));
+                ))
+                .with_hint(format!(
+                    "set {DASHBOARD_TOKEN_ENV} (or watch.dashboard_token), or listen on 127.0.0.1"
+                )));
         }
+        _ => {}
     }
     let notify_existing = t.bool("notify_existing")?.unwrap_or(false);
     let history = t
@@ -208,13 +207,16 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
 
 fn default_state_dir(root: &Table<'_>, env: &Environment) -> Result<PathBuf> {
     env.data_dir.clone().ok_or_else(|| {
-        root.err("watch.state_dir", "this system has no data directory for notifio")
-            .with_hint("set state_dir in [watch], e.g. state_dir = \"/var/lib/notifio\"")
+        root.err_key(
+            "watch.state_dir",
+            "this system has no data directory for notifio",
+        )
+        .with_hint("set state_dir in [watch], e.g. state_dir = \"/var/lib/notifio\"")
     })
 }
 
 fn dashboard(f: &Field<'_>) -> Result<Option<SocketAddr>> {
-    const EXPECTED: &str = "expected an address like \"127.0.0.1:7878\", or false to disable";
+    const EXPECTED: &str = "an address like \"127.0.0.1:7878\", or false to disable";
     if let Some(b) = f.as_bool() {
         return Ok(b.then_some(DEFAULT_DASHBOARD));
     }
@@ -222,7 +224,7 @@ fn dashboard(f: &Field<'_>) -> Result<Option<SocketAddr>> {
         return Err(f.type_err(EXPECTED));
     };
     s.trim().parse::<SocketAddr>().map(Some).map_err(|_| {
-        f.err(EXPECTED)
+        f.err(format!("expected {EXPECTED}"))
             .with_hint("give an IP and a port; host names are not resolved here")
     })
 }
@@ -297,7 +299,12 @@ fn retry_policy(t: &Table<'_>, class: RequestClass) -> Result<RetryPolicy> {
         }
         None => d.attempts(),
     };
-    let float = |k: &str, dflt: f64| t.get(k).map(|f| f.float()).transpose().map(|v| v.unwrap_or(dflt));
+    let float = |k: &str, dflt: f64| {
+        t.get(k)
+            .map(|f| f.float())
+            .transpose()
+            .map(|v| v.unwrap_or(dflt))
+    };
     let multiplier = float("multiplier", d.multiplier())?;
     let jitter = float("jitter", d.jitter())?;
     let initial = t.duration("initial")?.unwrap_or(d.initial());
@@ -393,14 +400,17 @@ fn mailbox_address(f: &Field<'_>, s: &str) -> Result<String> {
     let s = s.trim();
     s.parse::<lettre::message::Mailbox>()
         .map(|_| s.to_owned())
-        .map_err(|e| f.err(format!("`{s}` is not an email address: {e}")))
+        // lettre's reasons ("Invalid input") add nothing to this.
+        .map_err(|_| f.err(format!("`{s}` is not an email address")))
 }
 
 fn email(t: &Table<'_>, base: &Path, env: &Environment) -> Result<EmailSettings> {
     let Some(to_f) = t.get("to") else {
         return Err(t
             .err("to", "missing `to`: who should get the emails")
-            .with_hint("to = \"me@example.com\" or to = [\"me@example.com\", \"you@example.com\"]"));
+            .with_hint(
+                "to = \"me@example.com\" or to = [\"me@example.com\", \"you@example.com\"]",
+            ));
     };
     let to = if let Some(s) = to_f.as_str() {
         vec![mailbox_address(&to_f, s)?]
@@ -442,7 +452,8 @@ fn smtp(f: &Field<'_>) -> Result<String> {
     if s == "sendmail" {
         return Ok(s.to_owned());
     }
-    let schemes_hint = "use smtp://host:port, smtps://host:port, smtp+starttls://host:port or \"sendmail\"";
+    let schemes_hint =
+        "use smtp://host:port, smtps://host:port, smtp+starttls://host:port or \"sendmail\"";
     let u = url::Url::parse(s).map_err(|e| {
         f.err(format!("not an SMTP URL: {e}"))
             .with_hint(schemes_hint)
@@ -474,8 +485,12 @@ fn webhook(t: &Table<'_>) -> Result<WebhookSettings> {
     let url = f.non_empty_str()?;
     // The URL is often a secret (Slack, ntfy topics): describe the problem, never echo it.
     match url::Url::parse(url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty()) => {}
-        Ok(_) => return Err(f.err("the webhook URL must be an http:// or https:// URL with a host")),
+        Ok(u)
+            if matches!(u.scheme(), "http" | "https")
+                && u.host_str().is_some_and(|h| !h.is_empty()) => {}
+        Ok(_) => {
+            return Err(f.err("the webhook URL must be an http:// or https:// URL with a host"));
+        }
         Err(e) => return Err(f.err(format!("not a URL: {e}"))),
     }
     let format = match t.get("format") {
@@ -524,7 +539,9 @@ fn sites(
         let key = site_key(name).map_err(|m| f.err(m))?;
         if let Some(first) = first_name.get(key.as_str()) {
             return Err(f
-                .err(format!("`{name}` is the same site as `{first}` (both are {key})"))
+                .err(format!(
+                    "`{name}` is the same site as `{first}` (both are {key})"
+                ))
                 .with_hint("merge the two tables: settings apply to the whole site"));
         }
         first_name.insert(key.as_str().to_owned(), name.to_owned());
@@ -656,7 +673,8 @@ fn listing(f: &Field<'_>) -> Result<ListingSpec> {
                 if j.bool()? {
                     Ok(ListingSpec::JsonLd)
                 } else {
-                    Err(j.err("`json_ld = false` describes no listings")
+                    Err(j
+                        .err("`json_ld = false` describes no listings")
                         .with_hint("use json_ld = true, a selector or a link regex"))
                 }
             }
@@ -708,7 +726,9 @@ fn link(t: &Table<'_>) -> Result<ListingSpec> {
             .err(format!(
                 "the link regex needs exactly one capture group (the listing id); it has {groups}"
             ))
-            .with_hint("e.g. link = \"/listing/(\\\\d+)\"; write (?:…) for groups that are not the id"));
+            .with_hint(
+                "e.g. link = \"/listing/(\\\\d+)\"; write (?:…) for groups that are not the id",
+            ));
     }
     Ok(ListingSpec::Link { link: s.to_owned() })
 }

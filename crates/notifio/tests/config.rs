@@ -1,0 +1,933 @@
+//! The config file's rules, each asserted with the exact `file:line:col: key: message` a user
+//! would see; the DESIGN §8 example, the starter file and every ```toml block of
+//! docs/config.md must parse.
+
+use notifio::config::{
+    self, Config, ConfigError, Environment, STARTER, WebhookFormat, parse_in, write_starter,
+};
+use notifio::listing::ListingSpec;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A fixed machine: home /home/ana, no token in the environment.
+fn env() -> Environment {
+    Environment {
+        home: Some(PathBuf::from("/home/ana")),
+        data_dir: Some(PathBuf::from("/home/ana/.local/share/notifio")),
+        dashboard_token: None,
+    }
+}
+
+/// One valid search, appended after the text under test so line numbers start at 1.
+const MIN: &str = "\n[[search]]\nname = \"min\"\nurl = \"https://www.idealista.com/x\"\n";
+
+fn cfg_path() -> &'static Path {
+    Path::new("/etc/notifio/notifio.toml")
+}
+
+fn parse_with(text: &str, env: &Environment) -> Result<Config, ConfigError> {
+    parse_in(text, cfg_path(), env)
+}
+
+fn ok(text: &str) -> Config {
+    match parse_with(text, &env()) {
+        Ok(c) => c,
+        Err(e) => panic!("expected to parse, got:\n{e}\n--- text ---\n{text}"),
+    }
+}
+
+/// The error's display with the directory stripped: `notifio.toml:1:2: …`.
+fn err(text: &str) -> String {
+    err_with(text, &env())
+}
+
+fn err_with(text: &str, env: &Environment) -> String {
+    match parse_with(text, env) {
+        Ok(c) => panic!("expected an error, parsed: {c:#?}\n--- text ---\n{text}"),
+        Err(e) => e.to_string().replace("/etc/notifio/", ""),
+    }
+}
+
+/// Asserts the first line of the error exactly, and that the hint (if `hint` is given)
+/// contains it.
+#[track_caller]
+fn assert_err(text: &str, first_line: &str, hint: Option<&str>) {
+    let e = err(text);
+    let mut lines = e.lines();
+    assert_eq!(lines.next(), Some(first_line), "full error:\n{e}");
+    if let Some(h) = hint {
+        let rest: Vec<&str> = lines.collect();
+        let rest = rest.join("\n");
+        assert!(rest.starts_with("  hint: "), "no hint in:\n{e}");
+        assert!(rest.contains(h), "hint lacks {h:?}:\n{e}");
+    }
+}
+
+// ---- defaults and the documented examples ----
+
+#[test]
+fn a_single_search_gets_every_default() {
+    let c = ok(MIN);
+    assert_eq!(c.path, cfg_path());
+    assert_eq!(c.watch.interval, Duration::from_secs(30));
+    assert_eq!(c.watch.spacing, Duration::from_secs(2));
+    assert_eq!(c.watch.concurrency, 4);
+    assert_eq!(
+        c.watch.state_dir,
+        PathBuf::from("/home/ana/.local/share/notifio")
+    );
+    assert_eq!(c.watch.dashboard, Some("127.0.0.1:7878".parse().unwrap()));
+    assert_eq!(c.watch.dashboard_token, None);
+    assert!(!c.watch.notify_existing);
+    assert_eq!(c.watch.history, 100);
+    assert_eq!(c.backoff, notifio_policy::BackoffPolicy::default());
+    assert_eq!(c.retry, notifio_policy::RetryPolicies::default());
+    assert_eq!(c.fetch.body_cap, 10 * 1024 * 1024);
+    assert_eq!(c.fetch.user_agent, None);
+    assert_eq!(
+        c.notify.mailbox,
+        Some(PathBuf::from(
+            "/home/ana/.local/share/notifio/notifications.mbox"
+        ))
+    );
+    assert!(c.notify.email.is_none() && c.notify.webhook.is_none());
+    let s = &c.searches[0];
+    assert_eq!(s.name, "min");
+    assert_eq!(s.site.as_str(), "idealista.com");
+    assert_eq!(s.interval, Duration::from_secs(30));
+    assert_eq!((s.profile.as_deref(), s.listing.as_ref()), (None, None));
+    assert!(c.sites.is_empty());
+    assert!(c.warnings().is_empty());
+}
+
+/// DESIGN §8's example, minus the commented alternative.
+const DESIGN_EXAMPLE: &str = r#"
+[watch]
+interval = "30s"          # per search, ±10% jitter
+spacing = "2s"            # min gap between requests to one site
+concurrency = 4
+state_dir = "~/.local/share/notifio"
+dashboard = "127.0.0.1:7878"   # false to disable
+
+[backoff]                 # overrides; defaults are §2
+challenge = ["1m", "3m", "8m", "15m", "30m"]
+rate_limited = ["2m", "5m", "15m", "30m"]
+denied = ["5m", "15m", "30m", "1h"]
+error = ["30s", "2m", "5m"]
+max_wait = "1h"
+jitter = 0.15
+
+[retry.search]            # also retry.probe, retry.detail, retry.notify
+attempts = 3
+initial = "100ms"
+multiplier = 3.0
+jitter = 0.25
+timeout = "10s"           # per attempt
+deadline = "20s"          # all attempts together
+retry_header = true       # X-Retry-Count
+
+[notify]
+email = { to = "me@example.com", from = "notifio@localhost", smtp = "smtp://127.0.0.1:2525" }
+mailbox = "notifications.mbox"
+webhook = { url = "http://127.0.0.1:9000/hook" }
+
+[[search]]
+name = "Madrid under 1200"
+url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-hasta_1200/"
+interval = "45s"
+profile = "idealista"     # optional: idealista | immoscout24 | facebook | generic; default by site
+# generic sites: one of
+listing = { selector = "article.listing", id_attr = "data-id" }
+
+[site."facebook.com"]
+cookies = "~/.config/notifio/facebook.cookies.txt"
+spacing = "5s"
+"#;
+
+#[test]
+fn the_design_example_parses_to_what_it_says() {
+    let c = ok(DESIGN_EXAMPLE);
+    assert_eq!(
+        c.watch.state_dir,
+        PathBuf::from("/home/ana/.local/share/notifio")
+    );
+    assert_eq!(c.backoff, notifio_policy::BackoffPolicy::default());
+    assert_eq!(c.retry, notifio_policy::RetryPolicies::default());
+    let email = c.notify.email.as_ref().unwrap();
+    assert_eq!(email.to, vec!["me@example.com".to_owned()]);
+    assert_eq!(email.smtp, "smtp://127.0.0.1:2525");
+    assert_eq!(
+        c.notify.mailbox,
+        Some(PathBuf::from("/etc/notifio/notifications.mbox"))
+    );
+    let hook = c.notify.webhook.as_ref().unwrap();
+    assert_eq!(hook.format, WebhookFormat::Json);
+    let s = &c.searches[0];
+    assert_eq!(s.interval, Duration::from_secs(45));
+    assert_eq!(s.profile.as_deref(), Some("idealista"));
+    assert_eq!(
+        s.listing,
+        Some(ListingSpec::Selector {
+            selector: "article.listing".into(),
+            id_attr: Some("data-id".into()),
+            title: None,
+            price: None,
+        })
+    );
+    let fb = &c.sites["facebook.com"];
+    assert_eq!(
+        fb.cookies,
+        Some(PathBuf::from(
+            "/home/ana/.config/notifio/facebook.cookies.txt"
+        ))
+    );
+    assert_eq!(fb.spacing, Some(Duration::from_secs(5)));
+    // facebook.com has settings but no search on it: that is worth a word at start.
+    assert_eq!(
+        c.warnings(),
+        vec!["[site.\"facebook.com\"] has settings but no search is on that site".to_owned()]
+    );
+}
+
+#[test]
+fn the_starter_file_parses() {
+    let c = ok(STARTER);
+    assert_eq!(c.searches.len(), 1);
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+}
+
+#[test]
+fn write_starter_creates_the_file_and_never_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/notifio.toml");
+    write_starter(&path).unwrap();
+    let c = config::load(&path).unwrap();
+    assert_eq!(c.searches[0].name, "Madrid under 1200");
+
+    std::fs::write(&path, "# mine\n").unwrap();
+    let e = write_starter(&path).unwrap_err();
+    assert_eq!(e.line, 0);
+    assert!(
+        e.to_string().ends_with(
+            "notifio.toml: already exists; not overwriting it\n  hint: edit it, or pass another path to `notifio init`"
+        ),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "# mine\n");
+}
+
+#[test]
+fn a_missing_file_names_the_path_and_suggests_init() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nope.toml");
+    let e = config::load(&path).unwrap_err().to_string();
+    let shown = path.display().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{shown}: no config file here\n  hint: run `notifio init {shown}` to write a commented starter config, or pass --config"
+        )
+    );
+}
+
+#[test]
+fn every_toml_block_in_the_docs_parses() {
+    let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md");
+    let doc = std::fs::read_to_string(doc_path).expect("docs/config.md exists");
+    let mut blocks = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    for (i, line) in doc.lines().enumerate() {
+        match (&mut current, line.trim_end()) {
+            (None, "```toml") => current = Some((i + 1, String::new())),
+            (Some(_), "```") => blocks.push(current.take().unwrap()),
+            (Some((_, text)), l) => {
+                text.push_str(l);
+                text.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    assert!(current.is_none(), "unclosed ```toml block");
+    assert!(blocks.len() >= 10, "only {} toml blocks", blocks.len());
+    for (line, text) in blocks {
+        // A block that shows one section gets a search so it is a whole config; a block that
+        // already has searches must stand alone.
+        let whole = if text.contains("[[search]]") {
+            text.clone()
+        } else {
+            format!("{text}{MIN}")
+        };
+        let token_env = Environment {
+            dashboard_token: Some("t".into()),
+            ..env()
+        };
+        if let Err(e) = parse_with(&whole, &token_env) {
+            panic!("docs/config.md block at line {line} does not parse:\n{e}\n---\n{text}");
+        }
+    }
+}
+
+// ---- syntax, unknown keys, types ----
+
+#[test]
+fn toml_syntax_errors_have_a_position() {
+    let e = err("[watch]\ninterval = \"30s\nspacing = \"2s\"\n");
+    assert!(e.starts_with("notifio.toml:2:16: invalid TOML: "), "{e}");
+    assert!(!e.contains('\n'), "one line: {e}");
+    let dup = err("[watch]\ninterval = \"30s\"\ninterval = \"40s\"\n");
+    assert!(
+        dup.starts_with("notifio.toml:3:1: invalid TOML: duplicate key"),
+        "{dup}"
+    );
+}
+
+#[test]
+fn unknown_keys_get_a_did_you_mean_and_the_valid_keys() {
+    assert_err(
+        &format!("[wach]\ninterval = \"30s\"\n{MIN}"),
+        "notifio.toml:1:2: `wach`: unknown key `wach`",
+        Some(
+            "did you mean `watch`? valid keys here: `watch`, `backoff`, `retry`, `fetch`, `notify`, `search`, `site`",
+        ),
+    );
+    assert_err(
+        &format!("[watch]\nintervall = \"30s\"\n{MIN}"),
+        "notifio.toml:2:1: `watch.intervall`: unknown key `intervall`",
+        Some("did you mean `interval`?"),
+    );
+    assert_err(
+        "[[search]]\nnmae = \"a\"\nurl = \"https://x.com/\"\n",
+        "notifio.toml:2:1: `search[0].nmae`: unknown key `nmae`",
+        Some("did you mean `name`?"),
+    );
+    assert_err(
+        &format!("[retry.serch]\nattempts = 2\n{MIN}"),
+        "notifio.toml:1:8: `retry.serch`: unknown key `serch`",
+        Some("did you mean `search`?"),
+    );
+    // Nothing close: just the list.
+    let e = err(&format!("[watch]\nzzz = 1\n{MIN}"));
+    assert!(
+        e.contains("hint: valid keys here: `interval`, `spacing`"),
+        "{e}"
+    );
+    assert!(!e.contains("did you mean"), "{e}");
+}
+
+#[test]
+fn wrong_types_say_what_was_expected() {
+    assert_err(
+        &format!("[watch]\nconcurrency = \"4\"\n{MIN}"),
+        "notifio.toml:2:15: `watch.concurrency`: expected an integer, found a string",
+        None,
+    );
+    assert_err(
+        &format!("[watch]\nnotify_existing = \"yes\"\n{MIN}"),
+        "notifio.toml:2:19: `watch.notify_existing`: expected `true` or `false`, found a string",
+        None,
+    );
+    assert_err(
+        &format!("watch = 3\n{MIN}"),
+        "notifio.toml:1:9: `watch`: expected a table, found an integer",
+        None,
+    );
+}
+
+// ---- durations ----
+
+#[test]
+fn bad_durations_get_the_expected_message_and_a_fix() {
+    assert_err(
+        &format!("[watch]\ninterval = \"30 seconds\"\n{MIN}"),
+        "notifio.toml:2:12: `watch.interval`: expected a duration like 30s, 2m, 1h",
+        Some("write \"30s\""),
+    );
+    assert_err(
+        &format!("[watch]\ninterval = 30\n{MIN}"),
+        "notifio.toml:2:12: `watch.interval`: expected a duration like 30s, 2m, 1h, found an integer",
+        Some("\"30s\""),
+    );
+    let two = format!(
+        "{MIN}\n[[search]]\nname = \"b\"\nurl = \"https://b.example/\"\n\n[[search]]\nname = \"c\"\nurl = \"https://c.example/\"\n  interval = \"1 day\"\n"
+    );
+    assert_err(
+        &two,
+        "notifio.toml:13:14: `search[2].interval`: expected a duration like 30s, 2m, 1h",
+        None,
+    );
+    assert_err(
+        &format!("[watch]\ninterval = \"0s\"\n{MIN}"),
+        "notifio.toml:2:12: `watch.interval`: must be longer than zero",
+        None,
+    );
+    assert_eq!(
+        config::parse_duration("30 seconds"),
+        Err("expected a duration like 30s, 2m, 1h".to_owned())
+    );
+}
+
+#[test]
+fn short_intervals_are_allowed_but_warned_about_except_on_loopback() {
+    let c = ok(&format!(
+        "{MIN}interval = \"5s\"\n[[search]]\nname = \"local\"\nurl = \"http://127.0.0.1:8080/s\"\ninterval = \"200ms\"\n"
+    ));
+    assert_eq!(c.searches[0].interval, Duration::from_secs(5));
+    assert_eq!(c.searches[1].interval, Duration::from_millis(200));
+    assert_eq!(
+        c.warnings(),
+        vec!["interval 5s on \"min\" is below 10s: real portals will block you".to_owned()]
+    );
+}
+
+// ---- searches ----
+
+#[test]
+fn at_least_one_search() {
+    assert_err(
+        "[watch]\ninterval = \"30s\"\n",
+        "notifio.toml:1:1: `search`: no searches: nothing to watch",
+        Some("[[search]]"),
+    );
+    assert_err(
+        "search = []\n",
+        "notifio.toml:1:10: `search`: no searches: nothing to watch",
+        None,
+    );
+    assert_err(
+        "[search]\nname = \"a\"\nurl = \"https://a.com/\"\n",
+        "notifio.toml:1:1: `search`: expected an array of tables, found a single table",
+        Some("write [[search]] with two brackets"),
+    );
+}
+
+#[test]
+fn duplicate_search_names_point_at_the_second() {
+    assert_err(
+        &format!("{MIN}\n[[search]]\nname = \"min\"\nurl = \"https://b.example/\"\n"),
+        "notifio.toml:7:8: `search[1].name`: duplicate search name `min`",
+        Some("the first search with this name is on line 3"),
+    );
+}
+
+#[test]
+fn missing_name_or_url_points_at_the_search() {
+    assert_err(
+        "[[search]]\nurl = \"https://a.com/\"\n",
+        "notifio.toml:1:1: `search[0].name`: missing `name`",
+        Some("name = "),
+    );
+    assert_err(
+        "[[search]]\nname = \"a\"\n",
+        "notifio.toml:1:1: `search[0].url`: missing `url`",
+        None,
+    );
+}
+
+#[test]
+fn search_urls_must_be_http_with_a_host() {
+    assert_err(
+        "[[search]]\nname = \"a\"\nurl = \"ftp://files.example/x\"\n",
+        "notifio.toml:3:7: `search[0].url`: `ftp://files.example/x` uses `ftp:`; only http:// and https:// pages can be watched",
+        None,
+    );
+    assert_err(
+        "[[search]]\nname = \"a\"\nurl = \"idealista.com/madrid\"\n",
+        "notifio.toml:3:7: `search[0].url`: `idealista.com/madrid` is not a URL: relative URL without a base",
+        None,
+    );
+    let e = err("[[search]]\nname = \"a\"\nurl = \"https://\"\n");
+    assert!(
+        e.starts_with("notifio.toml:3:7: `search[0].url`: `https://` is not a URL"),
+        "{e}"
+    );
+}
+
+#[test]
+fn profiles_are_checked_and_inherited_from_the_site() {
+    assert_err(
+        "[[search]]\nname = \"a\"\nurl = \"https://a.com/\"\nprofile = \"idealsta\"\n",
+        "notifio.toml:4:11: `search[0].profile`: unknown profile `idealsta`",
+        Some(
+            "did you mean `idealista`? valid profiles: `idealista`, `immoscout24`, `facebook`, `generic`",
+        ),
+    );
+    let c = ok(
+        "[[search]]\nname = \"a\"\nurl = \"https://www.agency.example/r\"\n[site.\"agency.example\"]\nprofile = \"generic\"\n",
+    );
+    assert_eq!(c.searches[0].profile.as_deref(), Some("generic"));
+}
+
+#[test]
+fn notify_existing_per_search_overrides_watch() {
+    let c = ok(&format!(
+        "[watch]\nnotify_existing = true\n{MIN}[[search]]\nname = \"b\"\nurl = \"https://b.example/\"\nnotify_existing = false\n"
+    ));
+    assert!(c.watch.notify_existing && c.searches[0].notify_existing);
+    assert!(!c.searches[1].notify_existing);
+}
+
+// ---- listing ----
+
+fn listing_of(l: &str) -> Result<Option<ListingSpec>, String> {
+    let text = format!("[[search]]\nname = \"a\"\nurl = \"https://a.example/\"\nlisting = {l}\n");
+    parse_with(&text, &env())
+        .map(|c| c.searches[0].listing.clone())
+        .map_err(|e| e.to_string().replace("/etc/notifio/", ""))
+}
+
+#[test]
+fn listing_forms() {
+    assert_eq!(listing_of("\"json-ld\""), Ok(Some(ListingSpec::JsonLd)));
+    assert_eq!(
+        listing_of("{ json_ld = true }"),
+        Ok(Some(ListingSpec::JsonLd))
+    );
+    assert_eq!(
+        listing_of(r#"{ link = "/listing/(\\d+)" }"#),
+        Ok(Some(ListingSpec::Link {
+            link: r"/listing/(\d+)".into()
+        }))
+    );
+    assert_eq!(
+        listing_of(r#"{ selector = "article.card", title = "h2 a", price = ".price" }"#),
+        Ok(Some(ListingSpec::Selector {
+            selector: "article.card".into(),
+            id_attr: None,
+            title: Some("h2 a".into()),
+            price: Some(".price".into()),
+        }))
+    );
+}
+
+#[test]
+fn a_listing_that_is_neither_is_an_error_at_that_key() {
+    let expected = "expected \"json-ld\", { selector = \"…\", id_attr = \"…\" }, { link = \"…\" } or { json_ld = true }";
+    assert_eq!(
+        listing_of("\"css\""),
+        Err(format!(
+            "notifio.toml:4:11: `search[0].listing`: {expected}"
+        ))
+    );
+    assert_eq!(
+        listing_of("{}"),
+        Err(format!(
+            "notifio.toml:4:11: `search[0].listing`: {expected}"
+        ))
+    );
+    assert_eq!(
+        listing_of("5"),
+        Err(format!(
+            "notifio.toml:4:11: `search[0].listing`: expected {expected}, found an integer"
+        ))
+    );
+    assert_eq!(
+        listing_of(r#"{ selector = "a", link = "/(x)" }"#),
+        Err("notifio.toml:4:11: `search[0].listing`: give one way to find listings, not `selector` and `link`".into())
+    );
+    let e = listing_of(r#"{ selectr = "a" }"#).unwrap_err();
+    assert!(
+        e.starts_with("notifio.toml:4:13: `search[0].listing.selectr`: unknown key `selectr`\n  hint: did you mean `selector`?"),
+        "{e}"
+    );
+    assert_eq!(
+        listing_of(r#"{ link = "/(x)", id_attr = "data-id" }"#),
+        Err("notifio.toml:4:38: `search[0].listing.id_attr`: `id_attr` only applies with `selector`, not with `link`".into())
+    );
+    assert_eq!(
+        listing_of("{ json_ld = false }"),
+        Err("notifio.toml:4:23: `search[0].listing.json_ld`: `json_ld = false` describes no listings\n  hint: use json_ld = true, a selector or a link regex".into())
+    );
+}
+
+#[test]
+fn link_regexes_must_compile_with_exactly_one_group() {
+    let e = listing_of(r#"{ link = "/listing/\\d+" }"#).unwrap_err();
+    assert!(
+        e.starts_with("notifio.toml:4:20: `search[0].listing.link`: the link regex needs exactly one capture group (the listing id); it has 0"),
+        "{e}"
+    );
+    let e = listing_of(r#"{ link = "/(a)/(b)" }"#).unwrap_err();
+    assert!(e.contains("it has 2"), "{e}");
+    // A non-capturing group is fine.
+    assert!(listing_of(r#"{ link = "/(?:flat|house)/(\\d+)" }"#).is_ok());
+    let e = listing_of(r#"{ link = "/listing/(\\d+" }"#).unwrap_err();
+    assert_eq!(
+        e,
+        "notifio.toml:4:20: `search[0].listing.link`: not a valid regex: unclosed group"
+    );
+}
+
+#[test]
+fn css_selectors_must_parse() {
+    let e = listing_of(r#"{ selector = "article[" }"#).unwrap_err();
+    assert!(
+        e.starts_with("notifio.toml:4:24: `search[0].listing.selector`: `article[` is not a CSS selector notifio can run: "),
+        "{e}"
+    );
+    let e = listing_of(r#"{ selector = "a", price = ">>" }"#).unwrap_err();
+    assert!(e.contains("`search[0].listing.price`"), "{e}");
+}
+
+// ---- backoff and retry ----
+
+#[test]
+fn ladders_are_checked_by_the_policy_and_located_here() {
+    assert_err(
+        &format!("[backoff]\nchallenge = []\n{MIN}"),
+        "notifio.toml:2:13: `backoff.challenge`: the challenge ladder is empty; give at least one wait, e.g. [\"1m\"]",
+        None,
+    );
+    assert_err(
+        &format!("[backoff]\nrate_limited = [\"5m\", \"2m\"]\n{MIN}"),
+        "notifio.toml:2:23: `backoff.rate_limited[1]`: the rate_limited ladder must not decrease: rung 2 (2m) is shorter than rung 1 (5m)",
+        None,
+    );
+    assert_err(
+        &format!("[backoff]\nerror = [\"0s\", \"1m\"]\n{MIN}"),
+        "notifio.toml:2:10: `backoff.error[0]`: the error ladder has a zero wait at rung 1; every wait must be positive",
+        None,
+    );
+    assert_err(
+        &format!("[backoff]\ndenied = [\"5m\", \"ten minutes\"]\n{MIN}"),
+        "notifio.toml:2:17: `backoff.denied[1]`: expected a duration like 30s, 2m, 1h",
+        None,
+    );
+    assert_err(
+        &format!("[backoff]\njitter = 1.0\n{MIN}"),
+        "notifio.toml:2:10: `backoff.jitter`: jitter must be a fraction in [0, 1), e.g. 0.15 for ±15%; got 1",
+        None,
+    );
+    assert_err(
+        &format!("[backoff]\nmax_wait = \"0s\"\n{MIN}"),
+        "notifio.toml:2:12: `backoff.max_wait`: max_wait must be positive",
+        None,
+    );
+    let c = ok(&format!(
+        "[backoff]\nerror = [\"1s\", \"2s\"]\njitter = 0\n{MIN}"
+    ));
+    assert_eq!(
+        c.backoff
+            .describe_ladder(notifio_policy::RefusalKind::Error),
+        "1s → 2s"
+    );
+    assert_eq!(c.backoff.jitter(), 0.0);
+    // The other ladders keep their defaults.
+    assert_eq!(
+        c.backoff
+            .describe_ladder(notifio_policy::RefusalKind::Challenge),
+        "1m → 3m → 8m → 15m → 30m"
+    );
+}
+
+#[test]
+fn retry_overrides_per_class() {
+    assert_err(
+        &format!("[retry.search]\nattempts = 0\n{MIN}"),
+        "notifio.toml:2:12: `retry.search.attempts`: attempts must be at least 1 (it counts the first try); got 0",
+        None,
+    );
+    assert_err(
+        &format!("[retry.notify]\njitter = -0.1\n{MIN}"),
+        "notifio.toml:2:10: `retry.notify.jitter`: jitter must be a fraction in [0, 1), e.g. 0.25 for ±25%; got -0.1",
+        None,
+    );
+    assert_err(
+        &format!("[retry.detail]\nmultiplier = 0.5\n{MIN}"),
+        "notifio.toml:2:14: `retry.detail.multiplier`: multiplier must be a number ≥ 1; got 0.5",
+        None,
+    );
+    assert_err(
+        &format!("[retry.probe]\ntimeout = \"0s\"\n{MIN}"),
+        "notifio.toml:2:11: `retry.probe.timeout`: timeout must be positive",
+        None,
+    );
+    let c = ok(&format!(
+        "[retry.search]\nattempts = 5\nmultiplier = 2\nretry_header = false\n{MIN}"
+    ));
+    assert_eq!(c.retry.search.attempts(), 5);
+    assert_eq!(c.retry.search.multiplier(), 2.0);
+    assert!(!c.retry.search.retry_header());
+    // Unset keys and classes keep their class defaults: the probe still makes one attempt.
+    assert_eq!(c.retry.search.initial(), Duration::from_millis(100));
+    assert_eq!(c.retry.probe.attempts(), 1);
+}
+
+// ---- watch ----
+
+#[test]
+fn concurrency_and_history_must_be_positive() {
+    assert_err(
+        &format!("[watch]\nconcurrency = 0\n{MIN}"),
+        "notifio.toml:2:15: `watch.concurrency`: must be at least 1; got 0",
+        None,
+    );
+    assert_err(
+        &format!("[watch]\nhistory = -3\n{MIN}"),
+        "notifio.toml:2:11: `watch.history`: must be at least 1; got -3",
+        None,
+    );
+}
+
+#[test]
+fn dashboard_is_an_address_or_false() {
+    let c = ok(&format!("[watch]\ndashboard = false\n{MIN}"));
+    assert_eq!(c.watch.dashboard, None);
+    let c = ok(&format!("[watch]\ndashboard = \"127.0.0.1:9999\"\n{MIN}"));
+    assert_eq!(c.watch.dashboard, Some("127.0.0.1:9999".parse().unwrap()));
+    assert_err(
+        &format!("[watch]\ndashboard = 7878\n{MIN}"),
+        "notifio.toml:2:13: `watch.dashboard`: expected an address like \"127.0.0.1:7878\", or false to disable, found an integer",
+        None,
+    );
+    assert_err(
+        &format!("[watch]\ndashboard = \"localhost:7878\"\n{MIN}"),
+        "notifio.toml:2:13: `watch.dashboard`: expected an address like \"127.0.0.1:7878\", or false to disable",
+        Some("host names are not resolved"),
+    );
+}
+
+#[test]
+fn a_dashboard_reachable_from_the_network_needs_a_token() {
+    let text = format!("[watch]\ndashboard = \"0.0.0.0:7878\"\n{MIN}");
+    assert_err(
+        &text,
+        "notifio.toml:2:13: `watch.dashboard`: the dashboard on 0.0.0.0:7878 would be reachable from other machines without a token",
+        Some("set NOTIFIO_DASHBOARD_TOKEN (or watch.dashboard_token), or listen on 127.0.0.1"),
+    );
+    // From the environment (preferred) …
+    let with_env = Environment {
+        dashboard_token: Some("from-env".into()),
+        ..env()
+    };
+    let c = parse_with(&text, &with_env).unwrap();
+    assert_eq!(c.watch.dashboard_token.as_deref(), Some("from-env"));
+    // … or from the file; the environment wins when both are set.
+    let in_file =
+        format!("[watch]\ndashboard = \"0.0.0.0:7878\"\ndashboard_token = \"from-file\"\n{MIN}");
+    assert_eq!(
+        ok(&in_file).watch.dashboard_token.as_deref(),
+        Some("from-file")
+    );
+    let both = parse_with(&in_file, &with_env).unwrap();
+    assert_eq!(both.watch.dashboard_token.as_deref(), Some("from-env"));
+    // Debug never shows it.
+    let shown = format!("{both:?}");
+    assert!(
+        !shown.contains("from-env") && !shown.contains("from-file"),
+        "{shown}"
+    );
+    assert!(shown.contains("<redacted>"));
+}
+
+#[test]
+fn paths_expand_tilde_and_are_relative_to_the_config_file() {
+    let c = ok(&format!(
+        "[watch]\nstate_dir = \"state\"\n[notify]\nmailbox = \"~/mail/notifio.mbox\"\n{MIN}"
+    ));
+    assert_eq!(c.watch.state_dir, PathBuf::from("/etc/notifio/state"));
+    assert_eq!(
+        c.notify.mailbox,
+        Some(PathBuf::from("/home/ana/mail/notifio.mbox"))
+    );
+    assert_err(
+        &format!("[watch]\nstate_dir = \"~bob/state\"\n{MIN}"),
+        "notifio.toml:2:13: `watch.state_dir`: `~bob/state`: only `~` and `~/…` are expanded; write the full path",
+        None,
+    );
+    let no_home = Environment::default();
+    let e = err_with(MIN, &no_home);
+    assert!(
+        e.starts_with("notifio.toml:1:1: `watch.state_dir`: this system has no data directory"),
+        "{e}"
+    );
+}
+
+// ---- fetch ----
+
+#[test]
+fn body_cap_takes_sizes_or_bytes() {
+    let cap = |v: &str| {
+        ok(&format!("[fetch]\nbody_cap = {v}\n{MIN}"))
+            .fetch
+            .body_cap
+    };
+    assert_eq!(cap("\"2MiB\""), 2 * 1024 * 1024);
+    assert_eq!(cap("\"500kB\""), 500_000);
+    assert_eq!(cap("65536"), 65536);
+    assert_err(
+        &format!("[fetch]\nbody_cap = \"ten megs\"\n{MIN}"),
+        "notifio.toml:2:12: `fetch.body_cap`: expected a size like 10MiB, 512KiB or a number of bytes",
+        None,
+    );
+    assert_err(
+        &format!("[fetch]\nbody_cap = 0\n{MIN}"),
+        "notifio.toml:2:12: `fetch.body_cap`: must be at least 1; got 0",
+        None,
+    );
+    let c = ok(&format!(
+        "[fetch]\nuser_agent = \"notifio/0.1\"\naccept_language = \"de-DE\"\n{MIN}"
+    ));
+    assert_eq!(c.fetch.user_agent.as_deref(), Some("notifio/0.1"));
+    assert_eq!(c.fetch.accept_language.as_deref(), Some("de-DE"));
+}
+
+// ---- notify ----
+
+#[test]
+fn email_to_is_a_string_or_an_array_and_smtp_is_checked() {
+    let c = ok(&format!(
+        "[notify.email]\nto = [\"a@example.com\", \"Bo <b@example.com>\"]\nsmtp = \"smtps://me@mail.example:465\"\npassword_file = \"smtp.pw\"\n{MIN}"
+    ));
+    let e = c.notify.email.as_ref().unwrap();
+    assert_eq!(e.to, vec!["a@example.com", "Bo <b@example.com>"]);
+    assert_eq!(e.from, "notifio@localhost");
+    assert_eq!(e.password_file, Some(PathBuf::from("/etc/notifio/smtp.pw")));
+    // An email channel means no default mailbox.
+    assert_eq!(c.notify.mailbox, None);
+
+    let c = ok(&format!(
+        "[notify]\nemail = {{ to = \"a@example.com\", smtp = \"sendmail\" }}\n{MIN}"
+    ));
+    assert_eq!(c.notify.email.unwrap().smtp, "sendmail");
+
+    assert_err(
+        &format!("[notify.email]\nto = \"not an address\"\n{MIN}"),
+        "notifio.toml:2:6: `notify.email.to`: `not an address` is not an email address",
+        None,
+    );
+    assert_err(
+        &format!("[notify.email]\nto = []\n{MIN}"),
+        "notifio.toml:2:6: `notify.email.to`: must name at least one address",
+        None,
+    );
+    assert_err(
+        &format!("[notify.email]\nfrom = \"me@example.com\"\n{MIN}"),
+        "notifio.toml:1:1: `notify.email.to`: missing `to`: who should get the emails",
+        None,
+    );
+    assert_err(
+        &format!("[notify.email]\nto = \"a@example.com\"\nsmtp = \"http://mail.example\"\n{MIN}"),
+        "notifio.toml:3:8: `notify.email.smtp`: unsupported scheme `http:`",
+        Some("smtp+starttls://"),
+    );
+}
+
+#[test]
+fn an_smtp_password_in_the_url_is_refused_without_echoing_it() {
+    let e = err(&format!(
+        "[notify.email]\nto = \"a@example.com\"\nsmtp = \"smtp+starttls://me:hunter2@mail.example:587\"\n{MIN}"
+    ));
+    assert_eq!(
+        e,
+        "notifio.toml:3:8: `notify.email.smtp`: the SMTP URL contains a password; notifio keeps passwords out of its config\n  hint: remove it from the URL (keep the user name) and set NOTIFIO_SMTP_PASSWORD or email.password_file"
+    );
+    assert!(!e.contains("hunter2"));
+}
+
+#[test]
+fn webhooks_are_checked_and_their_urls_stay_out_of_debug() {
+    let c = ok(&format!(
+        "[notify.webhook]\nurl = \"https://ntfy.sh/secret-topic\"\nformat = \"ntfy\"\n{MIN}"
+    ));
+    let hook = c.notify.webhook.as_ref().unwrap();
+    assert_eq!(hook.format, WebhookFormat::Ntfy);
+    assert_eq!(c.notify.mailbox, None);
+    let shown = format!("{c:?}");
+    assert!(!shown.contains("secret-topic"), "{shown}");
+    assert!(shown.contains("https://ntfy.sh/…"), "{shown}");
+
+    assert_err(
+        &format!("[notify.webhook]\nurl = \"https://ntfy.sh/t\"\nformat = \"jsn\"\n{MIN}"),
+        "notifio.toml:3:10: `notify.webhook.format`: unknown webhook format `jsn`",
+        Some("did you mean `json`?"),
+    );
+    let e = err(&format!(
+        "[notify.webhook]\nurl = \"ftp://x.example/secret-path\"\n{MIN}"
+    ));
+    assert_eq!(
+        e,
+        "notifio.toml:2:7: `notify.webhook.url`: the webhook URL must be an http:// or https:// URL with a host"
+    );
+}
+
+// ---- sites ----
+
+#[test]
+fn site_keys_accept_a_domain_or_a_url_and_normalise() {
+    let c = ok(&format!(
+        "[site.\"www.Facebook.com\"]\nspacing = \"5s\"\n[site.\"https://m.idealista.com/x\"]\ncookies = \"idealista.txt\"\n{MIN}"
+    ));
+    let keys: Vec<&str> = c.sites.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["facebook.com", "idealista.com"]);
+    assert_eq!(
+        c.sites["idealista.com"].cookies,
+        Some(PathBuf::from("/etc/notifio/idealista.txt"))
+    );
+    assert_eq!(
+        c.spacing_for(&c.searches[0].site),
+        Duration::from_secs(2),
+        "idealista has no spacing of its own"
+    );
+    let fb = notifio_policy::SiteKey::from_url("https://facebook.com/").unwrap();
+    assert_eq!(c.spacing_for(&fb), Duration::from_secs(5));
+
+    assert_err(
+        &format!(
+            "[site.\"facebook.com\"]\nspacing = \"5s\"\n[site.\"www.facebook.com\"]\nspacing = \"9s\"\n{MIN}"
+        ),
+        "notifio.toml:3:1: `site.\"www.facebook.com\"`: `www.facebook.com` is the same site as `facebook.com` (both are facebook.com)",
+        Some("merge the two tables"),
+    );
+    assert_err(
+        &format!("[site.\"ftp://x.example\"]\nspacing = \"5s\"\n{MIN}"),
+        "notifio.toml:1:1: `site.\"ftp://x.example\"`: `ftp://x.example/` uses `ftp:`; only http:// and https:// pages can be watched",
+        None,
+    );
+    assert_err(
+        &format!("[site.\"a.com\"]\ncookie = \"c.txt\"\n{MIN}"),
+        "notifio.toml:2:1: `site.\"a.com\".cookie`: unknown key `cookie`",
+        Some("did you mean `cookies`?"),
+    );
+}
+
+// ---- other TOML shapes ----
+
+#[test]
+fn dotted_keys_and_inline_arrays_of_searches_work_too() {
+    let c = ok(
+        "watch.interval = \"40s\"\nsearch = [{ name = \"a\", url = \"https://a.example/\" }, { name = \"b\", url = \"https://b.example/\", interval = \"1m\" }]\n",
+    );
+    assert_eq!(c.searches[0].interval, Duration::from_secs(40));
+    assert_eq!(c.searches[1].interval, Duration::from_secs(60));
+    assert_err(
+        &format!("watch.intervall = \"40s\"\n{MIN}"),
+        "notifio.toml:1:7: `watch.intervall`: unknown key `intervall`",
+        Some("did you mean `interval`?"),
+    );
+    assert_err(
+        "search = [{ name = \"a\", url = \"https://a.example/\" }, { name = \"a\", url = \"https://b.example/\" }]\n",
+        "notifio.toml:1:64: `search[1].name`: duplicate search name `a`",
+        None,
+    );
+}
+
+/// What users see, printed before anything is asserted (run with `--nocapture`): a human
+/// reading this catches a confusing message that an assertion on one substring would not.
+#[test]
+fn error_gallery() {
+    let cases = [
+        format!("[watch]\ninterval = \"30 seconds\"\n{MIN}"),
+        format!("[wach]\n{MIN}"),
+        format!("[backoff]\ndenied = [\"5m\", \"1m\"]\n{MIN}"),
+        format!("{MIN}listing = {{ link = \"/x/\\\\d+\" }}\n"),
+        format!("[watch]\ndashboard = \"0.0.0.0:80\"\n{MIN}"),
+        "[[search]]\nname = \"a\"\nurl = \"file:///etc/passwd\"\n".to_owned(),
+    ];
+    for text in &cases {
+        println!("{}\n", err(text));
+    }
+    for text in &cases {
+        let e = parse_with(text, &env()).unwrap_err();
+        assert!(e.line > 0 && e.col > 0 && !e.key.is_empty(), "{e}");
+    }
+}
