@@ -6,8 +6,8 @@
 //! RFC 5322 headers, the plain-text body with `From `-lines escaped as `>From `, a blank line.
 
 use super::{DeliveryError, Message};
-use lettre::message::header::{ContentTransferEncoding, ContentType};
-use lettre::message::{Body, Mailbox as Address, SinglePart};
+use lettre::message::Mailbox as Address;
+use lettre::message::header::ContentType;
 use notifio_policy::AttemptResult;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -68,17 +68,15 @@ fn append_bytes(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// One mbox entry, ending with the blank line that separates it from the next. Headers come
-/// from lettre (RFC 2047 encodes a non-ASCII subject); the body is 8-bit plain text so the file
-/// stays readable with `less`.
+/// from lettre (RFC 2047 encodes a non-ASCII subject); the body is written as-is, 8-bit plain
+/// text, so the file stays readable with `less` (lettre would quoted-print lines over 76
+/// characters, which an mbox does not need).
 #[must_use]
 pub fn format_entry(msg: &Message, now_ms: u64) -> String {
     let when = UNIX_EPOCH + Duration::from_millis(now_ms);
     let date = httpdate::fmt_http_date(when);
     let mut out = format!("From {ADDRESS} {}\n", asctime(&date));
-    let text = msg.text.replace("\r\n", "\n");
-    let body = Body::new_with_encoding(text.clone(), ContentTransferEncoding::EightBit)
-        .unwrap_or_else(|_| Body::new(text));
-    let built = format!("Notifio <{ADDRESS}>")
+    let headers = format!("Notifio <{ADDRESS}>")
         .parse::<Address>()
         .map_err(|e| e.to_string())
         .and_then(|address| {
@@ -87,19 +85,26 @@ pub fn format_entry(msg: &Message, now_ms: u64) -> String {
                 .to(address)
                 .subject(msg.subject.clone())
                 .date(when)
-                .singlepart(
-                    SinglePart::builder()
-                        .header(ContentType::TEXT_PLAIN)
-                        .body(body),
-                )
+                .header(ContentType::TEXT_PLAIN)
+                .body(String::new())
                 .map_err(|e| e.to_string())
         });
-    let raw = match built {
-        Ok(m) => String::from_utf8_lossy(&m.formatted()).replace("\r\n", "\n"),
+    match headers {
+        Ok(m) => {
+            let raw = String::from_utf8_lossy(&m.formatted()).into_owned();
+            let head = raw.split("\r\n\r\n").next().unwrap_or_default();
+            for line in head.split("\r\n") {
+                if !line.starts_with("Content-Transfer-Encoding:") {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
         // Unreachable with fixed addresses; keep the text rather than lose the notification.
-        Err(_) => format!("Subject: {}\n\n{}", msg.subject, msg.text),
-    };
-    for line in raw.lines() {
+        Err(_) => out.push_str(&format!("Subject: {}\n", msg.subject)),
+    }
+    out.push_str("Content-Transfer-Encoding: 8bit\n\n");
+    for line in msg.text.lines() {
         if line.trim_start_matches('>').starts_with("From ") {
             out.push('>');
         }
