@@ -97,7 +97,14 @@ fn initial_view(start: u64) -> StatusView {
                 next_check_at: None,
                 last_checked_at: Some(start - 1_800_000),
                 last_outcome: Some("session_expired".into()),
-                new_listings: vec![],
+                // Titles and links come from third-party pages: this one must stay inert text.
+                new_listings: vec![NewListing {
+                    id: "evil".into(),
+                    title: Some("<img src=x onerror=\"window.__xss=1\">Piso <b>Ruzafa</b>".into()),
+                    url: Some("javascript:window.__xss=2".into()),
+                    first_seen: start - 2_000_000,
+                    ..NewListing::default()
+                }],
                 reason: None,
             },
         ],
@@ -350,6 +357,29 @@ async fn drive(client: &Client, addr: SocketAddr, source: &TestSource) {
         warnings.contains("facebook.com logged us out"),
         "{warnings}"
     );
+
+    // Site-supplied markup is shown as text and a `javascript:` URL is not made a link.
+    let evil = r#"[data-search-id="5"] [data-listing-id="evil"]"#;
+    let text = client
+        .find(Locator::Css(evil))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("<img src=x"), "{text}");
+    for tag in ["img", "b", "a"] {
+        let found = client
+            .find_all(Locator::Css(&format!("{evil} {tag}")))
+            .await
+            .unwrap();
+        assert!(found.is_empty(), "site markup became a <{tag}> element");
+    }
+    let xss = client
+        .execute("return window.__xss === undefined;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(xss, serde_json::Value::Bool(true), "site markup ran script");
 
     // A marker in the page's JS state survives only if the page is not reloaded.
     client
