@@ -121,7 +121,7 @@ function reasonFor(s, site) {
           return parts;
         }
         const at = site.next_retry_at || s.next_check_at;
-        if (at) parts.push('; next try in ', countdown(at, 'reason-countdown'));
+        if (at) parts.push('; next try ', countdown(at, 'reason-countdown', 'in'));
         if (site.lengthened_by_retry_after) parts.push(' (the site\'s Retry-After lengthened the wait)');
         return parts;
       }
@@ -244,7 +244,9 @@ function tick() {
   for (const node of document.querySelectorAll('[data-at]')) {
     const at = Number(node.getAttribute('data-at'));
     let text;
-    if (node.getAttribute('data-mode') === 'ago') text = fmtAgo(at);
+    const mode = node.getAttribute('data-mode');
+    if (mode === 'ago') text = fmtAgo(at);
+    else if (mode === 'in') text = at > now ? 'in ' + fmtDuration(at - now) : 'now';
     else text = at > now ? fmtDuration(at - now) : 'due now';
     if (node.textContent !== text) node.textContent = text;
   }

@@ -1,0 +1,437 @@
+//! The dashboard in a real browser: headless Debian chromium driven through chromedriver by
+//! fantoccini, against `web::serve` on 127.0.0.1:0. Checks what only a browser can: the
+//! countdown ticks client-side, the reason names the refusal kind, and a new listing appears
+//! without a reload. Saves `target/dashboard.png` (and a phone-sized one) to look at.
+//!
+//! Without chromium/chromedriver (`.ci/install-browser.sh` installs them) the test skips with a
+//! message, except under `CI=true`, where a missing browser is a failure.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use futures_util::FutureExt;
+use hyper_util::client::legacy::connect::HttpConnector;
+use notifio::status::{NewListing, RetryStatus, SearchStatus, SiteStatus, StatusView};
+use notifio::web::{self, DashboardConfig, StatusSource};
+use tokio_util::sync::CancellationToken;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const WAIT_7M_12S: u64 = 432_000;
+
+fn epoch_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A status source over a view the test edits; `now` is the real clock on each call, as the
+/// watch loop's would be, so the page's clock offset is ~0 and deadlines are real.
+struct TestSource {
+    view: Mutex<StatusView>,
+}
+
+impl StatusSource for TestSource {
+    fn status(&self) -> StatusView {
+        let mut v = self.view.lock().unwrap().clone();
+        v.now = epoch_ms();
+        v
+    }
+    fn metrics(&self) -> String {
+        String::new()
+    }
+}
+
+fn initial_view(start: u64) -> StatusView {
+    let listing = |id: &str, title: &str, price: f64, ago: u64| NewListing {
+        id: id.into(),
+        title: Some(title.into()),
+        price: Some(price),
+        currency: Some("EUR".into()),
+        url: Some(format!("https://www.immobilienscout24.de/expose/{id}")),
+        first_seen: start - ago,
+    };
+    StatusView {
+        now: start,
+        soonest: Some(start + WAIT_7M_12S),
+        searches: vec![
+            SearchStatus {
+                id: 3,
+                name: "Madrid under 1200".into(),
+                url: "https://www.idealista.com/alquiler-viviendas/madrid-madrid/".into(),
+                site: "idealista.com".into(),
+                state: "waiting".into(),
+                next_check_at: Some(start + WAIT_7M_12S),
+                last_checked_at: Some(start - 48_000),
+                last_outcome: Some("challenge".into()),
+                new_listings: vec![],
+                reason: None,
+            },
+            SearchStatus {
+                id: 4,
+                name: "Berlin 2 rooms".into(),
+                url: "https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten"
+                    .into(),
+                site: "immobilienscout24.de".into(),
+                state: "ok".into(),
+                next_check_at: Some(start + 21_000),
+                last_checked_at: Some(start - 9_000),
+                last_outcome: Some("ok".into()),
+                new_listings: vec![
+                    listing("158221", "2-Zimmer-Altbau in Kreuzberg", 1150.0, 600_000),
+                    listing("158007", "Helle Wohnung am Park", 1290.0, 3_900_000),
+                ],
+                reason: None,
+            },
+            SearchStatus {
+                id: 5,
+                name: "Marketplace Valencia".into(),
+                url: "https://www.facebook.com/marketplace/valencia/propertyrentals".into(),
+                site: "facebook.com".into(),
+                state: "session_expired".into(),
+                next_check_at: None,
+                last_checked_at: Some(start - 1_800_000),
+                last_outcome: Some("session_expired".into()),
+                // Titles and links come from third-party pages: this one must stay inert text.
+                new_listings: vec![NewListing {
+                    id: "evil".into(),
+                    title: Some("<img src=x onerror=\"window.__xss=1\">Piso <b>Ruzafa</b>".into()),
+                    url: Some("javascript:window.__xss=2".into()),
+                    first_seen: start - 2_000_000,
+                    ..NewListing::default()
+                }],
+                reason: None,
+            },
+        ],
+        sites: vec![
+            SiteStatus {
+                site: "idealista.com".into(),
+                state: "waiting".into(),
+                kind: Some("challenge".into()),
+                failures: 3,
+                rungs: 5,
+                next_retry_at: Some(start + WAIT_7M_12S),
+                retry_after_ms: Some(300_000),
+                lengthened_by_retry_after: true,
+                timeline: ["ok", "ok", "ok", "challenge", "challenge", "challenge"]
+                    .map(String::from)
+                    .to_vec(),
+            },
+            SiteStatus {
+                site: "immobilienscout24.de".into(),
+                state: "clear".into(),
+                timeline: ["ok", "rate_limited", "ok", "error", "ok", "ok", "ok"]
+                    .map(String::from)
+                    .to_vec(),
+                ..SiteStatus::default()
+            },
+            SiteStatus {
+                site: "facebook.com".into(),
+                state: "session_expired".into(),
+                timeline: vec!["ok".into(), "session_expired".into()],
+                ..SiteStatus::default()
+            },
+        ],
+        retry: RetryStatus {
+            requests: 412,
+            retried: 9,
+            attempts: 11,
+            final_failures: 2,
+            retry_rate: 0.021,
+        },
+        warnings: vec!["facebook.com logged us out: refresh its cookies file.".into()],
+    }
+}
+
+/// Kills chromedriver (by its own pid) when the test ends, even on a panic.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// "7m 12s" / "45s" / "1h 05m" → seconds.
+fn parse_countdown(text: &str) -> u64 {
+    text.split_whitespace()
+        .map(|part| {
+            let (n, unit) = part.split_at(part.len() - 1);
+            let n: u64 = n
+                .parse()
+                .unwrap_or_else(|_| panic!("not a countdown: {text:?}"));
+            match unit {
+                "h" => n * 3600,
+                "m" => n * 60,
+                "s" => n,
+                _ => panic!("not a countdown: {text:?}"),
+            }
+        })
+        .sum()
+}
+
+fn artifact(name: &str) -> PathBuf {
+    // CARGO_TARGET_TMPDIR is <target>/tmp; the screenshot goes beside it, in <target>/.
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join(name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_ticks_explains_and_updates_live() {
+    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+        .into_iter()
+        .filter(|p| !Path::new(p).exists())
+        .collect();
+    if !missing.is_empty() {
+        let msg = format!(
+            "browser test needs {missing:?}: run .ci/install-browser.sh \
+             (apt-get install chromium chromium-driver)"
+        );
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{msg}");
+        }
+        eprintln!("SKIPPED: {msg}");
+        return;
+    }
+
+    let start = epoch_ms();
+    let source = Arc::new(TestSource {
+        view: Mutex::new(initial_view(start)),
+    });
+    let cancel = CancellationToken::new();
+    let cfg = DashboardConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        token: None,
+    };
+    let (addr, server) = web::serve(cfg, source.clone(), cancel.clone())
+        .await
+        .unwrap();
+
+    let port = free_port();
+    let _driver = Driver(
+        Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "chromedriver did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let profile = tempfile::tempdir().unwrap();
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run", "--disable-quic",
+                "--disable-dev-shm-usage", "--window-size=1100,1250",
+                format!("--user-data-dir={}", profile.path().display()),
+            ],
+        }),
+    );
+    // chromedriver speaks plain HTTP on loopback: no TLS, so no rustls crypto provider to pick.
+    let client = ClientBuilder::new(HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+
+    // Run the checks, then always close the session (so chromium exits) before reporting.
+    let outcome = std::panic::AssertUnwindSafe(drive(&client, addr, &source))
+        .catch_unwind()
+        .await;
+    let _ = client.close().await;
+    cancel.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn drive(client: &Client, addr: SocketAddr, source: &TestSource) {
+    client.goto(&format!("http://{addr}/")).await.unwrap();
+    let waiting = r#"[data-search-id="3"]"#;
+
+    // The first poll has rendered once the waiting search's countdown has text.
+    let countdown_sel = format!("{waiting} .countdown");
+    let countdown = client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(&countdown_sel))
+        .await
+        .unwrap();
+    let before = Instant::now();
+    let t1 = countdown.text().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    // Re-find: the card is re-rendered on each poll.
+    let t2 = client
+        .find(Locator::Css(&countdown_sel))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let elapsed = before.elapsed();
+    let (s1, s2) = (parse_countdown(&t1), parse_countdown(&t2));
+    println!("countdown of the waiting search: {t1:?} then {t2:?}, {elapsed:.1?} later");
+    let wait_s = WAIT_7M_12S / 1000;
+    assert!(s1 <= wait_s && s1 > wait_s - 30, "{t1}");
+    // It must tick down, and by no more than the time that passed (plus one whole second for
+    // rounding and the page's 250 ms tick): the deadline is the server's, not a local timer.
+    let most = (elapsed.as_secs_f64() + 1.0).ceil() as u64;
+    assert!(
+        s2 < s1 && s1 - s2 <= most,
+        "countdown did not tick with the clock: {t1} → {t2} in {elapsed:?}"
+    );
+
+    let reason = client
+        .find(Locator::Css(&format!("{waiting} .reason")))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    println!("reason: {reason}");
+    assert!(
+        reason.contains("challenge"),
+        "reason lacks the kind: {reason}"
+    );
+    assert!(reason.contains("idealista.com"), "{reason}");
+    assert!(reason.contains("3rd refusal"), "{reason}");
+    assert!(reason.contains("next try in 7m"), "{reason}");
+
+    let site = r#"[data-site="idealista.com"]"#;
+    let rung = client
+        .find(Locator::Css(&format!("{site} .rung")))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(rung, "3 of 5");
+    let ra = client
+        .find(Locator::Css(&format!("{site} [data-testid=retry-after]")))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(ra.contains("Retry-After lengthened the wait"), "{ra}");
+    let dots = client
+        .find_all(Locator::Css(&format!("{site} .timeline .dot")))
+        .await
+        .unwrap();
+    assert_eq!(dots.len(), 6);
+    let warnings = client
+        .find(Locator::Css("#warnings"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        warnings.contains("facebook.com logged us out"),
+        "{warnings}"
+    );
+
+    // Site-supplied markup is shown as text and a `javascript:` URL is not made a link.
+    let evil = r#"[data-search-id="5"] [data-listing-id="evil"]"#;
+    let text = client
+        .find(Locator::Css(evil))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("<img src=x"), "{text}");
+    for tag in ["img", "b", "a"] {
+        let found = client
+            .find_all(Locator::Css(&format!("{evil} {tag}")))
+            .await
+            .unwrap();
+        assert!(found.is_empty(), "site markup became a <{tag}> element");
+    }
+    let xss = client
+        .execute("return window.__xss === undefined;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(xss, serde_json::Value::Bool(true), "site markup ran script");
+
+    // A marker in the page's JS state survives only if the page is not reloaded.
+    client
+        .execute("window.__notReloaded = true; return true;", vec![])
+        .await
+        .unwrap();
+    {
+        let mut v = source.view.lock().unwrap();
+        v.searches[1].new_listings.insert(
+            0,
+            NewListing {
+                id: "new-1".into(),
+                title: Some("Ático con terraza, Prenzlauer Berg".into()),
+                price: Some(1190.0),
+                currency: Some("EUR".into()),
+                url: Some("https://www.immobilienscout24.de/expose/new-1".into()),
+                first_seen: epoch_ms(),
+            },
+        );
+    }
+    let appeared = client
+        .wait()
+        .at_most(Duration::from_secs(8))
+        .for_element(Locator::Css(
+            r#"[data-search-id="4"] [data-listing-id="new-1"]"#,
+        ))
+        .await
+        .expect("the new listing did not appear without a reload");
+    let text = appeared.text().await.unwrap();
+    assert!(text.contains("Ático con terraza"), "{text}");
+    let href = appeared
+        .find(Locator::Css("a"))
+        .await
+        .unwrap()
+        .attr("href")
+        .await
+        .unwrap();
+    assert_eq!(
+        href.as_deref(),
+        Some("https://www.immobilienscout24.de/expose/new-1")
+    );
+    let kept = client
+        .execute("return window.__notReloaded === true;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(kept, serde_json::Value::Bool(true), "the page was reloaded");
+
+    let png = client.screenshot().await.unwrap();
+    std::fs::write(artifact("dashboard.png"), png).unwrap();
+    client.set_window_size(412, 915).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let png = client.screenshot().await.unwrap();
+    std::fs::write(artifact("dashboard-phone.png"), png).unwrap();
+    println!("screenshots: {}", artifact("dashboard*.png").display());
+}
