@@ -102,9 +102,8 @@ impl SiteProfile for Generic {
 }
 
 fn extract_cards(body: &[u8], page_url: &url::Url, rules: &CardRules) -> Extraction {
-    let cards = match scan_cards(body, rules) {
-        Ok(cards) => cards,
-        Err(_) => return Extraction::LayoutUnknown,
+    let Ok(cards) = scan_cards(body, rules) else {
+        return Extraction::LayoutUnknown;
     };
     if cards.is_empty() {
         return nothing_found(body);
@@ -164,9 +163,8 @@ fn extract_links(body: &[u8], page_url: &url::Url, re: &Regex) -> Extraction {
         let id = re.captures(href)?.get(1)?.as_str();
         Some(id.to_owned()).filter(|s| !s.is_empty())
     };
-    let links = match scan_links(body, want) {
-        Ok(links) => links,
-        Err(_) => return Extraction::LayoutUnknown,
+    let Ok(links) = scan_links(body, want) else {
+        return Extraction::LayoutUnknown;
     };
     if links.is_empty() {
         return nothing_found(body);

@@ -246,16 +246,12 @@ pub(crate) fn scan_cards(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>,
         };
         let chunk = t.as_str();
         for (i, open) in s.open.iter().enumerate() {
-            if *open {
-                if let Some(buf) = card.texts[i].as_mut() {
-                    push_capped(buf, chunk);
-                }
-            }
-        }
-        if s.detail_open {
-            if let Some(buf) = card.details.last_mut() {
+            if let (true, Some(buf)) = (*open, card.texts[i].as_mut()) {
                 push_capped(buf, chunk);
             }
+        }
+        if let (true, Some(buf)) = (s.detail_open, card.details.last_mut()) {
+            push_capped(buf, chunk);
         }
         Ok(())
     });
@@ -333,10 +329,11 @@ pub(crate) fn scan_links(
     let st = Rc::clone(&state);
     let text = DocumentContentHandlers::default().text(move |t: &mut TextChunk<'_>| {
         let mut s = st.borrow_mut();
-        if let Some(i) = s.open {
-            if matches!(t.text_type(), TextType::Data) && s.found[i].2.len() < FIELD_CAP {
-                s.found[i].2.push_str(t.as_str());
-            }
+        let Some(i) = s.open else {
+            return Ok(());
+        };
+        if matches!(t.text_type(), TextType::Data) && s.found[i].2.len() < FIELD_CAP {
+            s.found[i].2.push_str(t.as_str());
         }
         Ok(())
     });
