@@ -13,8 +13,8 @@ use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use flate2::Compression;
 use flate2::write::GzEncoder;
+use flate2::{Compress, Compression, Crc, FlushCompress};
 use futures_util::stream;
 use rand::Rng;
 use std::io::Write as _;
@@ -333,29 +333,48 @@ fn huge_body(n: u64) -> Response<Body> {
     r
 }
 
-/// A gzip stream of `n` zero bytes, compressed on the fly (~1000:1), so a bomb of any size
-/// costs the portal only what the client actually reads.
+/// Raw deflate of `len` zero bytes ending in a full flush (byte-aligned, no references
+/// outside itself), so copies can be concatenated into one valid deflate stream.
+fn deflate_zeros(len: usize) -> Vec<u8> {
+    let mut c = Compress::new(Compression::default(), false);
+    let mut out = Vec::with_capacity(len / 256 + 1024);
+    let zeros = vec![0u8; len];
+    let _ = c.compress_vec(&zeros, &mut out, FlushCompress::Full);
+    out
+}
+
+/// A gzip body of `n` zero bytes (~1000:1). One 1 MiB block is compressed once and repeated,
+/// and the CRC is computed only for what is actually sent, so a bomb of any size costs the
+/// portal only what the client reads, and never blocks the runtime for long.
 fn gzip_bomb(n: u64) -> Response<Body> {
-    let zeros = vec![0u8; CHUNK];
-    let enc = GzEncoder::new(Vec::new(), Compression::best());
-    let s = stream::unfold(Some((enc, 0u64)), move |st| {
-        let zeros = zeros.clone();
+    const BLOCK: u64 = 1024 * 1024;
+    let block = Bytes::from(deflate_zeros(BLOCK as usize));
+    let header = Bytes::from_static(&[0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0xff]);
+    let zeros = Bytes::from(vec![0u8; BLOCK as usize]);
+    // State: bytes of zeros emitted so far, the running CRC; None = done.
+    let s = stream::unfold(Some((0u64, Crc::new(), false)), move |st| {
+        let (block, header, zeros) = (block.clone(), header.clone(), zeros.clone());
         async move {
-            let (mut enc, mut fed) = st?;
-            // Feed until some compressed output is ready (or the end).
-            while fed < n && enc.get_ref().len() < 4096 {
-                let len = usize::try_from((n - fed).min(CHUNK as u64)).unwrap_or(CHUNK);
-                if enc.write_all(&zeros[..len]).is_err() {
-                    return None;
-                }
-                fed += len as u64;
+            let (fed, mut crc, started) = st?;
+            if !started {
+                return Some((Ok::<_, std::io::Error>(header), Some((fed, crc, true))));
             }
             if fed >= n {
-                let out = enc.finish().ok()?;
-                return Some((Ok::<_, std::io::Error>(Bytes::from(out)), None));
+                // Final empty fixed-Huffman block, then CRC32 and ISIZE (little-endian).
+                let mut tail = vec![0x03, 0x00];
+                tail.extend_from_slice(&crc.sum().to_le_bytes());
+                tail.extend_from_slice(&((n & 0xffff_ffff) as u32).to_le_bytes());
+                return Some((Ok(Bytes::from(tail)), None));
             }
-            let out = std::mem::take(enc.get_mut());
-            Some((Ok(Bytes::from(out)), Some((enc, fed))))
+            let len = (n - fed).min(BLOCK);
+            let data = if len == BLOCK {
+                block
+            } else {
+                Bytes::from(deflate_zeros(len as usize))
+            };
+            crc.update(&zeros[..len as usize]);
+            tokio::task::yield_now().await;
+            Some((Ok(data), Some((fed + len, crc, true))))
         }
     });
     let mut r = Response::new(Body::from_stream(s));
@@ -511,4 +530,25 @@ async fn login() -> Response<Body> {
 
 async fn redirect(Path(n): Path<u64>) -> Response<Body> {
     redirect_to(&format!("/redirect/{}", n.saturating_add(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read as _;
+
+    #[tokio::test]
+    async fn the_gzip_bomb_is_a_valid_gzip_of_n_zeros() {
+        let n = 2 * 1024 * 1024 + 12_345;
+        let body = axum::body::to_bytes(gzip_bomb(n).into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert!(body.len() < 20_000, "compressed to {} bytes", body.len());
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out.len() as u64, n);
+        assert!(out.iter().all(|b| *b == 0));
+    }
 }

@@ -1,0 +1,585 @@
+//! The fetcher against the fake portal over real loopback HTTP: every rule of the retry ADR
+//! (DESIGN §3), the hostile-response limits, cookies and conditional requests.
+//!
+//! Real time is the subject here (real sockets, the portal's own request timestamps), so these
+//! tests do not pause the clock; the retry loop's exact virtual-time schedule is unit-tested in
+//! `src/fetch/retry.rs`. Timing bounds are the ADR's ±25% below and generous above (a loaded
+//! 2-core machine can only make things later).
+
+use bytes::Bytes;
+use fake_portal::{Behaviour, ChallengeKind, Portal, RecordedRequest, SiteSpec};
+use notifio::fetch::cookies::{self, CookieJar};
+use notifio::fetch::{FetchConfig, FetchRequest, Fetched, Fetcher};
+use notifio_policy::{
+    Markers, Outcome, RequestClass, RetryBudget, RetryPolicy, SiteKey, TransportFailure, classify,
+};
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+const MIB: usize = 1024 * 1024;
+
+async fn portal() -> Portal {
+    let site = |name: &str| SiteSpec {
+        page_bytes: 20_000,
+        ..SiteSpec::new(name)
+    };
+    Portal::start(vec![site("a"), site("b")]).await.unwrap()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn policy(attempts: u32, initial: u64, timeout: u64, deadline: u64, header: bool) -> RetryPolicy {
+    RetryPolicy::new(
+        attempts,
+        ms(initial),
+        3.0,
+        0.25,
+        ms(timeout),
+        ms(deadline),
+        header,
+    )
+    .unwrap()
+}
+
+fn fetcher_with(tweak: impl FnOnce(&mut FetchConfig)) -> Fetcher {
+    let mut cfg = FetchConfig {
+        rng_seed: Some(7),
+        ..FetchConfig::default()
+    };
+    tweak(&mut cfg);
+    Fetcher::new(cfg).unwrap()
+}
+
+fn fetcher() -> Fetcher {
+    fetcher_with(|_| {})
+}
+
+fn key(p: &Portal, site: &str) -> SiteKey {
+    SiteKey::from_url(&p.base_url(site)).unwrap()
+}
+
+fn search(p: &Portal, site: &str, class: RequestClass) -> FetchRequest {
+    FetchRequest {
+        url: p.search_url(site, "madrid"),
+        site: key(p, site),
+        class,
+        conditional: false,
+        post_json: None,
+    }
+}
+
+async fn get(f: &Fetcher, p: &Portal, site: &str) -> Fetched {
+    f.fetch(
+        &search(p, site, RequestClass::Search),
+        &CancellationToken::new(),
+    )
+    .await
+}
+
+fn seen(p: &Portal, site: &str) -> Vec<RecordedRequest> {
+    p.requests()
+        .into_iter()
+        .filter(|r| r.site == site)
+        .collect()
+}
+
+fn gaps(reqs: &[RecordedRequest]) -> Vec<u64> {
+    reqs.windows(2).map(|w| w[1].at - w[0].at).collect()
+}
+
+fn outcome(f: &Fetched) -> Outcome {
+    classify(&f.facts(false), &Markers::generic())
+}
+
+// ---- the ADR's rules -------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_5xx_then_200_is_two_attempts_about_100ms_apart() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::FailNext(1));
+    let f = fetcher();
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.status, Some(200));
+    assert_eq!(got.attempts, 2);
+    assert_eq!(outcome(&got), Outcome::Ok);
+    let reqs = seen(&p, "a");
+    assert_eq!(reqs.len(), 2);
+    let g = gaps(&reqs)[0];
+    assert!((74..=200).contains(&g), "first sleep {g} ms, want 100 ±25%");
+    assert_eq!(reqs[0].header("x-retry-count"), None);
+    assert_eq!(reqs[1].header("x-retry-count"), Some("1"));
+}
+
+#[tokio::test]
+async fn three_5xx_are_three_attempts_two_sleeps_then_a_final_failure() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::ServerError(503));
+    let f = fetcher();
+    let got = get(&f, &p, "a").await;
+    assert_eq!((got.status, got.attempts), (Some(503), 3));
+    assert_eq!(outcome(&got), Outcome::Error);
+    assert_eq!(
+        got.last_error.as_deref(),
+        Some("HTTP 503 Service Unavailable")
+    );
+    let reqs = seen(&p, "a");
+    assert_eq!(reqs.len(), 3, "three attempts, so exactly two sleeps");
+    let g = gaps(&reqs);
+    println!("sleeps between attempts: {g:?} ms (nominal 100, 300)");
+    assert!((74..=200).contains(&g[0]), "{g:?}");
+    assert!((224..=450).contains(&g[1]), "{g:?}");
+    let counts: Vec<Option<&str>> = reqs.iter().map(|r| r.header("x-retry-count")).collect();
+    assert_eq!(counts, vec![None, Some("1"), Some("2")]);
+    let m = f.metrics().snapshot();
+    assert_eq!(
+        (m.requests, m.retried, m.attempts, m.final_failures),
+        (1, 1, 2, 1)
+    );
+}
+
+#[tokio::test]
+async fn four_xx_are_never_retried() {
+    let p = portal().await;
+    let f = fetcher();
+    for (b, status, want) in [
+        (Behaviour::Gone, 404, Outcome::SearchGone),
+        (Behaviour::Forbidden, 403, Outcome::Denied),
+        (
+            Behaviour::RateLimited {
+                retry_after: Some("120".into()),
+            },
+            429,
+            Outcome::RateLimited,
+        ),
+    ] {
+        let before = p.request_count("a");
+        p.set_behaviour("a", b);
+        let got = get(&f, &p, "a").await;
+        assert_eq!((got.status, got.attempts), (Some(status), 1));
+        assert_eq!(p.request_count("a") - before, 1, "{status}: one request");
+        assert_eq!(outcome(&got), want);
+    }
+    // The 429's Retry-After came through parsed.
+    p.set_behaviour(
+        "a",
+        Behaviour::RateLimited {
+            retry_after: Some("120".into()),
+        },
+    );
+    assert_eq!(
+        get(&f, &p, "a").await.retry_after,
+        Some(Duration::from_secs(120))
+    );
+    assert_eq!(f.metrics().snapshot().retried, 0);
+}
+
+#[tokio::test]
+async fn a_timeout_is_retried() {
+    let p = portal().await;
+    // The first request hangs; from 150ms on the site answers.
+    p.set_behaviour(
+        "a",
+        Behaviour::Script(vec![
+            (Duration::ZERO, Behaviour::Hang),
+            (ms(150), Behaviour::Normal),
+        ]),
+    );
+    let f = fetcher_with(|c| c.retry.search = policy(3, 100, 100, 5000, true));
+    let got = get(&f, &p, "a").await;
+    assert_eq!((got.status, got.attempts), (Some(200), 2), "{got:?}");
+    assert!(got.latency >= ms(175), "timeout 100 + sleep ≥ 75");
+}
+
+#[tokio::test]
+async fn connection_refused_and_reset_are_retried() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::Reset);
+    let f = fetcher_with(|c| c.retry.search = policy(3, 10, 1000, 5000, true));
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.failure, Some(TransportFailure::Connect), "{got:?}");
+    assert_eq!(got.attempts, 3);
+    assert_eq!(outcome(&got), Outcome::Error);
+
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{closed}/search/x");
+    let req = FetchRequest {
+        url: url.clone(),
+        site: SiteKey::from_url(&url).unwrap(),
+        class: RequestClass::Search,
+        conditional: false,
+        post_json: None,
+    };
+    let got = f.fetch(&req, &CancellationToken::new()).await;
+    assert_eq!(
+        (got.failure, got.attempts),
+        (Some(TransportFailure::Connect), 3)
+    );
+    let err = got.last_error.unwrap_or_default();
+    assert!(!err.contains(&url), "errors do not carry the URL: {err}");
+}
+
+#[tokio::test]
+async fn the_retry_header_can_be_turned_off() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::ServerError(500));
+    let f = fetcher_with(|c| c.retry.search = policy(3, 10, 1000, 5000, false));
+    assert_eq!(get(&f, &p, "a").await.attempts, 3);
+    assert!(
+        seen(&p, "a")
+            .iter()
+            .all(|r| r.header("x-retry-count").is_none())
+    );
+}
+
+#[tokio::test]
+async fn a_probe_makes_exactly_one_attempt() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::ServerError(503));
+    let f = fetcher();
+    let got = f
+        .fetch(
+            &search(&p, "a", RequestClass::Probe),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!((got.status, got.attempts), (Some(503), 1));
+    assert_eq!(p.request_count("a"), 1);
+}
+
+#[tokio::test]
+async fn the_deadline_cuts_a_retry_sequence_short() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::ServerError(503));
+    // After the first sleep (≥ 75ms) the second (≥ 225ms) would pass the 250ms deadline.
+    let f = fetcher_with(|c| c.retry.search = policy(3, 100, 1000, 250, true));
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.attempts, 2);
+    assert_eq!(p.request_count("a"), 2);
+    assert!(got.latency < ms(250), "gave up at once: {:?}", got.latency);
+}
+
+#[tokio::test]
+async fn cancelling_during_a_sleep_or_an_attempt_returns_at_once() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::ServerError(503));
+    let f = fetcher_with(|c| c.retry.search = policy(3, 600, 5000, 20_000, true));
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(ms(80)).await;
+        c2.cancel();
+    });
+    let t = std::time::Instant::now();
+    let got = f
+        .fetch(&search(&p, "a", RequestClass::Search), &cancel)
+        .await;
+    let took = t.elapsed();
+    assert!(got.cancelled);
+    assert_eq!(got.attempts, 1);
+    assert!(
+        took < ms(300),
+        "returned after {took:?}, the sleep was ~600ms"
+    );
+    // Nothing left behind: the planned retry never happens.
+    tokio::time::sleep(ms(800)).await;
+    assert_eq!(p.request_count("a"), 1);
+    assert_eq!(
+        f.metrics().snapshot().requests,
+        0,
+        "cancelled calls are not counted"
+    );
+
+    // Cancelling while an attempt hangs.
+    p.set_behaviour("b", Behaviour::Hang);
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(ms(50)).await;
+        c2.cancel();
+    });
+    let t = std::time::Instant::now();
+    let got = f
+        .fetch(&search(&p, "b", RequestClass::Search), &cancel)
+        .await;
+    assert!(got.cancelled && t.elapsed() < ms(300), "{got:?}");
+}
+
+#[tokio::test]
+async fn a_spent_budget_skips_retries_for_that_site_only() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::ServerError(503));
+    p.set_behaviour("b", Behaviour::ServerError(503));
+    let f = fetcher_with(|c| {
+        c.retry.search = policy(3, 5, 1000, 5000, true);
+        c.budget = RetryBudget::new(10, 5, 1);
+    });
+    assert_eq!(
+        get(&f, &p, "a").await.attempts,
+        3,
+        "two retries = 10 tokens"
+    );
+    assert_eq!(f.budget_tokens(&key(&p, "a")), 0);
+    let got = get(&f, &p, "a").await;
+    assert_eq!(
+        got.attempts, 1,
+        "budget spent: straight to the error ladder"
+    );
+    assert!(got.last_error.unwrap_or_default().contains("retry budget"));
+    assert_eq!(
+        get(&f, &p, "b").await.attempts,
+        3,
+        "site b has its own budget"
+    );
+    // Success refills: one first-try success returns one token.
+    p.set_behaviour("a", Behaviour::Normal);
+    assert_eq!(get(&f, &p, "a").await.status, Some(200));
+    assert_eq!(f.budget_tokens(&key(&p, "a")), 1);
+}
+
+// ---- hostile responses -----------------------------------------------------------------
+
+#[tokio::test]
+async fn a_huge_body_stops_at_the_cap() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::HugeBody(50 * MIB as u64));
+    let f = fetcher_with(|c| c.body_cap = MIB);
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.failure, Some(TransportFailure::BodyTooLarge));
+    assert_eq!(got.body.len(), MIB);
+    assert_eq!(got.attempts, 1, "our own limit is not retried");
+    assert_eq!(outcome(&got), Outcome::Error);
+}
+
+#[tokio::test]
+async fn a_gzip_bomb_stops_at_the_cap_after_decompression() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::GzipBomb(4 * 1024 * MIB as u64));
+    let f = fetcher_with(|c| c.body_cap = 2 * MIB);
+    let t = std::time::Instant::now();
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.failure, Some(TransportFailure::BodyTooLarge), "{got:?}");
+    assert!(got.body.len() <= 2 * MIB);
+    assert!(got.body.iter().all(|b| *b == 0));
+    assert_eq!(outcome(&got), Outcome::Error);
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "stopped early: {:?}",
+        t.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_redirect_loop_ends_after_five_redirects() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::RedirectLoop);
+    let f = fetcher();
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.failure, Some(TransportFailure::TooManyRedirects));
+    assert_eq!(got.attempts, 1);
+    assert_eq!(p.request_count("a"), 6, "the request and five redirects");
+    assert!(got.final_url.ends_with("/redirect/5"), "{}", got.final_url);
+    assert_eq!(outcome(&got), Outcome::Error);
+}
+
+#[tokio::test]
+async fn a_dripping_body_hits_the_deadline() {
+    let p = portal().await;
+    p.set_behaviour("a", Behaviour::DripBody);
+    let f = fetcher_with(|c| c.retry.search = policy(3, 100, 800, 800, true));
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.failure, Some(TransportFailure::Timeout));
+    assert_eq!(got.attempts, 1, "no time left for a retry");
+    assert!(
+        got.latency < Duration::from_millis(1500),
+        "{:?}",
+        got.latency
+    );
+    assert_eq!(outcome(&got), Outcome::Error);
+}
+
+#[tokio::test]
+async fn invalid_utf8_is_decoded_lossily_and_an_empty_body_is_a_page() {
+    let p = portal().await;
+    let f = fetcher();
+    p.set_behaviour("a", Behaviour::InvalidUtf8);
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.status, Some(200));
+    assert!(std::str::from_utf8(&got.body).is_err());
+    assert!(got.text().contains('\u{FFFD}') && got.text().contains("class=\"listing\""));
+    assert_eq!(outcome(&got), Outcome::Ok);
+
+    p.set_behaviour("a", Behaviour::Empty);
+    let got = get(&f, &p, "a").await;
+    assert_eq!(
+        (got.status, got.failure, got.body.len()),
+        (Some(200), None, 0)
+    );
+    assert_eq!(outcome(&got), Outcome::Ok);
+}
+
+#[tokio::test]
+async fn retry_after_garbage_huge_and_http_dates() {
+    let p = portal().await;
+    let f = fetcher();
+    let in_2m = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(120));
+    for (raw, check) in [
+        ("soon", None),
+        ("-5", None),
+        ("99999999999999999999999", Some(u64::MAX)),
+        (in_2m.as_str(), Some(120)),
+    ] {
+        p.set_behaviour(
+            "a",
+            Behaviour::RateLimited {
+                retry_after: Some(raw.to_owned()),
+            },
+        );
+        let got = get(&f, &p, "a").await;
+        assert_eq!(outcome(&got), Outcome::RateLimited);
+        match check {
+            None => assert_eq!(got.retry_after, None, "{raw}"),
+            Some(u64::MAX) => assert_eq!(got.retry_after, Some(Duration::from_secs(u64::MAX))),
+            Some(secs) => {
+                let d = got.retry_after.unwrap().as_secs();
+                assert!((secs - 2..=secs).contains(&d), "{raw} → {d}s");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn challenges_and_login_redirects_are_classified() {
+    let p = portal().await;
+    let f = fetcher();
+    for (kind, status) in [
+        (ChallengeKind::Cloudflare, 403),
+        (ChallengeKind::DataDome, 403),
+        (ChallengeKind::Geetest, 200),
+        (ChallengeKind::Cloudflare, 503),
+    ] {
+        p.set_behaviour("a", Behaviour::Challenge(kind, status));
+        let got = get(&f, &p, "a").await;
+        assert_eq!(got.status, Some(status));
+        assert_eq!(outcome(&got), Outcome::Challenge, "{kind:?} {status}");
+    }
+    p.set_behaviour("a", Behaviour::LoginRedirect);
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.status, Some(200));
+    assert!(
+        got.final_url.ends_with("/login?next=%2Fsearch%2Fmadrid"),
+        "{}",
+        got.final_url
+    );
+    assert_eq!(outcome(&got), Outcome::SessionExpired);
+}
+
+// ---- cookies, conditional requests, headers ----------------------------------------------
+
+#[tokio::test]
+async fn cookies_go_only_to_their_site() {
+    let p = portal().await;
+    let f = fetcher();
+    let jar = cookies::parse_cookies_txt(
+        "# Netscape HTTP Cookie File\n127.0.0.1\tFALSE\t/\tFALSE\t0\tsid\tSECRET123\n",
+    )
+    .unwrap();
+    assert!(!format!("{jar:?}").contains("SECRET123"));
+    f.set_cookies(key(&p, "a"), jar);
+    get(&f, &p, "a").await;
+    get(&f, &p, "b").await;
+    assert_eq!(seen(&p, "a")[0].header("cookie"), Some("sid=SECRET123"));
+    assert_eq!(
+        seen(&p, "b")[0].header("cookie"),
+        None,
+        "same host, other port = other site"
+    );
+    // After a redirect the cookie is chosen again for the new URL (same site: still sent).
+    p.set_behaviour("a", Behaviour::LoginRedirect);
+    get(&f, &p, "a").await;
+    let last = seen(&p, "a").pop().unwrap();
+    assert!(last.path.starts_with("/login"));
+    assert_eq!(last.header("cookie"), Some("sid=SECRET123"));
+
+    let e = cookies::parse_cookies_txt("# ok\n\nbroken line\n").unwrap_err();
+    assert!(e.to_string().starts_with("line 3:"), "{e}");
+    assert_eq!(
+        CookieJar::default().header_for(&url::Url::parse("http://x/").unwrap()),
+        None
+    );
+}
+
+#[tokio::test]
+async fn an_unchanged_page_is_a_304_until_a_listing_appears() {
+    let p = portal().await;
+    let f = fetcher();
+    let mut req = search(&p, "a", RequestClass::Search);
+    req.conditional = true;
+    let never = CancellationToken::new();
+    let first = f.fetch(&req, &never).await;
+    assert_eq!(first.status, Some(200));
+    assert!(first.header("etag").is_some());
+    let second = f.fetch(&req, &never).await;
+    assert!(second.not_modified(), "{:?}", second.status);
+    assert_eq!(outcome(&second), Outcome::Unchanged);
+    assert!(second.body.is_empty());
+    let reqs = seen(&p, "a");
+    assert_eq!(reqs[0].header("if-none-match"), None);
+    assert_eq!(reqs[1].header("if-none-match"), first.header("etag"));
+    assert!(reqs[1].header("if-modified-since").is_some());
+
+    let new = p.add_listing("a", Some("madrid"));
+    let third = f.fetch(&req, &never).await;
+    assert_eq!(third.status, Some(200));
+    assert!(third.text().contains(&format!("data-id=\"{}\"", new.id)));
+    // Unconditional requests never send validators.
+    req.conditional = false;
+    f.fetch(&req, &never).await;
+    assert_eq!(seen(&p, "a").pop().unwrap().header("if-none-match"), None);
+}
+
+#[tokio::test]
+async fn browser_headers_gzip_and_webhook_posts() {
+    let p = Portal::start(vec![SiteSpec::new("a")]).await.unwrap();
+    let f = fetcher();
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.status, Some(200));
+    assert!(
+        got.body.len() >= 290_000,
+        "decompressed page: {}",
+        got.body.len()
+    );
+    assert_eq!(got.text().matches("<article class=\"listing\"").count(), 30);
+    let r = &seen(&p, "a")[0];
+    assert!(r.header("user-agent").unwrap().starts_with("Mozilla/5.0"));
+    assert!(r.header("accept-language").unwrap().starts_with("es-ES"));
+    assert!(r.header("accept-encoding").unwrap().contains("gzip"));
+
+    let hook = FetchRequest {
+        url: format!("{}/hook", p.base_url("a")),
+        site: key(&p, "a"),
+        class: RequestClass::Notify,
+        conditional: false,
+        post_json: Some(Bytes::from_static(b"{\"new\":1}")),
+    };
+    let got = f.fetch(&hook, &CancellationToken::new()).await;
+    assert_eq!(got.attempts, 1, "a 4xx/405 is not retried");
+    let r = seen(&p, "a").pop().unwrap();
+    assert_eq!(r.method, "POST");
+    assert_eq!(r.header("content-type"), Some("application/json"));
+
+    let mut text = String::new();
+    f.metrics().encode_prometheus(&mut text);
+    assert!(
+        text.contains("notifio_fetch_requests_total{class=\"search\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("notifio_fetch_requests_total{class=\"notify\"} 1"),
+        "{text}"
+    );
+}
