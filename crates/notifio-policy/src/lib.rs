@@ -21,6 +21,7 @@ pub mod retry_after;
 pub mod schedule;
 pub mod site;
 pub mod time;
+mod timers;
 
 pub use backoff::{BackoffConfigError, BackoffPolicy, Ladders, MAX_WAIT, RefusalKind};
 pub use budget::RetryBudget;

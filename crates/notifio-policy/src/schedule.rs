@@ -10,26 +10,30 @@
 //! wait expires one search goes back in, not five); single-flight (two searches with the same
 //! URL are one fetch); and parking searches of waiting or session-expired sites.
 //!
-//! Internally: one min-heap of events (a search comes due, a site may send again) with lazy
-//! deletion, and per site a min-heap of its due searches, most overdue first. Work per check is
-//! O(log n); nothing is scanned.
+//! Internally: one timer queue of events (a search comes due, a site may send again) with lazy
+//! deletion — a timing wheel, see `timers.rs` — and per site a min-heap of its due searches, most
+//! overdue first. Sites are indexed by integer; the registry is only consulted for sites that
+//! have an entry, and a check's id encodes its target, so the common path of a check hashes
+//! nothing and allocates nothing. Nothing is scanned.
 
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
 use crate::registry::{Admission, Entry, Registry};
 use crate::site::SiteKey;
 use crate::time::Timestamp;
+use crate::timers::Timers;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A configured search's identity (its index in the config, or its database id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SearchId(pub u32);
 
-/// One check handed to the driver.
+/// One check handed to the driver. Opaque: the scheduler encodes which search it is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CheckId(pub u64);
 
@@ -82,10 +86,10 @@ pub struct Check {
     pub id: CheckId,
     /// The site.
     pub site: SiteKey,
-    /// The page to fetch.
-    pub url: String,
+    /// The page to fetch (shared with the scheduler: handing it out does not copy it).
+    pub url: Arc<str>,
     /// Every search this fetch answers (more than one when searches share a URL).
-    pub searches: Vec<SearchId>,
+    pub searches: Arc<[SearchId]>,
     /// Whether this is the single probe after a wait (use the `probe` request class).
     pub probe: bool,
     /// When it was due (before spacing and waits).
@@ -162,9 +166,11 @@ enum TargetState {
 /// One URL to fetch, answering one or more searches.
 #[derive(Debug)]
 struct Target {
-    url: String,
+    url: Arc<str>,
     site: usize,
-    searches: Vec<SearchId>,
+    searches: Arc<[SearchId]>,
+    /// The id of the check in flight, when `state` is `InFlight`.
+    check: CheckId,
     interval: Duration,
     next_due: Timestamp,
     state: TargetState,
@@ -181,6 +187,9 @@ struct SiteSlot {
     wake_at: Option<Timestamp>,
     paused: bool,
     in_ready: bool,
+    /// The registry may have an entry (or a probe) for this site. When false the registry is
+    /// not consulted at all: it is only ever changed through this scheduler.
+    gated: bool,
     targets: Vec<usize>,
 }
 
@@ -200,10 +209,11 @@ pub struct Scheduler {
     by_search: HashMap<SearchId, usize>,
     sites: Vec<SiteSlot>,
     site_index: HashMap<SiteKey, usize>,
-    events: BinaryHeap<Reverse<(Timestamp, Event)>>,
+    events: Timers<Event>,
+    scratch: Vec<(u64, Event)>,
     ready: VecDeque<usize>,
-    in_flight: HashMap<CheckId, usize>,
-    next_check: u64,
+    in_flight: usize,
+    next_check: u32,
     rng: SmallRng,
 }
 
@@ -220,9 +230,10 @@ impl Scheduler {
             by_search: HashMap::new(),
             sites: Vec::new(),
             site_index: HashMap::new(),
-            events: BinaryHeap::new(),
+            events: Timers::new(),
+            scratch: Vec::new(),
             ready: VecDeque::new(),
-            in_flight: HashMap::new(),
+            in_flight: 0,
             next_check: 0,
             rng: SmallRng::seed_from_u64(seed),
         }
@@ -234,23 +245,24 @@ impl Scheduler {
         let due = spec.first_due.unwrap_or(now);
         if let Some(&t) = self.by_url.get(&spec.url) {
             let target = &mut self.targets[t];
-            target.searches.push(spec.id);
+            target.searches = target.searches.iter().copied().chain([spec.id]).collect();
             target.interval = target.interval.min(spec.interval);
             self.by_search.insert(spec.id, t);
             if target.state == TargetState::Gone {
                 // A search added again for a page that was gone gets a fresh chance.
                 target.state = TargetState::Idle;
                 target.next_due = due;
-                self.events.push(Reverse((due, Event::TargetDue(t))));
+                self.events.push(due.0, Event::TargetDue(t));
             }
             return;
         }
         let site = self.site_slot(&spec.site);
         let t = self.targets.len();
         self.targets.push(Target {
-            url: spec.url.clone(),
+            url: spec.url.as_str().into(),
             site,
-            searches: vec![spec.id],
+            searches: Arc::new([spec.id]),
+            check: CheckId(0),
             interval: spec.interval,
             next_due: due,
             state: TargetState::Idle,
@@ -259,7 +271,7 @@ impl Scheduler {
         self.sites[site].targets.push(t);
         self.by_url.insert(spec.url, t);
         self.by_search.insert(spec.id, t);
-        self.events.push(Reverse((due, Event::TargetDue(t))));
+        self.events.push(due.0, Event::TargetDue(t));
     }
 
     fn site_slot(&mut self, key: &SiteKey) -> usize {
@@ -273,6 +285,7 @@ impl Scheduler {
             .get(key)
             .copied()
             .unwrap_or(self.config.spacing);
+        let gated = self.registry.entry(key).is_some();
         self.sites.push(SiteSlot {
             key: key.clone(),
             spacing,
@@ -282,6 +295,7 @@ impl Scheduler {
             wake_at: None,
             paused: false,
             in_ready: false,
+            gated,
             targets: Vec::new(),
         });
         self.site_index.insert(key.clone(), i);
@@ -297,11 +311,26 @@ impl Scheduler {
     /// The next check to start at `now`, or `None` when nothing may start now. Call repeatedly
     /// until `None`, then sleep until [`Self::poll_timeout`].
     pub fn poll_due(&mut self, now: Timestamp) -> Option<Check> {
-        while let Some(&Reverse((at, event))) = self.events.peek() {
-            if at > now {
-                break;
+        if self.events.any_due(now.0) {
+            let mut due = std::mem::take(&mut self.scratch);
+            self.events.drain_due(now.0, &mut due);
+            for (at, event) in due.drain(..) {
+                self.handle_event(Timestamp(at), event);
             }
-            self.events.pop();
+            self.scratch = due;
+        }
+        while self.in_flight < self.config.concurrency {
+            let s = self.ready.pop_front()?;
+            self.sites[s].in_ready = false;
+            if let Some(check) = self.try_dispatch(s, now) {
+                return Some(check);
+            }
+        }
+        None
+    }
+
+    fn handle_event(&mut self, at: Timestamp, event: Event) {
+        {
             match event {
                 Event::TargetDue(t) => {
                     let target = &mut self.targets[t];
@@ -320,14 +349,6 @@ impl Scheduler {
                 }
             }
         }
-        while self.in_flight.len() < self.config.concurrency {
-            let s = self.ready.pop_front()?;
-            self.sites[s].in_ready = false;
-            if let Some(check) = self.try_dispatch(s, now) {
-                return Some(check);
-            }
-        }
-        None
     }
 
     fn mark_ready(&mut self, s: usize) {
@@ -341,7 +362,7 @@ impl Scheduler {
         let site = &mut self.sites[s];
         if site.wake_at.is_none_or(|w| at < w) {
             site.wake_at = Some(at);
-            self.events.push(Reverse((at, Event::SiteWake(s))));
+            self.events.push(at.0, Event::SiteWake(s));
         }
     }
 
@@ -357,31 +378,37 @@ impl Scheduler {
                 return None;
             }
         }
-        let key = site.key.clone();
-        let probe = match self.registry.admit(&key, now) {
-            Admission::Clear => false,
-            Admission::Probe => true,
-            Admission::Wait(until) => {
-                self.set_wake(s, until);
-                return None;
+        let probe = if site.gated {
+            match self.registry.admit(&site.key, now) {
+                Admission::Clear => false,
+                Admission::Probe => true,
+                Admission::Wait(until) => {
+                    self.set_wake(s, until);
+                    return None;
+                }
+                Admission::ProbeInFlight => return None,
             }
-            Admission::ProbeInFlight => return None,
+        } else {
+            false
         };
         let site = &mut self.sites[s];
         let Reverse((due, t)) = site.due.pop()?;
         site.in_flight = true;
         site.last_start = Some(now);
+        // The id carries the target's index (low 32 bits) and a sequence number, so an outcome
+        // finds its check without a map; a stale or unknown id does not match `target.check`.
+        let id = CheckId((u64::from(self.next_check) << 32) | t as u64);
+        self.next_check = self.next_check.wrapping_add(1);
         let target = &mut self.targets[t];
         target.state = TargetState::InFlight;
         target.probe = probe;
-        let id = CheckId(self.next_check);
-        self.next_check += 1;
-        self.in_flight.insert(id, t);
+        target.check = id;
+        self.in_flight += 1;
         Some(Check {
             id,
-            site: key,
-            url: target.url.clone(),
-            searches: target.searches.clone(),
+            site: site.key.clone(),
+            url: Arc::clone(&target.url),
+            searches: Arc::clone(&target.searches),
             probe,
             due,
         })
@@ -396,19 +423,22 @@ impl Scheduler {
         retry_after: Option<Duration>,
         now: Timestamp,
     ) -> Option<Reaction> {
-        let t = self.in_flight.remove(&id)?;
+        let t = self.take_in_flight(id)?;
         let s = self.targets[t].site;
-        self.sites[s].in_flight = false;
-        self.targets[t].probe = false;
         let key = self.sites[s].key.clone();
         let reaction = if let Some(kind) = outcome.refusal_kind() {
             self.requeue(t);
             Some(self.record_refusal(s, &key, kind, retry_after, now))
         } else {
-            let cleared = self.registry.clear(&key).map(|was| Reaction::SiteCleared {
-                site: key.clone(),
-                was,
-            });
+            let cleared = if self.sites[s].gated {
+                self.sites[s].gated = false;
+                self.registry.clear(&key).map(|was| Reaction::SiteCleared {
+                    site: key.clone(),
+                    was,
+                })
+            } else {
+                None
+            };
             match outcome {
                 Outcome::SessionExpired => {
                     self.sites[s].paused = true;
@@ -420,7 +450,7 @@ impl Scheduler {
                     // status views show anyway), so a probe that finds a 404 reports SearchGone.
                     self.targets[t].state = TargetState::Gone;
                     Some(Reaction::SearchGone {
-                        searches: self.targets[t].searches.clone(),
+                        searches: self.targets[t].searches.to_vec(),
                     })
                 }
                 _ => {
@@ -442,6 +472,7 @@ impl Scheduler {
         now: Timestamp,
     ) -> Reaction {
         let random = self.rng.random::<f64>();
+        self.sites[s].gated = true;
         let entry = self
             .registry
             .record(key, kind, now, retry_after, random)
@@ -461,17 +492,33 @@ impl Scheduler {
     /// The check was abandoned without an outcome (shutdown): the search goes back in the queue
     /// and a probe, if it was one, is released.
     pub fn abandon(&mut self, id: CheckId) {
-        let Some(t) = self.in_flight.remove(&id) else {
+        let probe = self
+            .targets
+            .get((id.0 & 0xFFFF_FFFF) as usize)
+            .is_some_and(|t| t.probe);
+        let Some(t) = self.take_in_flight(id) else {
             return;
         };
         let s = self.targets[t].site;
-        self.sites[s].in_flight = false;
-        if self.targets[t].probe {
+        if probe {
             self.registry.abandon_probe(&self.sites[s].key.clone());
         }
-        self.targets[t].probe = false;
         self.requeue(t);
         self.mark_ready(s);
+    }
+
+    /// Ends check `id` if it is in flight: returns its target.
+    fn take_in_flight(&mut self, id: CheckId) -> Option<usize> {
+        let t = (id.0 & 0xFFFF_FFFF) as usize;
+        let target = self.targets.get_mut(t)?;
+        if target.state != TargetState::InFlight || target.check != id {
+            return None;
+        }
+        target.probe = false;
+        let s = target.site;
+        self.sites[s].in_flight = false;
+        self.in_flight -= 1;
+        Some(t)
     }
 
     fn requeue(&mut self, t: usize) {
@@ -489,7 +536,7 @@ impl Scheduler {
             + Duration::from_millis((target.interval.as_millis() as f64 * factor).round() as u64);
         target.next_due = next;
         target.state = TargetState::Idle;
-        self.events.push(Reverse((next, Event::TargetDue(t))));
+        self.events.push(next.0, Event::TargetDue(t));
     }
 
     /// The user refreshed the site's cookies: resume its searches.
@@ -512,16 +559,16 @@ impl Scheduler {
     /// events): a spurious poll is harmless.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        if !self.ready.is_empty() && self.in_flight.len() < self.config.concurrency {
+        if !self.ready.is_empty() && self.in_flight < self.config.concurrency {
             return Some(Timestamp(0));
         }
-        self.events.peek().map(|Reverse((at, _))| *at)
+        self.events.next_deadline().map(Timestamp)
     }
 
     /// Checks in flight.
     #[must_use]
     pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
+        self.in_flight
     }
 
     /// How a search looks right now, and when it will next be checked.

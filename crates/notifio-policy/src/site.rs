@@ -9,12 +9,16 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 use url::{Host, Url};
 
 /// The identity of a site for backoff purposes. See the module docs for the rules.
+///
+/// Shared text (`Arc<str>`): the scheduler hands a copy out with every check, and a copy is a
+/// reference-count increment rather than an allocation.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct SiteKey(String);
+pub struct SiteKey(Arc<str>);
 
 /// Why a URL has no site key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,8 +77,8 @@ impl SiteKey {
             None => Err(SiteKeyError::NoHost {
                 url: url.to_string(),
             }),
-            Some(Host::Ipv4(ip)) => Ok(Self(format!("{ip}:{port}"))),
-            Some(Host::Ipv6(ip)) => Ok(Self(format!("[{ip}]:{port}"))),
+            Some(Host::Ipv4(ip)) => Ok(Self(format!("{ip}:{port}").into())),
+            Some(Host::Ipv6(ip)) => Ok(Self(format!("[{ip}]:{port}").into())),
             Some(Host::Domain(d)) => {
                 // The url crate has already applied IDNA (punycode) and lower-cased the host.
                 let host = d.trim_end_matches('.');
@@ -84,10 +88,10 @@ impl SiteKey {
                     });
                 }
                 if host == "localhost" || host.ends_with(".localhost") {
-                    return Ok(Self(format!("{host}:{port}")));
+                    return Ok(Self(format!("{host}:{port}").into()));
                 }
                 let key = psl::domain_str(host).unwrap_or(host);
-                Ok(Self(key.to_owned()))
+                Ok(Self(key.into()))
             }
         }
     }
@@ -95,7 +99,7 @@ impl SiteKey {
     /// A key from text that is already a key (as stored in the database).
     #[must_use]
     pub fn from_stored(key: impl Into<String>) -> Self {
-        Self(key.into())
+        Self(key.into().into())
     }
 
     /// The key as text, e.g. `idealista.com` or `127.0.0.1:8080`.
@@ -124,7 +128,7 @@ mod tests {
 
     fn key(u: &str) -> String {
         SiteKey::from_url(u)
-            .map(|k| k.0)
+            .map(|k| k.0.to_string())
             .unwrap_or_else(|e| format!("ERR {e}"))
     }
 

@@ -184,8 +184,8 @@ fn exactly_one_probe_when_a_wait_expires() {
     let probe = s.poll_due(until).unwrap();
     assert!(probe.probe);
     assert_eq!(
-        probe.searches,
-        vec![SearchId(0)],
+        *probe.searches,
+        [SearchId(0)],
         "the most overdue goes first"
     );
     assert_eq!(s.site_state(&probe.site), SiteState::Probing);
@@ -305,7 +305,7 @@ fn identical_urls_are_fetched_once() {
     s.add_search(spec(1, url, 30 * SEC), T0);
     s.add_search(spec(2, url, 45 * SEC), T0);
     let c = s.poll_due(T0).unwrap();
-    assert_eq!(c.searches, vec![SearchId(1), SearchId(2)]);
+    assert_eq!(*c.searches, [SearchId(1), SearchId(2)]);
     assert!(s.poll_due(T0 + d(10 * SEC)).is_none());
     s.handle_outcome(c.id, Outcome::Ok, None, T0);
     assert!(s.poll_due(T0).is_none());
@@ -364,7 +364,7 @@ fn search_gone_stops_that_search_only() {
     sim.s.add_search(spec(2, A, 30 * SEC), T0);
     let mut reaction = None;
     let c = sim.poll().remove(0);
-    assert_eq!(c.searches, vec![SearchId(1)]);
+    assert_eq!(*c.searches, [SearchId(1)]);
     reaction = reaction.or(sim.s.handle_outcome(c.id, Outcome::SearchGone, None, T0));
     assert_eq!(
         reaction,
