@@ -450,7 +450,7 @@ impl Watcher {
             // leaves the site waiting, not clear.
             self.store.save_backoff(&check.site, self.scheduler.registry().entry(&check.site), true)?;
         }
-        for id in &check.searches {
+        for id in check.searches.iter() {
             let (state, next) = self.scheduler.search_state(*id).unwrap_or((SearchState::Ok, None));
             self.store.set_search_state(id.0, search_state_name(state), next.map(Timestamp::as_millis))?;
         }
@@ -462,7 +462,7 @@ impl Watcher {
         let cancel = cancel.clone();
         tokio::spawn(async move {
             let req = FetchRequest {
-                url: check.url.clone(),
+                url: check.url.to_string(),
                 site: check.site.clone(),
                 class: if check.probe { RequestClass::Probe } else { RequestClass::Search },
                 conditional: true,
@@ -549,12 +549,12 @@ impl Watcher {
         });
         if mode == Mode::OnePass {
             let entry = self.scheduler.registry().entry(&check.site);
-            for id in &check.searches {
+            for id in check.searches.iter() {
                 let Some(info) = self.searches.get(id) else { continue };
                 // The first answer in a pass is the one reported (a short interval may re-check).
                 results.entry(*id).or_insert_with(|| PassResult {
                         search: info.name.clone(),
-                        url: check.url.clone(),
+                        url: check.url.to_string(),
                         site: check.site.to_string(),
                         outcome: outcome.as_str().to_owned(),
                         status: fetched.status,
