@@ -9,7 +9,7 @@ use crate::status;
 use crate::watch::{PassResult, Watcher};
 use clap::{Parser, Subcommand};
 use notifio_policy::backoff::describe_steps;
-use notifio_policy::{format_duration, BackoffPolicy, RefusalKind, RequestClass, RetryPolicies};
+use notifio_policy::{BackoffPolicy, RefusalKind, RequestClass, RetryPolicies, format_duration};
 use serde::Serialize;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -110,7 +110,9 @@ impl From<anyhow::Error> for Failure {
 #[must_use]
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    // The demo narrates in its own words; its log stays quiet unless asked (-v or RUST_LOG).
+    let quiet = matches!(cli.command, Command::Demo { .. });
+    init_logging(cli.verbose, quiet);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Config(e)) => {
@@ -124,14 +126,19 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, quiet: bool) {
     let default = match verbose {
+        0 if quiet => "error",
         0 => "warn",
         1 => "info,notifio=info",
         _ => "debug,hyper=info,reqwest=info,h2=info,rustls=info",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {
@@ -145,7 +152,10 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| Failure::Runtime(e.into()))
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Runtime(e.into()))
 }
 
 /// Runs a parsed command.
@@ -172,28 +182,48 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Init { path } => {
             let path = path.unwrap_or_else(|| PathBuf::from("notifio.toml"));
             config::write_starter(&path)?;
-            println!("wrote {} — edit the [[search]] entries, then run `notifio watch --config {}`", path.display(), path.display());
+            println!(
+                "wrote {} — edit the [[search]] entries, then run `notifio watch --config {}`",
+                path.display(),
+                path.display()
+            );
             Ok(())
         }
         Command::Status { json } => {
             let cfg = load_config(cli.config)?;
-            let view = status::build_from_dir(&cfg.watch.state_dir, &cfg.backoff).map_err(|e| Failure::Runtime(e.into()))?;
+            let view = status::build_from_dir(&cfg.watch.state_dir, &cfg.backoff)
+                .map_err(|e| Failure::Runtime(e.into()))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&view).map_err(|e| Failure::Runtime(e.into()))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&view).map_err(|e| Failure::Runtime(e.into()))?
+                );
             } else {
                 print!("{}", status::render_table(&view));
             }
             Ok(())
         }
-        Command::Check { json, notify, force } => {
+        Command::Check {
+            json,
+            notify,
+            force,
+        } => {
             let cfg = load_config(cli.config)?;
             runtime()?.block_on(check(cfg, json, notify, force))
         }
         Command::Watch => {
             let cfg = load_config(cli.config)?;
-            runtime()?.block_on(crate::demo::watch_until_signal(cfg, None)).map_err(Failure::Runtime)
+            runtime()?
+                .block_on(crate::demo::watch_until_signal(cfg, None))
+                .map_err(Failure::Runtime)
         }
-        Command::Demo { speed, duration, dashboard } => runtime()?.block_on(crate::demo::run(speed, duration, &dashboard)).map_err(Failure::Runtime),
+        Command::Demo {
+            speed,
+            duration,
+            dashboard,
+        } => runtime()?
+            .block_on(crate::demo::run(speed, duration, &dashboard))
+            .map_err(Failure::Runtime),
     }
 }
 
@@ -222,16 +252,29 @@ pub fn channels(cfg: &Config) -> Result<crate::notify::Channels, crate::notify::
 }
 
 async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(), Failure> {
-    let senders = if notify { Some(channels(&cfg).map_err(|e| Failure::Runtime(e.into()))?) } else { None };
-    let channel_kinds = senders.as_ref().map(crate::notify::Channels::kinds).unwrap_or_default();
+    let senders = if notify {
+        Some(channels(&cfg).map_err(|e| Failure::Runtime(e.into()))?)
+    } else {
+        None
+    };
+    let channel_kinds = senders
+        .as_ref()
+        .map(crate::notify::Channels::kinds)
+        .unwrap_or_default();
     let total = cfg.searches.len() as u64;
     let state_dir = cfg.watch.state_dir.clone();
     let retry = cfg.retry.notify.clone();
     let backoff = cfg.backoff.clone();
-    let mut watcher = Watcher::for_one_pass(cfg, channel_kinds, force).map_err(|e| Failure::Runtime(e.into()))?;
+    let mut watcher =
+        Watcher::for_one_pass(cfg, channel_kinds, force).map_err(|e| Failure::Runtime(e.into()))?;
     let bar = if std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(total);
-        b.set_style(indicatif::ProgressStyle::with_template("{spinner} checking {pos}/{len} searches {wide_msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} checking {pos}/{len} searches {wide_msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
         Some(b)
     } else {
         None
@@ -240,7 +283,13 @@ async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(),
     let progress = bar.clone();
     let ticker = tokio::spawn(async move {
         while let Ok(ev) = events.recv().await {
-            if let (crate::watch::WatchEvent::CheckDone { searches, outcome, .. }, Some(b)) = (&ev, &progress) {
+            if let (
+                crate::watch::WatchEvent::CheckDone {
+                    searches, outcome, ..
+                },
+                Some(b),
+            ) = (&ev, &progress)
+            {
                 b.inc(searches.len() as u64);
                 b.set_message(format!("{} → {outcome}", searches.join(", ")));
             }
@@ -252,19 +301,33 @@ async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(),
         let _ = tokio::signal::ctrl_c().await;
         ctrl_c.cancel();
     });
-    let results = watcher.run(cancel).await.map_err(|e| Failure::Runtime(e.into()))?;
+    let results = watcher
+        .run(cancel)
+        .await
+        .map_err(|e| Failure::Runtime(e.into()))?;
     drop(watcher);
     ticker.abort();
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     if let Some(channels) = senders {
-        let mut sender = crate::notify::Sender::new(crate::store::Store::file_in(&state_dir), channels, retry, backoff);
-        sender.drain_once(crate::watch::now().as_millis()).await.map_err(|e| Failure::Runtime(e.into()))?;
+        let mut sender = crate::notify::Sender::new(
+            crate::store::Store::file_in(&state_dir),
+            channels,
+            retry,
+            backoff,
+        );
+        sender
+            .drain_once(crate::watch::now().as_millis())
+            .await
+            .map_err(|e| Failure::Runtime(e.into()))?;
     }
     for r in &results {
         if json {
-            println!("{}", serde_json::to_string(r).map_err(|e| Failure::Runtime(e.into()))?);
+            println!(
+                "{}",
+                serde_json::to_string(r).map_err(|e| Failure::Runtime(e.into()))?
+            );
         } else {
             print_pass_result(r);
         }
@@ -273,15 +336,35 @@ async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(),
 }
 
 fn print_pass_result(r: &PassResult) {
-    let new = if r.new.is_empty() { String::new() } else { format!(", {} new", r.new.len()) };
+    let new = if r.new.is_empty() {
+        String::new()
+    } else {
+        format!(", {} new", r.new.len())
+    };
     let status = r.status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
     let wait = r
         .next_retry_at
-        .map(|t| format!("; next try in {}", notifio_policy::time::format_countdown(std::time::Duration::from_millis(t.saturating_sub(crate::watch::now().as_millis())))))
+        .map(|t| {
+            format!(
+                "; next try in {}",
+                notifio_policy::time::format_countdown(std::time::Duration::from_millis(
+                    t.saturating_sub(crate::watch::now().as_millis())
+                ))
+            )
+        })
         .unwrap_or_default();
-    println!("{:<28} {:<16} {} listings{new}{status}{wait}", r.search, r.outcome, r.listings.len());
+    println!(
+        "{:<28} {:<16} {} listings{new}{status}{wait}",
+        r.search,
+        r.outcome,
+        r.listings.len()
+    );
     for l in r.listings.iter().filter(|l| r.new.contains(&l.id)) {
-        println!("    new: {}  {}", l.title.as_deref().unwrap_or(&l.id), l.url.as_deref().unwrap_or(""));
+        println!(
+            "    new: {}  {}",
+            l.title.as_deref().unwrap_or(&l.id),
+            l.url.as_deref().unwrap_or("")
+        );
     }
 }
 
@@ -367,7 +450,12 @@ pub fn ladders_text(backoff: &BackoffPolicy, retry: &RetryPolicies) -> String {
         format_duration(backoff.max_wait())
     );
     for kind in RefusalKind::ALL {
-        let _ = writeln!(s, "  {:<13} {}", kind.as_str(), backoff.describe_ladder(kind));
+        let _ = writeln!(
+            s,
+            "  {:<13} {}",
+            kind.as_str(),
+            backoff.describe_ladder(kind)
+        );
     }
     s.push_str("A site's Retry-After can lengthen a wait, never shorten it.\n\n");
     s.push_str("Request retry (5xx, timeouts and connection failures only; never 4xx):\n");
@@ -377,9 +465,17 @@ pub fn ladders_text(backoff: &BackoffPolicy, retry: &RetryPolicies) -> String {
         let sleeps = if delays.is_empty() {
             "no retry".to_owned()
         } else {
-            format!("sleeps {} (±{:.0}%)", describe_steps(&delays), p.jitter() * 100.0)
+            format!(
+                "sleeps {} (±{:.0}%)",
+                describe_steps(&delays),
+                p.jitter() * 100.0
+            )
         };
-        let why = if class == RequestClass::Probe && p.attempts() == 1 { " — a probe must reflect the site's real state" } else { "" };
+        let why = if class == RequestClass::Probe && p.attempts() == 1 {
+            " — a probe must reflect the site's real state"
+        } else {
+            ""
+        };
         let _ = writeln!(
             s,
             "  {:<7} {} attempt{}, {sleeps}, {} per attempt, {} deadline{why}",

@@ -14,7 +14,7 @@ use crate::watch::{AppMetrics, WatchEvent, Watcher};
 use crate::web::{self, DashboardConfig, StatusSource};
 use anyhow::Context as _;
 use fake_portal::{Behaviour, ChallengeKind, Portal, SiteSpec};
-use notifio_policy::{format_duration, BackoffPolicy, SiteKey};
+use notifio_policy::{BackoffPolicy, SiteKey, format_duration};
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -34,10 +34,14 @@ struct LiveStatus {
 
 impl StatusSource for LiveStatus {
     fn status(&self) -> StatusView {
-        let Ok(store) = self.store.lock() else { return StatusView::default() };
-        status::build(&store, crate::watch::now().as_millis(), &self.backoff).unwrap_or_else(|e| StatusView {
-            warnings: vec![format!("status unavailable: {e}")],
-            ..StatusView::default()
+        let Ok(store) = self.store.lock() else {
+            return StatusView::default();
+        };
+        status::build(&store, crate::watch::now().as_millis(), &self.backoff).unwrap_or_else(|e| {
+            StatusView {
+                warnings: vec![format!("status unavailable: {e}")],
+                ..StatusView::default()
+            }
         })
     }
 
@@ -67,13 +71,23 @@ pub async fn watch_until_signal(cfg: Config, narrator: Option<Narrator>) -> anyh
     run_watcher(cfg, narrator, CancellationToken::new(), None).await
 }
 
-async fn run_watcher(cfg: Config, narrator: Option<Narrator>, cancel: CancellationToken, on_dashboard: Option<Box<dyn FnOnce(SocketAddr) + Send>>) -> anyhow::Result<()> {
+async fn run_watcher(
+    cfg: Config,
+    narrator: Option<Narrator>,
+    cancel: CancellationToken,
+    on_dashboard: Option<Box<dyn FnOnce(SocketAddr) + Send>>,
+) -> anyhow::Result<()> {
     let state_dir = cfg.watch.state_dir.clone();
     let dashboard = cfg.watch.dashboard;
     let token = cfg.watch.dashboard_token.clone();
     let senders = crate::cli::channels(&cfg).context("notification channels")?;
     let channels = senders.kinds();
-    let sender = notify::Sender::new(Store::file_in(&state_dir), senders, cfg.retry.notify.clone(), cfg.backoff.clone());
+    let sender = notify::Sender::new(
+        Store::file_in(&state_dir),
+        senders,
+        cfg.retry.notify.clone(),
+        cfg.backoff.clone(),
+    );
     let backoff = cfg.backoff.clone();
     let mut watcher = Watcher::new(cfg, channels, false)?;
 
@@ -95,7 +109,9 @@ async fn run_watcher(cfg: Config, narrator: Option<Narrator>, cancel: Cancellati
             fetcher: watcher.fetcher().clone(),
             metrics: watcher.metrics(),
         });
-        let (bound, _task) = web::serve(DashboardConfig { addr, token }, source, cancel.clone()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (bound, _task) = web::serve(DashboardConfig { addr, token }, source, cancel.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         tracing::info!("dashboard on http://{bound}/");
         match on_dashboard {
             Some(f) => f(bound),
@@ -124,7 +140,7 @@ async fn run_watcher(cfg: Config, narrator: Option<Narrator>, cancel: Cancellati
 async fn wait_for_signal() {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{signal, SignalKind};
+        use tokio::signal::unix::{SignalKind, signal};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {
@@ -157,43 +173,84 @@ fn dur(d: Duration) -> String {
 /// # Errors
 /// When the portal, config or watcher cannot start.
 pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(speed.is_finite() && speed > 0.0, "--speed must be a positive number, e.g. 1 or 4");
+    anyhow::ensure!(
+        speed.is_finite() && speed > 0.0,
+        "--speed must be a positive number, e.g. 1 or 4"
+    );
     let s = |secs: u64| scaled(Duration::from_secs(secs), speed);
     let portal = Portal::start(vec![
-        SiteSpec { name: "rentals-demo".into(), listings: 30, ..SiteSpec::default() },
-        SiteSpec { name: "idealista-demo".into(), listings: 30, ..SiteSpec::default() },
+        SiteSpec::new("rentals-demo"),
+        SiteSpec::new("idealista-demo"),
     ])
     .await
     .context("starting the fake portal on 127.0.0.1")?;
     let friendly: HashMap<String, String> = ["rentals-demo", "idealista-demo"]
         .iter()
-        .filter_map(|n| SiteKey::from_url(&portal.base_url(n)).ok().map(|k| (k.as_str().to_owned(), format!("{n} ({k})"))))
+        .filter_map(|n| {
+            SiteKey::from_url(&portal.base_url(n))
+                .ok()
+                .map(|k| (k.as_str().to_owned(), format!("{n} ({k})")))
+        })
         .collect();
 
     let state_dir = std::env::temp_dir().join(format!("notifio-demo-{}", std::process::id()));
     std::fs::create_dir_all(&state_dir)?;
-    let dashboard_addr: SocketAddr = dashboard.parse().with_context(|| format!("--dashboard `{dashboard}` is not an address like 127.0.0.1:7878"))?;
-    let dashboard_addr = if std::net::TcpListener::bind(dashboard_addr).is_ok() { dashboard_addr } else { SocketAddr::from(([127, 0, 0, 1], 0)) };
+    let dashboard_addr: SocketAddr = dashboard.parse().with_context(|| {
+        format!("--dashboard `{dashboard}` is not an address like 127.0.0.1:7878")
+    })?;
+    let dashboard_addr = if std::net::TcpListener::bind(dashboard_addr).is_ok() {
+        dashboard_addr
+    } else {
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    };
     let config_path = state_dir.join("demo.toml");
     let toml = demo_config(&portal, &state_dir, dashboard_addr, speed);
     std::fs::write(&config_path, &toml)?;
-    let cfg = config::load(&config_path).map_err(|e| anyhow::anyhow!("the demo config is invalid (a bug): {e}"))?;
+    let cfg = config::load(&config_path)
+        .map_err(|e| anyhow::anyhow!("the demo config is invalid (a bug): {e}"))?;
 
     println!("Notifio demo — everything runs on this machine; nothing leaves 127.0.0.1.");
-    println!("Fake portal: rentals-demo at {}, idealista-demo at {}", portal.base_url("rentals-demo"), portal.base_url("idealista-demo"));
-    println!("Demo config ({}), time compressed ×{speed}:", config_path.display());
-    println!("  interval {}, spacing {}; ladders shortened for the demo:", format_duration(cfg.watch.interval), format_duration(cfg.watch.spacing));
+    println!(
+        "Fake portal: rentals-demo at {}, idealista-demo at {}",
+        portal.base_url("rentals-demo"),
+        portal.base_url("idealista-demo")
+    );
+    println!(
+        "Demo config ({}), time compressed ×{speed}:",
+        config_path.display()
+    );
+    println!(
+        "  interval {}, spacing {}; ladders shortened for the demo:",
+        format_duration(cfg.watch.interval),
+        format_duration(cfg.watch.spacing)
+    );
     for kind in notifio_policy::RefusalKind::ALL {
-        println!("    {:<13} {}", kind.as_str(), cfg.backoff.describe_ladder(kind));
+        println!(
+            "    {:<13} {}",
+            kind.as_str(),
+            cfg.backoff.describe_ladder(kind)
+        );
     }
-    println!("Script: idealista-demo behaves for {}, then answers 429 (Retry-After {}), then challenge pages, then recovers.", format_duration(s(45)), format_duration(s(20)));
-    println!("New listings appear every {} or so. Ctrl-C to stop.\n", format_duration(s(12)));
+    println!(
+        "Script: idealista-demo behaves for {}, then answers 429 (Retry-After {}), then challenge pages, then recovers.",
+        format_duration(s(45)),
+        format_duration(s(20))
+    );
+    println!(
+        "New listings appear every {} or so. Ctrl-C to stop.\n",
+        format_duration(s(12))
+    );
 
     portal.set_behaviour(
         "idealista-demo",
         Behaviour::Script(vec![
             (Duration::ZERO, Behaviour::Normal),
-            (s(45), Behaviour::RateLimited { retry_after: Some(s(20).as_secs().max(1).to_string()) }),
+            (
+                s(45),
+                Behaviour::RateLimited {
+                    retry_after: Some(s(20).as_secs().max(1).to_string()),
+                },
+            ),
             (s(75), Behaviour::Challenge(ChallengeKind::Cloudflare, 403)),
             (s(110), Behaviour::Normal),
         ]),
@@ -205,14 +262,15 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
         let cancel = cancel.clone();
         let every = s(12);
         tokio::spawn(async move {
-            let mut n = 0u32;
+            let mut n = 0usize;
             loop {
                 tokio::select! {
                     () = cancel.cancelled() => break,
                     () = tokio::time::sleep(every) => {}
                 }
-                let site = if n % 2 == 0 { "rentals-demo" } else { "idealista-demo" };
-                portal.add_listing(site, None);
+                // Each new flat matches one search, so each message names its search.
+                let (site, slug) = DEMO_SEARCHES[n % DEMO_SEARCHES.len()].1;
+                portal.add_listing(site, Some(slug));
                 n += 1;
             }
         })
@@ -224,17 +282,41 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
             stop.cancel();
         });
     }
-    let mailbox = cfg.notify.mailbox.clone().unwrap_or_else(|| state_dir.join("notifications.mbox"));
+    let mailbox = cfg
+        .notify
+        .mailbox
+        .clone()
+        .unwrap_or_else(|| state_dir.join("notifications.mbox"));
     let narrator = narrator(friendly, mailbox.clone());
-    let on_dashboard: Box<dyn FnOnce(SocketAddr) + Send> = Box::new(|addr| println!("Dashboard: http://{addr}/\n"));
+    let on_dashboard: Box<dyn FnOnce(SocketAddr) + Send> =
+        Box::new(|addr| println!("Dashboard: http://{addr}/\n"));
     let result = run_watcher(cfg, Some(narrator), cancel.clone(), Some(on_dashboard)).await;
     cancel.cancel();
     adder.abort();
     portal.shutdown().await;
-    println!("\nStopped. State: {}  Mailbox: {}", state_dir.display(), mailbox.display());
-    println!("Inspect it with: notifio status --config {}", config_path.display());
+    println!(
+        "\nStopped. State: {}  Mailbox: {}",
+        state_dir.display(),
+        mailbox.display()
+    );
+    println!(
+        "Inspect it with: notifio status --config {}",
+        config_path.display()
+    );
     result
 }
+
+/// The demo's five searches: (name, (site, search slug)); three are on the refusing site.
+const DEMO_SEARCHES: [(&str, (&str, &str)); 5] = [
+    (
+        "Madrid centre, up to 1200",
+        ("rentals-demo", "madrid-centre"),
+    ),
+    ("Chamberí flats", ("idealista-demo", "chamberi")),
+    ("Madrid, 2+ rooms", ("rentals-demo", "madrid-2-rooms")),
+    ("Salamanca under 1500", ("idealista-demo", "salamanca")),
+    ("Retiro with balcony", ("idealista-demo", "retiro")),
+];
 
 fn demo_config(portal: &Portal, state_dir: &Path, dashboard: SocketAddr, speed: f64) -> String {
     let s = |secs: u64| dur(scaled(Duration::from_secs(secs), speed));
@@ -254,14 +336,7 @@ fn demo_config(portal: &Portal, state_dir: &Path, dashboard: SocketAddr, speed: 
         s(120),
         state_dir.join("notifications.mbox").display().to_string(),
     );
-    let searches = [
-        ("Madrid centre, up to 1200", "rentals-demo", "madrid-centre"),
-        ("Madrid, 2+ rooms", "rentals-demo", "madrid-2-rooms"),
-        ("Chamberí flats", "idealista-demo", "chamberi"),
-        ("Salamanca under 1500", "idealista-demo", "salamanca"),
-        ("Retiro with balcony", "idealista-demo", "retiro"),
-    ];
-    for (name, site, slug) in searches {
+    for (name, (site, slug)) in DEMO_SEARCHES {
         t.push_str(&format!(
             "[[search]]\nname = {name:?}\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n",
             portal.search_url(site, slug)
@@ -272,31 +347,67 @@ fn demo_config(portal: &Portal, state_dir: &Path, dashboard: SocketAddr, speed: 
 
 fn clock() -> String {
     let secs = crate::watch::now().as_millis() / 1000;
-    format!("{:02}:{:02}:{:02}", (secs / 3600) % 24, (secs / 60) % 60, secs % 60)
+    format!(
+        "{:02}:{:02}:{:02}",
+        (secs / 3600) % 24,
+        (secs / 60) % 60,
+        secs % 60
+    )
 }
 
 fn at(ms: u64) -> String {
     let secs = ms / 1000;
-    format!("{:02}:{:02}:{:02}", (secs / 3600) % 24, (secs / 60) % 60, secs % 60)
+    format!(
+        "{:02}:{:02}:{:02}",
+        (secs / 3600) % 24,
+        (secs / 60) % 60,
+        secs % 60
+    )
 }
 
 fn narrator(names: HashMap<String, String>, mailbox: PathBuf) -> Narrator {
-    let name = move |site: &SiteKey| names.get(site.as_str()).cloned().unwrap_or_else(|| site.to_string());
+    let name = move |site: &SiteKey| {
+        names
+            .get(site.as_str())
+            .cloned()
+            .unwrap_or_else(|| site.to_string())
+    };
     Box::new(move |ev| {
         let line = match ev {
-            WatchEvent::CheckStarted { site, searches, probe: true } => {
-                Some(format!("probe sent to {}: \"{}\" goes first; its siblings stay parked", name(site), searches.join("\", \"")))
-            }
+            WatchEvent::CheckStarted {
+                site,
+                searches,
+                probe: true,
+            } => Some(format!(
+                "probe sent to {}: \"{}\" goes first; its siblings stay parked",
+                name(site),
+                searches.join("\", \"")
+            )),
             WatchEvent::CheckStarted { .. } => None,
-            WatchEvent::CheckDone { site, searches, outcome, listings, new, baseline, .. } => {
+            WatchEvent::CheckDone {
+                site,
+                searches,
+                outcome,
+                listings,
+                new,
+                baseline,
+                ..
+            } => {
                 if *baseline && new.is_empty() {
-                    Some(format!("baseline for \"{}\" on {}: {listings} listings recorded silently", searches.join("\", \""), name(site)))
+                    Some(format!(
+                        "baseline for \"{}\" on {}: {listings} listings recorded silently",
+                        searches.join("\", \""),
+                        name(site)
+                    ))
                 } else if new.is_empty() {
                     None
                 } else {
                     let mut s = String::new();
                     for l in new {
-                        let price = l.price.map(|p| format!(", {p:.0} {}", l.currency.as_deref().unwrap_or(""))).unwrap_or_default();
+                        let price = l
+                            .price
+                            .map(|p| format!(", {p:.0} {}", l.currency.as_deref().unwrap_or("")))
+                            .unwrap_or_default();
                         s.push_str(&format!(
                             "new listing on {} for \"{}\": {}{price}  → {}\n",
                             name(site),
@@ -309,8 +420,20 @@ fn narrator(names: HashMap<String, String>, mailbox: PathBuf) -> Narrator {
                     Some(s.trim_end().to_owned())
                 }
             }
-            WatchEvent::SiteWaiting { site, entry, searches } => {
-                let ra = entry.retry_after.map(|d| format!(", Retry-After {}", format_duration(Duration::from_secs(d.as_secs())))).unwrap_or_default();
+            WatchEvent::SiteWaiting {
+                site,
+                entry,
+                searches,
+            } => {
+                let ra = entry
+                    .retry_after
+                    .map(|d| {
+                        format!(
+                            ", Retry-After {}",
+                            format_duration(Duration::from_secs(d.as_secs()))
+                        )
+                    })
+                    .unwrap_or_default();
                 Some(format!(
                     "{} refused ({}{ra}): all {searches} searches wait until {} (rung {})",
                     name(site),
@@ -319,8 +442,14 @@ fn narrator(names: HashMap<String, String>, mailbox: PathBuf) -> Narrator {
                     entry.failures
                 ))
             }
-            WatchEvent::SiteCleared { site } => Some(format!("{} clear: the probe succeeded; siblings resume, spaced out", name(site))),
-            WatchEvent::SessionExpired { site } => Some(format!("{}: session expired — export fresh cookies", name(site))),
+            WatchEvent::SiteCleared { site } => Some(format!(
+                "{} clear: the probe succeeded; siblings resume, spaced out",
+                name(site)
+            )),
+            WatchEvent::SessionExpired { site } => Some(format!(
+                "{}: session expired — export fresh cookies",
+                name(site)
+            )),
         };
         if let Some(line) = line {
             let mut out = std::io::stdout().lock();
@@ -331,4 +460,3 @@ fn narrator(names: HashMap<String, String>, mailbox: PathBuf) -> Narrator {
         }
     })
 }
-

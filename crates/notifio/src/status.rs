@@ -142,9 +142,16 @@ pub fn build_from_dir(state_dir: &Path, backoff: &BackoffPolicy) -> Result<Statu
 /// # Errors
 /// When the database cannot be read.
 pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusView, StoreError> {
-    let entries: HashMap<String, (notifio_policy::Entry, bool)> =
-        store.backoff_entries()?.into_iter().map(|(site, e, probing)| (site.as_str().to_owned(), (e, probing))).collect();
-    let expired: Vec<String> = store.expired_sessions()?.into_iter().map(|s| s.as_str().to_owned()).collect();
+    let entries: HashMap<String, (notifio_policy::Entry, bool)> = store
+        .backoff_entries()?
+        .into_iter()
+        .map(|(site, e, probing)| (site.as_str().to_owned(), (e, probing)))
+        .collect();
+    let expired: Vec<String> = store
+        .expired_sessions()?
+        .into_iter()
+        .map(|s| s.as_str().to_owned())
+        .collect();
     let rows = store.searches()?;
 
     let mut searches = Vec::with_capacity(rows.len());
@@ -174,14 +181,25 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
             _ => None,
         };
         let next_check_at = match (state.as_str(), entry) {
-            ("waiting", Some((e, _))) => Some(e.next_retry_at.as_millis().max(row.next_check_at.unwrap_or(0))),
+            ("waiting", Some((e, _))) => Some(
+                e.next_retry_at
+                    .as_millis()
+                    .max(row.next_check_at.unwrap_or(0)),
+            ),
             ("search_gone" | "session_expired" | "probing", _) => None,
             _ => row.next_check_at,
         };
         let new_listings = store
             .recent_listings(row.id, RECENT_LISTINGS)?
             .into_iter()
-            .map(|(l, first_seen)| NewListing { id: l.id, title: l.title, price: l.price, currency: l.currency, url: l.url, first_seen })
+            .map(|(l, first_seen)| NewListing {
+                id: l.id,
+                title: l.title,
+                price: l.price,
+                currency: l.currency,
+                url: l.url,
+                first_seen,
+            })
             .collect();
         searches.push(SearchStatus {
             id: row.id,
@@ -221,14 +239,33 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
             failures: entry.map_or(0, |(e, _)| e.failures),
             rungs: kind.map_or(0, |k: RefusalKind| backoff.rungs(k) as u32),
             next_retry_at: entry.map(|(e, _)| e.next_retry_at.as_millis()),
-            retry_after_ms: entry.and_then(|(e, _)| e.retry_after).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            retry_after_ms: entry
+                .and_then(|(e, _)| e.retry_after)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             lengthened_by_retry_after: entry.is_some_and(|(e, _)| e.lengthened_by_retry_after),
         });
     }
-    let soonest = entries.values().filter(|(_, probing)| !probing).map(|(e, _)| e.next_retry_at.as_millis()).min();
-    let retry = store.meta("retry")?.and_then(|j| serde_json::from_str(&j).ok()).unwrap_or_default();
-    let warnings = store.meta("warnings")?.and_then(|j| serde_json::from_str(&j).ok()).unwrap_or_default();
-    Ok(StatusView { now, soonest, searches, sites, retry, warnings })
+    let soonest = entries
+        .values()
+        .filter(|(_, probing)| !probing)
+        .map(|(e, _)| e.next_retry_at.as_millis())
+        .min();
+    let retry = store
+        .meta("retry")?
+        .and_then(|j| serde_json::from_str(&j).ok())
+        .unwrap_or_default();
+    let warnings = store
+        .meta("warnings")?
+        .and_then(|j| serde_json::from_str(&j).ok())
+        .unwrap_or_default();
+    Ok(StatusView {
+        now,
+        soonest,
+        searches,
+        sites,
+        retry,
+        warnings,
+    })
 }
 
 fn countdown(now: u64, at: Option<u64>) -> String {
@@ -246,7 +283,11 @@ pub fn render_table(v: &StatusView) -> String {
     for w in &v.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
-    let _ = writeln!(s, "{:<28} {:<22} {:<16} {:>10}  {}", "SEARCH", "SITE", "STATE", "NEXT", "LAST OUTCOME");
+    let _ = writeln!(
+        s,
+        "{:<28} {:<22} {:<16} {:>10}  {}",
+        "SEARCH", "SITE", "STATE", "NEXT", "LAST OUTCOME"
+    );
     for q in &v.searches {
         let _ = writeln!(
             s,
@@ -261,9 +302,17 @@ pub fn render_table(v: &StatusView) -> String {
             let _ = writeln!(s, "    {r}");
         }
     }
-    let _ = writeln!(s, "\n{:<22} {:<16} {:<13} {:>6} {:>10}", "SITE", "STATE", "KIND", "RUNG", "NEXT TRY");
+    let _ = writeln!(
+        s,
+        "\n{:<22} {:<16} {:<13} {:>6} {:>10}",
+        "SITE", "STATE", "KIND", "RUNG", "NEXT TRY"
+    );
     for site in &v.sites {
-        let rung = if site.rungs > 0 { format!("{} of {}", site.failures.min(site.rungs), site.rungs) } else { "—".to_owned() };
+        let rung = if site.rungs > 0 {
+            format!("{} of {}", site.failures.min(site.rungs), site.rungs)
+        } else {
+            "—".to_owned()
+        };
         let _ = writeln!(
             s,
             "{:<22} {:<16} {:<13} {:>6} {:>10}",

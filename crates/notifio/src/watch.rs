@@ -15,20 +15,24 @@ use crate::notify::{ChannelKind, Notification};
 use crate::store::{CheckRecord, Store, StoreError};
 use notifio_policy::schedule::{SearchState, SiteState};
 use notifio_policy::{
-    classify, Check, CheckId, Entry, Outcome, Reaction, Registry, RequestClass, Scheduler, SchedulerConfig, SearchId, SearchSpec, SiteKey,
-    Timestamp,
+    Check, CheckId, Entry, Outcome, Reaction, Registry, RequestClass, Scheduler, SchedulerConfig,
+    SearchId, SearchSpec, SiteKey, Timestamp, classify,
 };
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::{broadcast, mpsc, Notify};
+use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// Wall-clock now in Unix epoch milliseconds: the one place the app reads the clock.
 #[must_use]
 pub fn now() -> Timestamp {
-    Timestamp(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    )
 }
 
 /// In a one-pass watcher a checked search is not due again for this long (i.e. not in the pass).
@@ -102,7 +106,9 @@ impl AppMetrics {
     /// Prometheus text for these counters.
     pub fn encode(&self, out: &mut String) {
         use std::fmt::Write as _;
-        out.push_str("# HELP notifio_checks_total Checks by outcome.\n# TYPE notifio_checks_total counter\n");
+        out.push_str(
+            "# HELP notifio_checks_total Checks by outcome.\n# TYPE notifio_checks_total counter\n",
+        );
         if let Ok(map) = self.checks.lock() {
             let mut v: Vec<_> = map.iter().collect();
             v.sort();
@@ -218,7 +224,11 @@ impl Watcher {
     ///
     /// # Errors
     /// Store, profile, cookies or client failures.
-    pub fn new(config: Config, channels: Vec<ChannelKind>, force: bool) -> Result<Self, WatchError> {
+    pub fn new(
+        config: Config,
+        channels: Vec<ChannelKind>,
+        force: bool,
+    ) -> Result<Self, WatchError> {
         Self::build(config, channels, force, Mode::Forever)
     }
 
@@ -227,11 +237,20 @@ impl Watcher {
     ///
     /// # Errors
     /// Store, profile, cookies or client failures.
-    pub fn for_one_pass(config: Config, channels: Vec<ChannelKind>, force: bool) -> Result<Self, WatchError> {
+    pub fn for_one_pass(
+        config: Config,
+        channels: Vec<ChannelKind>,
+        force: bool,
+    ) -> Result<Self, WatchError> {
         Self::build(config, channels, force, Mode::OnePass)
     }
 
-    fn build(config: Config, channels: Vec<ChannelKind>, force: bool, mode: Mode) -> Result<Self, WatchError> {
+    fn build(
+        config: Config,
+        channels: Vec<ChannelKind>,
+        force: bool,
+        mode: Mode,
+    ) -> Result<Self, WatchError> {
         let mut store = Store::open(&config.watch.state_dir)?;
         let fetch_cfg = FetchConfig {
             retry: config.retry.clone(),
@@ -239,8 +258,16 @@ impl Watcher {
             ..FetchConfig::default()
         };
         let fetch_cfg = FetchConfig {
-            user_agent: config.fetch.user_agent.clone().unwrap_or(fetch_cfg.user_agent),
-            accept_language: config.fetch.accept_language.clone().unwrap_or(fetch_cfg.accept_language),
+            user_agent: config
+                .fetch
+                .user_agent
+                .clone()
+                .unwrap_or(fetch_cfg.user_agent),
+            accept_language: config
+                .fetch
+                .accept_language
+                .clone()
+                .unwrap_or(fetch_cfg.accept_language),
             ..fetch_cfg
         };
         let fetcher = Fetcher::new(fetch_cfg).map_err(|e| WatchError::Fetch(e.to_string()))?;
@@ -253,21 +280,35 @@ impl Watcher {
                 site_spacing.insert(site.clone(), s);
             }
             if let Some(path) = &settings.cookies {
-                let jar = crate::fetch::cookies::load(path).map_err(|e| WatchError::Cookies(format!("site `{key}`: {e}")))?;
+                let jar = crate::fetch::cookies::load(path)
+                    .map_err(|e| WatchError::Cookies(format!("site `{key}`: {e}")))?;
                 fetcher.set_cookies(site.clone(), jar);
                 sessions.insert(site, true);
             }
         }
-        let rows: Vec<(String, String, String)> =
-            config.searches.iter().map(|s| (s.name.clone(), s.url.clone(), s.site.as_str().to_owned())).collect();
+        let rows: Vec<(String, String, String)> = config
+            .searches
+            .iter()
+            .map(|s| (s.name.clone(), s.url.clone(), s.site.as_str().to_owned()))
+            .collect();
         let ids = store.sync_searches(&rows)?;
 
         let mut searches = HashMap::new();
         let mut by_site: HashMap<SiteKey, Vec<SearchId>> = HashMap::new();
         for (s, &db_id) in config.searches.iter().zip(&ids) {
-            let forced = s.profile.as_deref().or_else(|| config.sites.get(s.site.as_str()).and_then(|x| x.profile.as_deref()));
-            let profile = extract::profile_for(&s.site, forced, s.listing.as_ref())
-                .map_err(|source| WatchError::Profile { search: s.name.clone(), source })?;
+            let forced = s.profile.as_deref().or_else(|| {
+                config
+                    .sites
+                    .get(s.site.as_str())
+                    .and_then(|x| x.profile.as_deref())
+            });
+            let profile =
+                extract::profile_for(&s.site, forced, s.listing.as_ref()).map_err(|source| {
+                    WatchError::Profile {
+                        search: s.name.clone(),
+                        source,
+                    }
+                })?;
             if let Some(spacing) = profile.default_spacing() {
                 site_spacing.entry(s.site.clone()).or_insert(spacing);
             }
@@ -288,7 +329,12 @@ impl Watcher {
 
         let mut registry = Registry::new(config.backoff.clone());
         if !force {
-            registry.restore(store.backoff_entries()?.into_iter().map(|(site, entry, _)| (site, entry)));
+            registry.restore(
+                store
+                    .backoff_entries()?
+                    .into_iter()
+                    .map(|(site, entry, _)| (site, entry)),
+            );
         }
         let sched_cfg = SchedulerConfig {
             spacing: config.watch.spacing,
@@ -302,12 +348,27 @@ impl Watcher {
         for (s, &db_id) in config.searches.iter().zip(&ids) {
             // Resume the plan across restarts: a search checked recently is not re-checked at once.
             let (first_due, interval) = match mode {
-                Mode::Forever => {
-                    (stored.iter().find(|r| r.id == db_id).and_then(|r| r.next_check_at).map(Timestamp).filter(|t| *t > start), s.interval)
-                }
+                Mode::Forever => (
+                    stored
+                        .iter()
+                        .find(|r| r.id == db_id)
+                        .and_then(|r| r.next_check_at)
+                        .map(Timestamp)
+                        .filter(|t| *t > start),
+                    s.interval,
+                ),
                 Mode::OnePass => (None, ONE_PASS_INTERVAL),
             };
-            scheduler.add_search(SearchSpec { id: SearchId(db_id), url: s.url.clone(), site: s.site.clone(), interval, first_due }, start);
+            scheduler.add_search(
+                SearchSpec {
+                    id: SearchId(db_id),
+                    url: s.url.clone(),
+                    site: s.site.clone(),
+                    interval,
+                    first_due,
+                },
+                start,
+            );
         }
         if !force {
             for site in store.expired_sessions()? {
@@ -384,7 +445,10 @@ impl Watcher {
                     break;
                 }
             }
-            let sleep = self.scheduler.poll_timeout().map(|at| at.saturating_since(now()));
+            let sleep = self
+                .scheduler
+                .poll_timeout()
+                .map(|at| at.saturating_since(now()));
             tokio::select! {
                 () = cancel.cancelled() => break,
                 Some(done) = rx.recv() => {
@@ -420,14 +484,24 @@ impl Watcher {
                 let parked = matches!(state, SearchState::Waiting | SearchState::SessionExpired)
                     && !self.running.values().any(|c| c.searches.contains(id));
                 if parked {
-                    let url = self.config.searches.iter().find(|s| s.name == info.name).map(|s| s.url.clone()).unwrap_or_default();
+                    let url = self
+                        .config
+                        .searches
+                        .iter()
+                        .find(|s| s.name == info.name)
+                        .map(|s| s.url.clone())
+                        .unwrap_or_default();
                     results.insert(
                         *id,
                         PassResult {
                             search: info.name.clone(),
                             url,
                             site: info.site.to_string(),
-                            outcome: if state == SearchState::Waiting { "waiting".into() } else { "session_expired".into() },
+                            outcome: if state == SearchState::Waiting {
+                                "waiting".into()
+                            } else {
+                                "session_expired".into()
+                            },
                             status: None,
                             attempts: 0,
                             listings: Vec::new(),
@@ -440,21 +514,46 @@ impl Watcher {
         }
     }
 
-    fn start(&mut self, check: Check, tx: &mpsc::UnboundedSender<Done>, cancel: &CancellationToken) -> Result<(), WatchError> {
-        let Some(info) = check.searches.first().and_then(|id| self.searches.get(id)).cloned() else {
+    fn start(
+        &mut self,
+        check: Check,
+        tx: &mpsc::UnboundedSender<Done>,
+        cancel: &CancellationToken,
+    ) -> Result<(), WatchError> {
+        let Some(info) = check
+            .searches
+            .first()
+            .and_then(|id| self.searches.get(id))
+            .cloned()
+        else {
             self.scheduler.abandon(check.id);
             return Ok(());
         };
         if check.probe {
             // The probe is on disk before it leaves, so status shows it and a crash mid-probe
             // leaves the site waiting, not clear.
-            self.store.save_backoff(&check.site, self.scheduler.registry().entry(&check.site), true)?;
+            self.store.save_backoff(
+                &check.site,
+                self.scheduler.registry().entry(&check.site),
+                true,
+            )?;
         }
         for id in check.searches.iter() {
-            let (state, next) = self.scheduler.search_state(*id).unwrap_or((SearchState::Ok, None));
-            self.store.set_search_state(id.0, search_state_name(state), next.map(Timestamp::as_millis))?;
+            let (state, next) = self
+                .scheduler
+                .search_state(*id)
+                .unwrap_or((SearchState::Ok, None));
+            self.store.set_search_state(
+                id.0,
+                search_state_name(state),
+                next.map(Timestamp::as_millis),
+            )?;
         }
-        let _ = self.events.send(WatchEvent::CheckStarted { site: check.site.clone(), searches: self.names(&check.searches), probe: check.probe });
+        let _ = self.events.send(WatchEvent::CheckStarted {
+            site: check.site.clone(),
+            searches: self.names(&check.searches),
+            probe: check.probe,
+        });
         self.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
         self.running.insert(check.id, check.clone());
         let fetcher = self.fetcher.clone();
@@ -464,7 +563,11 @@ impl Watcher {
             let req = FetchRequest {
                 url: check.url.to_string(),
                 site: check.site.clone(),
-                class: if check.probe { RequestClass::Probe } else { RequestClass::Search },
+                class: if check.probe {
+                    RequestClass::Probe
+                } else {
+                    RequestClass::Search
+                },
                 conditional: true,
                 post_json: None,
             };
@@ -473,21 +576,41 @@ impl Watcher {
                 return;
             }
             let (outcome, listings) = judge(&fetched, info.profile.as_ref(), info.has_session);
-            let _ = tx.send(Done { check, outcome, fetched, listings });
+            let _ = tx.send(Done {
+                check,
+                outcome,
+                fetched,
+                listings,
+            });
         });
         Ok(())
     }
 
     fn names(&self, ids: &[SearchId]) -> Vec<String> {
-        ids.iter().filter_map(|id| self.searches.get(id)).map(|s| s.name.clone()).collect()
+        ids.iter()
+            .filter_map(|id| self.searches.get(id))
+            .map(|s| s.name.clone())
+            .collect()
     }
 
-    fn finish(&mut self, done: Done, mode: Mode, results: &mut HashMap<SearchId, PassResult>) -> Result<(), WatchError> {
-        let Done { check, outcome, fetched, listings } = done;
+    fn finish(
+        &mut self,
+        done: Done,
+        mode: Mode,
+        results: &mut HashMap<SearchId, PassResult>,
+    ) -> Result<(), WatchError> {
+        let Done {
+            check,
+            outcome,
+            fetched,
+            listings,
+        } = done;
         self.running.remove(&check.id);
         self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
         let t = now();
-        let reaction = self.scheduler.handle_outcome(check.id, outcome, fetched.retry_after, t);
+        let reaction = self
+            .scheduler
+            .handle_outcome(check.id, outcome, fetched.retry_after, t);
         // The registry change reaches the disk before anything else can be sent.
         self.persist_site(&check.site)?;
 
@@ -506,7 +629,11 @@ impl Watcher {
             latency_ms: u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX),
             listings: listings.as_deref(),
             now: t.as_millis(),
-            channels: if mode == Mode::OnePass && self.channels.is_empty() { &[] } else { &self.channels },
+            channels: if mode == Mode::OnePass && self.channels.is_empty() {
+                &[]
+            } else {
+                &self.channels
+            },
             history: self.config.watch.history,
         })?;
         if recorded.enqueued {
@@ -515,24 +642,50 @@ impl Watcher {
         if let Ok(mut m) = self.metrics.checks.lock() {
             *m.entry(outcome.as_str()).or_default() += 1;
         }
-        self.metrics.listings_found.fetch_add(recorded.new.len() as u64, Ordering::Relaxed);
+        self.metrics
+            .listings_found
+            .fetch_add(recorded.new.len() as u64, Ordering::Relaxed);
         let names = self.names(&check.searches);
         match &reaction {
-            Some(Reaction::SiteWaiting { site, entry, searches }) => {
+            Some(Reaction::SiteWaiting {
+                site,
+                entry,
+                searches,
+            }) => {
                 tracing::warn!(site = %site, kind = %entry.kind, failures = entry.failures, until = entry.next_retry_at.as_millis(), "site refused; all its searches wait");
-                let _ = self.events.send(WatchEvent::SiteWaiting { site: site.clone(), entry: entry.clone(), searches: *searches });
+                let _ = self.events.send(WatchEvent::SiteWaiting {
+                    site: site.clone(),
+                    entry: entry.clone(),
+                    searches: *searches,
+                });
                 self.maybe_alert_blocked(site, entry, t)?;
             }
             Some(Reaction::SiteCleared { site, .. }) => {
                 tracing::info!(site = %site, "site clear again");
-                let _ = self.events.send(WatchEvent::SiteCleared { site: site.clone() });
+                let _ = self
+                    .events
+                    .send(WatchEvent::SiteCleared { site: site.clone() });
             }
             Some(Reaction::SessionExpired { site }) => {
                 tracing::warn!(site = %site, "session expired; export fresh cookies");
-                let _ = self.events.send(WatchEvent::SessionExpired { site: site.clone() });
+                let _ = self
+                    .events
+                    .send(WatchEvent::SessionExpired { site: site.clone() });
                 if self.store.set_session_expired(site, true, t.as_millis())? {
-                    let cookies_path = self.config.sites.get(site.as_str()).and_then(|s| s.cookies.as_ref()).map(|p| p.display().to_string());
-                    self.store.enqueue(&Notification::SessionExpired { site: site.to_string(), cookies_path }, &self.channels, t.as_millis())?;
+                    let cookies_path = self
+                        .config
+                        .sites
+                        .get(site.as_str())
+                        .and_then(|s| s.cookies.as_ref())
+                        .map(|p| p.display().to_string());
+                    self.store.enqueue(
+                        &Notification::SessionExpired {
+                            site: site.to_string(),
+                            cookies_path,
+                        },
+                        &self.channels,
+                        t.as_millis(),
+                    )?;
                     self.outbox_wake.notify_one();
                 }
             }
@@ -544,25 +697,32 @@ impl Watcher {
             outcome,
             status: fetched.status,
             listings: listings.as_ref().map_or(0, Vec::len),
-            new: if recorded.baseline && recorded.new.len() == listings.as_ref().map_or(0, Vec::len) { Vec::new() } else { recorded.new.clone() },
+            new: if recorded.baseline && recorded.new.len() == listings.as_ref().map_or(0, Vec::len)
+            {
+                Vec::new()
+            } else {
+                recorded.new.clone()
+            },
             baseline: recorded.baseline,
         });
         if mode == Mode::OnePass {
             let entry = self.scheduler.registry().entry(&check.site);
             for id in check.searches.iter() {
-                let Some(info) = self.searches.get(id) else { continue };
+                let Some(info) = self.searches.get(id) else {
+                    continue;
+                };
                 // The first answer in a pass is the one reported (a short interval may re-check).
                 results.entry(*id).or_insert_with(|| PassResult {
-                        search: info.name.clone(),
-                        url: check.url.to_string(),
-                        site: check.site.to_string(),
-                        outcome: outcome.as_str().to_owned(),
-                        status: fetched.status,
-                        attempts: fetched.attempts,
-                        listings: listings.clone().unwrap_or_default(),
-                        new: recorded.new.iter().map(|l| l.id.clone()).collect(),
-                        next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
-                    });
+                    search: info.name.clone(),
+                    url: check.url.to_string(),
+                    site: check.site.to_string(),
+                    outcome: outcome.as_str().to_owned(),
+                    status: fetched.status,
+                    attempts: fetched.attempts,
+                    listings: listings.clone().unwrap_or_default(),
+                    new: recorded.new.iter().map(|l| l.id.clone()).collect(),
+                    next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
+                });
             }
         }
         if let Ok(json) = serde_json::to_string(&self.fetcher.metrics().snapshot()) {
@@ -574,13 +734,26 @@ impl Watcher {
         Ok(())
     }
 
-    fn maybe_alert_blocked(&self, site: &SiteKey, entry: &Entry, t: Timestamp) -> Result<(), WatchError> {
-        if t.saturating_since(entry.since) >= BLOCKED_ALERT_AFTER && self.store.claim_blocked_alert(site, entry.since.as_millis())? {
+    fn maybe_alert_blocked(
+        &self,
+        site: &SiteKey,
+        entry: &Entry,
+        t: Timestamp,
+    ) -> Result<(), WatchError> {
+        if t.saturating_since(entry.since) >= BLOCKED_ALERT_AFTER
+            && self
+                .store
+                .claim_blocked_alert(site, entry.since.as_millis())?
+        {
             let n = Notification::SiteBlocked {
                 site: site.to_string(),
                 kind: entry.kind.as_str().to_owned(),
                 since: entry.since.as_millis(),
-                searches: self.by_site.get(site).map(|ids| self.names(ids)).unwrap_or_default(),
+                searches: self
+                    .by_site
+                    .get(site)
+                    .map(|ids| self.names(ids))
+                    .unwrap_or_default(),
             };
             self.store.enqueue(&n, &self.channels, t.as_millis())?;
             self.outbox_wake.notify_one();
@@ -591,21 +764,36 @@ impl Watcher {
     /// Writes a site's registry entry and every one of its searches' states.
     fn persist_site(&self, site: &SiteKey) -> Result<(), WatchError> {
         let registry = self.scheduler.registry();
-        self.store.save_backoff(site, registry.entry(site), registry.is_probing(site))?;
-        if self.scheduler.site_state(site) != SiteState::SessionExpired && registry.entry(site).is_none() {
+        self.store
+            .save_backoff(site, registry.entry(site), registry.is_probing(site))?;
+        if self.scheduler.site_state(site) != SiteState::SessionExpired
+            && registry.entry(site).is_none()
+        {
             // A site that answers again is no longer session-expired.
-            self.store.set_session_expired(site, false, now().as_millis())?;
+            self.store
+                .set_session_expired(site, false, now().as_millis())?;
         }
         for id in self.by_site.get(site).into_iter().flatten() {
-            let (state, next) = self.scheduler.search_state(*id).unwrap_or((SearchState::Ok, None));
-            self.store.set_search_state(id.0, search_state_name(state), next.map(Timestamp::as_millis))?;
+            let (state, next) = self
+                .scheduler
+                .search_state(*id)
+                .unwrap_or((SearchState::Ok, None));
+            self.store.set_search_state(
+                id.0,
+                search_state_name(state),
+                next.map(Timestamp::as_millis),
+            )?;
         }
         Ok(())
     }
 }
 
 /// Classifies a fetched page and, when it is a proper page, extracts its listings.
-fn judge(fetched: &Fetched, profile: &dyn SiteProfile, has_session: bool) -> (Outcome, Option<Vec<Listing>>) {
+fn judge(
+    fetched: &Fetched,
+    profile: &dyn SiteProfile,
+    has_session: bool,
+) -> (Outcome, Option<Vec<Listing>>) {
     let outcome = classify(&fetched.facts(has_session), &profile.markers());
     if outcome != Outcome::Ok {
         return (outcome, None);

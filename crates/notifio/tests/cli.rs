@@ -53,12 +53,19 @@ fn a_bad_config_exits_2_and_names_file_line_col_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
     std::fs::write(&path, "[watch]\ninterval = \"30 seconds\"\n\n[[search]]\nname = \"x\"\nurl = \"https://www.idealista.com/a/\"\n").unwrap();
-    let out = notifio().args(["check", "--config"]).arg(&path).output().unwrap();
+    let out = notifio()
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("bad.toml:2:12"), "{err}");
     assert!(err.contains("interval"), "{err}");
-    assert!(err.contains("expected a duration like 30s, 2m, 1h"), "{err}");
+    assert!(
+        err.contains("expected a duration like 30s, 2m, 1h"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -66,7 +73,11 @@ fn an_unknown_key_exits_2_with_a_suggestion() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("typo.toml");
     std::fs::write(&path, "[watch]\nintervall = \"30s\"\n\n[[search]]\nname = \"x\"\nurl = \"https://www.idealista.com/a/\"\n").unwrap();
-    let out = notifio().args(["status", "--config"]).arg(&path).output().unwrap();
+    let out = notifio()
+        .args(["status", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("typo.toml:2:1"), "{err}");
@@ -75,7 +86,10 @@ fn an_unknown_key_exits_2_with_a_suggestion() {
 
 #[test]
 fn a_missing_config_exits_2_and_suggests_init() {
-    let out = notifio().args(["check", "--config", "/nonexistent/notifio.toml"]).output().unwrap();
+    let out = notifio()
+        .args(["check", "--config", "/nonexistent/notifio.toml"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("notifio init"));
 }
@@ -91,8 +105,16 @@ fn init_writes_a_starter_that_parses_and_refuses_to_overwrite() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("notifio.toml");
     let out = notifio().arg("init").arg(&path).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     notifio::config::load(&path).unwrap();
     let again = notifio().arg("init").arg(&path).output().unwrap();
-    assert_ne!(again.status.code(), Some(0), "must not overwrite an existing config");
+    assert_ne!(
+        again.status.code(),
+        Some(0),
+        "must not overwrite an existing config"
+    );
 }

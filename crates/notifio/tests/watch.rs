@@ -12,7 +12,13 @@ use std::time::Duration;
 use tokio::sync::broadcast::Receiver;
 use tokio_util::sync::CancellationToken;
 
-fn config_text(state_dir: &Path, portal: &Portal, site: &str, searches: usize, interval: &str) -> String {
+fn config_text(
+    state_dir: &Path,
+    portal: &Portal,
+    site: &str,
+    searches: usize,
+    interval: &str,
+) -> String {
     let mut t = format!(
         "[watch]\ninterval = \"{interval}\"\nspacing = \"100ms\"\nconcurrency = 4\nstate_dir = {:?}\ndashboard = false\n\n\
          [backoff]\nchallenge = [\"1s\"]\nrate_limited = [\"1s\", \"2s\"]\ndenied = [\"1s\"]\nerror = [\"1s\"]\n\n\
@@ -34,7 +40,11 @@ fn load(dir: &Path, text: &str) -> config::Config {
     config::load(&path).unwrap_or_else(|e| panic!("config: {e}\n{text}"))
 }
 
-async fn next_matching(rx: &mut Receiver<WatchEvent>, limit: Duration, mut f: impl FnMut(&WatchEvent) -> bool) -> WatchEvent {
+async fn next_matching(
+    rx: &mut Receiver<WatchEvent>,
+    limit: Duration,
+    mut f: impl FnMut(&WatchEvent) -> bool,
+) -> WatchEvent {
     tokio::time::timeout(limit, async {
         loop {
             match rx.recv().await {
@@ -49,45 +59,93 @@ async fn next_matching(rx: &mut Receiver<WatchEvent>, limit: Duration, mut f: im
 }
 
 fn portal_site(name: &str) -> SiteSpec {
-    SiteSpec { name: name.into(), listings: 30, page_bytes: 40_000, ..SiteSpec::default() }
+    SiteSpec {
+        name: name.into(),
+        listings: 30,
+        page_bytes: 40_000,
+        ..SiteSpec::default()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_listing_is_recorded_once_and_announced_once() {
     let dir = tempfile::tempdir().unwrap();
     let portal = Portal::start(vec![portal_site("flats")]).await.unwrap();
-    let cfg = load(dir.path(), &config_text(dir.path(), &portal, "flats", 1, "200ms"));
+    let cfg = load(
+        dir.path(),
+        &config_text(dir.path(), &portal, "flats", 1, "200ms"),
+    );
     let mut watcher = Watcher::new(cfg, vec![ChannelKind::Mailbox], false).unwrap();
     let mut rx = watcher.subscribe();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     let task = tokio::spawn(async move { watcher.run(stop).await });
 
-    let baseline = next_matching(&mut rx, Duration::from_secs(10), |e| matches!(e, WatchEvent::CheckDone { .. })).await;
-    let WatchEvent::CheckDone { baseline: true, listings: 30, new, .. } = baseline else { panic!("first check must be a 30-listing baseline: {baseline:?}") };
+    let baseline = next_matching(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, WatchEvent::CheckDone { .. })
+    })
+    .await;
+    let WatchEvent::CheckDone {
+        baseline: true,
+        listings: 30,
+        new,
+        ..
+    } = baseline
+    else {
+        panic!("first check must be a 30-listing baseline: {baseline:?}")
+    };
     assert_eq!(new.len(), 0, "a baseline announces nothing");
 
     let added = portal.add_listing("flats", None);
-    let found = next_matching(&mut rx, Duration::from_secs(10), |e| matches!(e, WatchEvent::CheckDone { new, .. } if !new.is_empty())).await;
-    let WatchEvent::CheckDone { new, .. } = found else { unreachable!() };
+    let found = next_matching(
+        &mut rx,
+        Duration::from_secs(10),
+        |e| matches!(e, WatchEvent::CheckDone { new, .. } if !new.is_empty()),
+    )
+    .await;
+    let WatchEvent::CheckDone { new, .. } = found else {
+        unreachable!()
+    };
     assert_eq!(new.len(), 1);
     assert_eq!(new[0].id, added.id);
     // Later checks see it again (or get a 304: the page has not changed) without announcing it.
     for _ in 0..2 {
-        let again = next_matching(&mut rx, Duration::from_secs(10), |e| matches!(e, WatchEvent::CheckDone { .. })).await;
-        let WatchEvent::CheckDone { new, .. } = again else { unreachable!() };
+        let again = next_matching(&mut rx, Duration::from_secs(10), |e| {
+            matches!(e, WatchEvent::CheckDone { .. })
+        })
+        .await;
+        let WatchEvent::CheckDone { new, .. } = again else {
+            unreachable!()
+        };
         assert!(new.is_empty(), "seen before: not new");
     }
-    let conditional = portal.requests().iter().filter(|r| r.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("if-none-match"))).count();
+    let conditional = portal
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("if-none-match"))
+        })
+        .count();
     assert!(conditional >= 2, "repeat checks use conditional requests");
     cancel.cancel();
     task.await.unwrap().unwrap();
 
     let store = Store::open(dir.path()).unwrap();
-    let rows: i64 = store.conn().query_row("SELECT COUNT(*) FROM listings", [], |r| r.get(0)).unwrap();
+    let rows: i64 = store
+        .conn()
+        .query_row("SELECT COUNT(*) FROM listings", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(rows, 31);
-    let outbox: i64 = store.conn().query_row("SELECT COUNT(*) FROM outbox", [], |r| r.get(0)).unwrap();
-    assert_eq!(outbox, 1, "one notification row for the one new listing on the one channel");
+    let outbox: i64 = store
+        .conn()
+        .query_row("SELECT COUNT(*) FROM outbox", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        outbox, 1,
+        "one notification row for the one new listing on the one channel"
+    );
     portal.shutdown().await;
 }
 
@@ -98,7 +156,10 @@ async fn a_new_listing_is_recorded_once_and_announced_once() {
 async fn five_searches_on_a_refusing_site_wait_together_and_come_back_through_one_probe() {
     let dir = tempfile::tempdir().unwrap();
     let portal = Portal::start(vec![portal_site("busy")]).await.unwrap();
-    let cfg = load(dir.path(), &config_text(dir.path(), &portal, "busy", 5, "300ms"));
+    let cfg = load(
+        dir.path(),
+        &config_text(dir.path(), &portal, "busy", 5, "300ms"),
+    );
     let mut watcher = Watcher::new(cfg, vec![], false).unwrap();
     let mut rx = watcher.subscribe();
     let cancel = CancellationToken::new();
@@ -107,33 +168,87 @@ async fn five_searches_on_a_refusing_site_wait_together_and_come_back_through_on
 
     // Let all five take their baseline, then the site starts refusing.
     for _ in 0..5 {
-        next_matching(&mut rx, Duration::from_secs(10), |e| matches!(e, WatchEvent::CheckDone { .. })).await;
+        next_matching(&mut rx, Duration::from_secs(10), |e| {
+            matches!(e, WatchEvent::CheckDone { .. })
+        })
+        .await;
     }
-    portal.set_behaviour("busy", Behaviour::RateLimited { retry_after: Some("3".into()) });
-    let waiting = next_matching(&mut rx, Duration::from_secs(10), |e| matches!(e, WatchEvent::SiteWaiting { .. })).await;
-    let WatchEvent::SiteWaiting { entry, searches, .. } = waiting else { unreachable!() };
+    portal.set_behaviour(
+        "busy",
+        Behaviour::RateLimited {
+            retry_after: Some("3".into()),
+        },
+    );
+    let waiting = next_matching(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, WatchEvent::SiteWaiting { .. })
+    })
+    .await;
+    let WatchEvent::SiteWaiting {
+        entry, searches, ..
+    } = waiting
+    else {
+        unreachable!()
+    };
     assert_eq!(searches, 5, "all five searches wait on the one site");
     assert_eq!(entry.failures, 1);
-    let refused_at = portal.requests().iter().filter(|r| r.site == "busy").map(|r| r.at).max().unwrap();
+    let refused_at = portal
+        .requests()
+        .iter()
+        .filter(|r| r.site == "busy")
+        .map(|r| r.at)
+        .max()
+        .unwrap();
     // The site recovers before our wait ends; we must still not knock early.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     portal.set_behaviour("busy", Behaviour::Normal);
-    let probe = next_matching(&mut rx, Duration::from_secs(10), |e| matches!(e, WatchEvent::CheckStarted { probe: true, .. })).await;
-    let WatchEvent::CheckStarted { searches: probe_searches, .. } = probe else { unreachable!() };
+    let probe = next_matching(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, WatchEvent::CheckStarted { probe: true, .. })
+    })
+    .await;
+    let WatchEvent::CheckStarted {
+        searches: probe_searches,
+        ..
+    } = probe
+    else {
+        unreachable!()
+    };
     assert_eq!(probe_searches.len(), 1, "exactly one search is the probe");
-    next_matching(&mut rx, Duration::from_secs(10), |e| matches!(e, WatchEvent::SiteCleared { .. })).await;
+    next_matching(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, WatchEvent::SiteCleared { .. })
+    })
+    .await;
     // Let the four siblings go out again.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     cancel.cancel();
     task.await.unwrap().unwrap();
 
-    let after: Vec<u64> = portal.requests().iter().filter(|r| r.site == "busy" && r.at > refused_at).map(|r| r.at).collect();
-    assert!(after.len() >= 5, "the probe and then the siblings: {after:?}");
-    assert!(after[0] >= refused_at + 3000, "first request {} ms after the refusal, before Retry-After 3s passed", after[0] - refused_at);
+    let after: Vec<u64> = portal
+        .requests()
+        .iter()
+        .filter(|r| r.site == "busy" && r.at > refused_at)
+        .map(|r| r.at)
+        .collect();
+    assert!(
+        after.len() >= 5,
+        "the probe and then the siblings: {after:?}"
+    );
+    assert!(
+        after[0] >= refused_at + 3000,
+        "first request {} ms after the refusal, before Retry-After 3s passed",
+        after[0] - refused_at
+    );
     // The probe was alone: the next request came only after it was answered and spaced.
-    assert!(after[1] >= after[0] + 100, "a sibling went out {} ms after the probe", after[1] - after[0]);
+    assert!(
+        after[1] >= after[0] + 100,
+        "a sibling went out {} ms after the probe",
+        after[1] - after[0]
+    );
     for w in after.windows(2) {
-        assert!(w[1] >= w[0] + 100, "two requests {} ms apart: spacing is 100 ms", w[1] - w[0]);
+        assert!(
+            w[1] >= w[0] + 100,
+            "two requests {} ms apart: spacing is 100 ms",
+            w[1] - w[0]
+        );
     }
     portal.shutdown().await;
 }
@@ -148,10 +263,27 @@ async fn a_restart_during_a_wait_does_not_knock_early() {
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     let task = tokio::spawn(async move { watcher.run(stop).await });
-    next_matching(&mut rx, Duration::from_secs(10), |e| matches!(e, WatchEvent::CheckDone { .. })).await;
-    portal.set_behaviour("strict", Behaviour::RateLimited { retry_after: Some("3".into()) });
-    next_matching(&mut rx, Duration::from_secs(10), |e| matches!(e, WatchEvent::SiteWaiting { .. })).await;
-    let refused_at = portal.requests().iter().filter(|r| r.site == "strict").map(|r| r.at).max().unwrap();
+    next_matching(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, WatchEvent::CheckDone { .. })
+    })
+    .await;
+    portal.set_behaviour(
+        "strict",
+        Behaviour::RateLimited {
+            retry_after: Some("3".into()),
+        },
+    );
+    next_matching(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, WatchEvent::SiteWaiting { .. })
+    })
+    .await;
+    let refused_at = portal
+        .requests()
+        .iter()
+        .filter(|r| r.site == "strict")
+        .map(|r| r.at)
+        .max()
+        .unwrap();
     cancel.cancel();
     task.await.unwrap().unwrap();
     portal.set_behaviour("strict", Behaviour::Normal);
@@ -162,19 +294,33 @@ async fn a_restart_during_a_wait_does_not_knock_early() {
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     let task = tokio::spawn(async move { watcher.run(stop).await });
-    next_matching(&mut rx, Duration::from_secs(10), |e| matches!(e, WatchEvent::SiteCleared { .. })).await;
+    next_matching(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, WatchEvent::SiteCleared { .. })
+    })
+    .await;
     cancel.cancel();
     task.await.unwrap().unwrap();
-    let after: Vec<u64> = portal.requests().iter().filter(|r| r.site == "strict" && r.at > refused_at).map(|r| r.at).collect();
+    let after: Vec<u64> = portal
+        .requests()
+        .iter()
+        .filter(|r| r.site == "strict" && r.at > refused_at)
+        .map(|r| r.at)
+        .collect();
     assert!(!after.is_empty());
-    assert!(after[0] >= refused_at + 3000, "restart knocked {} ms after the refusal", after[0] - refused_at);
+    assert!(
+        after[0] >= refused_at + 3000,
+        "restart knocked {} ms after the refusal",
+        after[0] - refused_at
+    );
     portal.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_one_pass_reports_every_search_and_skips_a_waiting_site() {
     let dir = tempfile::tempdir().unwrap();
-    let portal = Portal::start(vec![portal_site("a"), portal_site("b")]).await.unwrap();
+    let portal = Portal::start(vec![portal_site("a"), portal_site("b")])
+        .await
+        .unwrap();
     let mut text = config_text(dir.path(), &portal, "a", 2, "30s");
     text.push_str(&format!(
         "[[search]]\nname = \"on b\"\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
@@ -196,8 +342,19 @@ async fn check_one_pass_reports_every_search_and_skips_a_waiting_site() {
     let before = portal.request_count("b");
     let mut watcher = Watcher::for_one_pass(load(dir.path(), &text), vec![], false).unwrap();
     let results = watcher.run(CancellationToken::new()).await.unwrap();
-    assert_eq!(results.iter().find(|r| r.search == "on b").unwrap().outcome, "waiting");
-    let after: Vec<_> = portal.requests().into_iter().filter(|r| r.site == "b").collect();
-    assert_eq!(after.len(), before, "a waiting site gets no request from `check`: {after:#?}");
+    assert_eq!(
+        results.iter().find(|r| r.search == "on b").unwrap().outcome,
+        "waiting"
+    );
+    let after: Vec<_> = portal
+        .requests()
+        .into_iter()
+        .filter(|r| r.site == "b")
+        .collect();
+    assert_eq!(
+        after.len(),
+        before,
+        "a waiting site gets no request from `check`: {after:#?}"
+    );
     portal.shutdown().await;
 }

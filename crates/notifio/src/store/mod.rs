@@ -13,7 +13,7 @@ use crate::listing::Listing;
 use crate::notify::outbox;
 use crate::notify::{ChannelKind, Notification};
 use notifio_policy::{Entry, SiteKey};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
 
 /// A store failure. SQLite messages never contain secrets (none are stored).
@@ -36,7 +36,9 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// The database was written by a newer Notifio.
-    #[error("the state database is at schema version {found}, newer than this Notifio understands ({known}); upgrade Notifio")]
+    #[error(
+        "the state database is at schema version {found}, newer than this Notifio understands ({known}); upgrade Notifio"
+    )]
     TooNew {
         /// Version in the file.
         found: i64,
@@ -129,10 +131,19 @@ impl Store {
     /// # Errors
     /// When the directory or file cannot be created, or the schema is newer than ours.
     pub fn open(state_dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(state_dir).map_err(|source| StoreError::Dir { path: state_dir.to_owned(), source })?;
+        std::fs::create_dir_all(state_dir).map_err(|source| StoreError::Dir {
+            path: state_dir.to_owned(),
+            source,
+        })?;
         let path = Self::file_in(state_dir);
-        create_private(&path).map_err(|source| StoreError::Dir { path: path.clone(), source })?;
-        let conn = Connection::open(&path).map_err(|source| StoreError::Open { path: path.clone(), source })?;
+        create_private(&path).map_err(|source| StoreError::Dir {
+            path: path.clone(),
+            source,
+        })?;
+        let conn = Connection::open(&path).map_err(|source| StoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -147,9 +158,15 @@ impl Store {
     /// When the file cannot be opened.
     pub fn open_existing(path: &Path) -> Result<Self, StoreError> {
         let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
-            .map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
+            .map_err(|source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        Ok(Self { conn, path: path.to_owned() })
+        Ok(Self {
+            conn,
+            path: path.to_owned(),
+        })
     }
 
     /// The database file.
@@ -169,12 +186,20 @@ impl Store {
     ///
     /// # Errors
     /// On SQL failure.
-    pub fn sync_searches(&mut self, searches: &[(String, String, String)]) -> Result<Vec<u32>, StoreError> {
+    pub fn sync_searches(
+        &mut self,
+        searches: &[(String, String, String)],
+    ) -> Result<Vec<u32>, StoreError> {
         let tx = self.conn.transaction()?;
         let mut ids = Vec::with_capacity(searches.len());
         for (name, url, site) in searches {
-            let existing: Option<(u32, String)> =
-                tx.query_row("SELECT id, url FROM searches WHERE name = ?1", [name], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+            let existing: Option<(u32, String)> = tx
+                .query_row(
+                    "SELECT id, url FROM searches WHERE name = ?1",
+                    [name],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
             let id = match existing {
                 Some((id, old_url)) => {
                     if &old_url != url {
@@ -187,14 +212,20 @@ impl Store {
                     id
                 }
                 None => {
-                    tx.execute("INSERT INTO searches (name, url, site, state) VALUES (?1, ?2, ?3, 'ok')", params![name, url, site])?;
+                    tx.execute(
+                        "INSERT INTO searches (name, url, site, state) VALUES (?1, ?2, ?3, 'ok')",
+                        params![name, url, site],
+                    )?;
                     u32::try_from(tx.last_insert_rowid()).unwrap_or(u32::MAX)
                 }
             };
             ids.push(id);
         }
         tx.execute(
-            &format!("UPDATE searches SET active = (id IN ({}))", ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
+            &format!(
+                "UPDATE searches SET active = (id IN ({}))",
+                ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+            ),
             [],
         )?;
         tx.commit()?;
@@ -238,9 +269,16 @@ impl Store {
         if let Some(listings) = rec.listings {
             let mut announce_to = Vec::new();
             for (id, name, notify_existing) in rec.searches {
-                let baseline_at: Option<u64> = tx.query_row("SELECT baseline_at FROM searches WHERE id = ?1", [id], |r| r.get(0))?;
+                let baseline_at: Option<u64> = tx.query_row(
+                    "SELECT baseline_at FROM searches WHERE id = ?1",
+                    [id],
+                    |r| r.get(0),
+                )?;
                 if baseline_at.is_none() {
-                    tx.execute("UPDATE searches SET baseline_at = ?2 WHERE id = ?1", params![id, rec.now])?;
+                    tx.execute(
+                        "UPDATE searches SET baseline_at = ?2 WHERE id = ?1",
+                        params![id, rec.now],
+                    )?;
                     out.baseline = true;
                     if *notify_existing {
                         announce_to.push(name.clone());
@@ -256,9 +294,10 @@ impl Store {
                 )?;
                 let mut link = tx.prepare_cached("INSERT OR IGNORE INTO search_listings (search_id, site, listing_id, first_seen) VALUES (?1, ?2, ?3, ?4)")?;
                 for l in listings {
-                    let fresh = insert_listing
-                        .execute(params![site, l.id, rec.now, l.title, l.price, l.currency, l.rooms, l.area_m2, l.url, l.image])?
-                        == 1;
+                    let fresh = insert_listing.execute(params![
+                        site, l.id, rec.now, l.title, l.price, l.currency, l.rooms, l.area_m2,
+                        l.url, l.image
+                    ])? == 1;
                     for (id, _, _) in rec.searches {
                         link.execute(params![id, site, l.id, rec.now])?;
                     }
@@ -282,12 +321,22 @@ impl Store {
             let mut hist = tx.prepare_cached(
                 "INSERT INTO checks (search_id, at, outcome, status, attempts, latency_ms, new_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?;
-            let mut last = tx.prepare_cached("UPDATE searches SET last_checked_at = ?2, last_outcome = ?3 WHERE id = ?1")?;
+            let mut last = tx.prepare_cached(
+                "UPDATE searches SET last_checked_at = ?2, last_outcome = ?3 WHERE id = ?1",
+            )?;
             let mut prune = tx.prepare_cached(
                 "DELETE FROM checks WHERE search_id = ?1 AND id <= (SELECT id FROM checks WHERE search_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
             )?;
             for (id, _, _) in rec.searches {
-                hist.execute(params![id, rec.now, rec.outcome, rec.status, rec.attempts, rec.latency_ms, out.new.len()])?;
+                hist.execute(params![
+                    id,
+                    rec.now,
+                    rec.outcome,
+                    rec.status,
+                    rec.attempts,
+                    rec.latency_ms,
+                    out.new.len()
+                ])?;
                 last.execute(params![id, rec.now, rec.outcome])?;
                 prune.execute(params![id, rec.history])?;
             }
@@ -300,7 +349,12 @@ impl Store {
     ///
     /// # Errors
     /// On SQL failure.
-    pub fn set_search_state(&self, id: u32, state: &str, next_check_at: Option<u64>) -> Result<(), StoreError> {
+    pub fn set_search_state(
+        &self,
+        id: u32,
+        state: &str,
+        next_check_at: Option<u64>,
+    ) -> Result<(), StoreError> {
         self.conn
             .prepare_cached("UPDATE searches SET state = ?2, next_check_at = ?3 WHERE id = ?1")?
             .execute(params![id, state, next_check_at])?;
@@ -312,7 +366,12 @@ impl Store {
     ///
     /// # Errors
     /// On SQL failure.
-    pub fn save_backoff(&self, site: &SiteKey, entry: Option<&Entry>, probing: bool) -> Result<(), StoreError> {
+    pub fn save_backoff(
+        &self,
+        site: &SiteKey,
+        entry: Option<&Entry>,
+        probing: bool,
+    ) -> Result<(), StoreError> {
         match entry {
             Some(e) => {
                 self.conn
@@ -323,7 +382,9 @@ impl Store {
                     .execute(params![site.as_str(), serde_json::to_string(e)?, probing])?;
             }
             None => {
-                self.conn.prepare_cached("DELETE FROM backoff WHERE site = ?1")?.execute([site.as_str()])?;
+                self.conn
+                    .prepare_cached("DELETE FROM backoff WHERE site = ?1")?
+                    .execute([site.as_str()])?;
             }
         }
         Ok(())
@@ -334,12 +395,24 @@ impl Store {
     /// # Errors
     /// On SQL failure or an undecodable entry.
     pub fn backoff_entries(&self) -> Result<Vec<(SiteKey, Entry, bool)>, StoreError> {
-        let mut stmt = self.conn.prepare_cached("SELECT site, entry, probing FROM backoff ORDER BY site")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?)))?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT site, entry, probing FROM backoff ORDER BY site")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, bool>(2)?,
+            ))
+        })?;
         let mut out = Vec::new();
         for row in rows {
             let (site, json, probing) = row?;
-            out.push((SiteKey::from_stored(site), serde_json::from_str(&json)?, probing));
+            out.push((
+                SiteKey::from_stored(site),
+                serde_json::from_str(&json)?,
+                probing,
+            ));
         }
         Ok(out)
     }
@@ -349,7 +422,12 @@ impl Store {
     ///
     /// # Errors
     /// On SQL failure.
-    pub fn set_session_expired(&self, site: &SiteKey, expired: bool, now: u64) -> Result<bool, StoreError> {
+    pub fn set_session_expired(
+        &self,
+        site: &SiteKey,
+        expired: bool,
+        now: u64,
+    ) -> Result<bool, StoreError> {
         let changed = self
             .conn
             .prepare_cached(
@@ -366,9 +444,13 @@ impl Store {
     /// # Errors
     /// On SQL failure.
     pub fn expired_sessions(&self) -> Result<Vec<SiteKey>, StoreError> {
-        let mut stmt = self.conn.prepare_cached("SELECT site FROM sites WHERE session_expired ORDER BY site")?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT site FROM sites WHERE session_expired ORDER BY site")?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-        Ok(rows.map(|r| r.map(SiteKey::from_stored)).collect::<Result<_, _>>()?)
+        Ok(rows
+            .map(|r| r.map(SiteKey::from_stored))
+            .collect::<Result<_, _>>()?)
     }
 
     /// Records that the "blocked for a long time" alert was sent for the episode that began at
@@ -392,7 +474,12 @@ impl Store {
     ///
     /// # Errors
     /// On SQL failure.
-    pub fn enqueue(&self, n: &Notification, channels: &[ChannelKind], now: u64) -> Result<(), StoreError> {
+    pub fn enqueue(
+        &self,
+        n: &Notification,
+        channels: &[ChannelKind],
+        now: u64,
+    ) -> Result<(), StoreError> {
         outbox::enqueue(&self.conn, n, channels, now)?;
         Ok(())
     }
@@ -405,7 +492,9 @@ impl Store {
         let mut stmt = self.conn.prepare_cached(
             "SELECT c.outcome FROM checks c JOIN searches s ON s.id = c.search_id WHERE s.site = ?1 ORDER BY c.id DESC LIMIT ?2",
         )?;
-        let mut v = stmt.query_map(params![site, n], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
+        let mut v = stmt
+            .query_map(params![site, n], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
         v.reverse();
         Ok(v)
     }
@@ -414,7 +503,11 @@ impl Store {
     ///
     /// # Errors
     /// On SQL failure.
-    pub fn recent_listings(&self, search_id: u32, n: usize) -> Result<Vec<(Listing, u64)>, StoreError> {
+    pub fn recent_listings(
+        &self,
+        search_id: u32,
+        n: usize,
+    ) -> Result<Vec<(Listing, u64)>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT l.listing_id, l.title, l.price, l.currency, l.rooms, l.area_m2, l.url, l.image, l.first_seen
              FROM search_listings sl JOIN listings l ON l.site = sl.site AND l.listing_id = sl.listing_id
@@ -456,7 +549,11 @@ impl Store {
     /// # Errors
     /// On SQL failure.
     pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-        Ok(self.conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?.query_row([key], |r| r.get(0)).optional()?)
+        Ok(self
+            .conn
+            .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+            .query_row([key], |r| r.get(0))
+            .optional()?)
     }
 }
 
