@@ -131,7 +131,7 @@ pub enum Behaviour {
     Gone,
     /// A timeline relative to when it is set: each `(offset, behaviour)` applies from its
     /// offset until the next; `Normal` before the first. Offsets ascending; no nested scripts.
-    Script(Vec<(Duration, Behaviour)>),
+    Script(Vec<(Duration, Self)>),
 }
 
 /// One request as the portal saw it.

@@ -102,8 +102,8 @@ pub(crate) fn make_listing(seed: u64, n: u64, base_url: &str, search: Option<&st
             AREAS[rng.random_range(0..AREAS.len())]
         ),
         price,
-        rooms: rooms as u32,
-        area: area as u32,
+        rooms,
+        area,
         search: search.map(str::to_owned),
     }
 }
@@ -112,7 +112,7 @@ fn thousands(n: u32) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push('.');
         }
         out.push(c);
@@ -171,9 +171,9 @@ fn pad_to(out: &mut String, target: usize) {
     while out.len() + 40 < target {
         let area = AREAS[i % AREAS.len()];
         let kind = KINDS[i % KINDS.len()];
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<a class=\"seo\" href=\"/search/seo-{i}\">{kind} en alquiler en {area} ({i})</a>\n"
+            "<a class=\"seo\" href=\"/search/seo-{i}\">{kind} en alquiler en {area} ({i})</a>"
         );
         i += 1;
     }
@@ -196,12 +196,12 @@ pub(crate) fn result_page(
         escape(search)
     );
     for l in listings {
-        let _ = write!(
+        let _ = writeln!(
             out,
             "<article class=\"listing\" data-id=\"{id}\"><a class=\"listing-link\" href=\"/listing/{id}\">\
              <h2 class=\"title\">{title}</h2></a><span class=\"price\">{price}</span>\
              <span class=\"rooms\">{rooms} hab.</span><span class=\"area\">{area} m²</span>\
-             <p class=\"description\">{desc}</p></article>\n",
+             <p class=\"description\">{desc}</p></article>",
             id = l.id,
             title = escape(&l.title),
             price = l.price_text(),
@@ -239,9 +239,9 @@ pub(crate) fn detail_page(site: &str, l: &FakeListing) -> String {
 pub(crate) fn simple_page(title: &str, body_html: &str) -> String {
     let mut out = String::new();
     head(&mut out, title);
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<main><h1>{}</h1>{body_html}</main></body></html>\n",
+        "<main><h1>{}</h1>{body_html}</main></body></html>",
         escape(title)
     );
     out

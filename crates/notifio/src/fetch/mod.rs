@@ -451,24 +451,23 @@ impl Fetcher {
         if fetched.cancelled {
             return fetched;
         }
-        if fetched.last_error.is_none() {
-            if let Some(s) = fetched.status.filter(|s| *s >= 500) {
-                let reason = StatusCode::from_u16(s)
-                    .ok()
-                    .and_then(|c| c.canonical_reason())
-                    .unwrap_or("");
-                fetched.last_error = Some(format!("HTTP {s} {reason}").trim_end().to_owned());
-            }
+        // (No let-chains: the workspace's rust-version is 1.85.)
+        if let (None, Some(s)) = (&fetched.last_error, fetched.status.filter(|s| *s >= 500)) {
+            let reason = StatusCode::from_u16(s)
+                .ok()
+                .and_then(|c| c.canonical_reason())
+                .unwrap_or("");
+            fetched.last_error = Some(format!("HTTP {s} {reason}").trim_end().to_owned());
         }
-        if out.budget_denied {
-            if let Some(e) = &mut fetched.last_error {
-                e.push_str(" (retry skipped: the site's retry budget is spent)");
-            }
+        if let (true, Some(e)) = (out.budget_denied, fetched.last_error.as_mut()) {
+            e.push_str(" (retry skipped: the site's retry budget is spent)");
         }
 
         // The site answered (not a 5xx): refill its budget.
-        if fetched.failure.is_none() && fetched.status.is_some_and(|s| s < 500) {
-            if let Some(b) = lock(&self.inner.budgets).get_mut(&req.site) {
+        let answered = fetched.failure.is_none() && fetched.status.is_some_and(|s| s < 500);
+        if answered {
+            let mut budgets = lock(&self.inner.budgets);
+            if let Some(b) = budgets.get_mut(&req.site) {
                 b.on_success(fetched.attempts > 1);
             }
         }
