@@ -49,12 +49,15 @@ impl StatusSource for LiveStatus {
         let mut out = String::new();
         self.fetcher.metrics().encode_prometheus(&mut out);
         self.metrics.encode(&mut out);
-        if let Ok(store) = self.store.lock() {
-            if let Ok(n) = notify::outbox::pending_count(store.conn()) {
-                out.push_str(&format!(
-                    "# HELP notifio_outbox_pending Notifications waiting to be delivered.\n# TYPE notifio_outbox_pending gauge\nnotifio_outbox_pending {n}\n"
-                ));
-            }
+        let pending = self
+            .store
+            .lock()
+            .ok()
+            .and_then(|store| notify::outbox::pending_count(store.conn()).ok());
+        if let Some(n) = pending {
+            out.push_str(&format!(
+                "# HELP notifio_outbox_pending Notifications waiting to be delivered.\n# TYPE notifio_outbox_pending gauge\nnotifio_outbox_pending {n}\n"
+            ));
         }
         out
     }

@@ -285,8 +285,8 @@ pub fn render_table(v: &StatusView) -> String {
     }
     let _ = writeln!(
         s,
-        "{:<28} {:<22} {:<16} {:>10}  {}",
-        "SEARCH", "SITE", "STATE", "NEXT", "LAST OUTCOME"
+        "{:<28} {:<22} {:<16} {:>10}  LAST OUTCOME",
+        "SEARCH", "SITE", "STATE", "NEXT"
     );
     for q in &v.searches {
         let _ = writeln!(
