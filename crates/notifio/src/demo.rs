@@ -74,7 +74,12 @@ pub async fn watch_until_signal(cfg: Config, narrator: Option<Narrator>) -> anyh
     run_watcher(cfg, narrator, CancellationToken::new(), None).await
 }
 
-async fn run_watcher(
+/// What `notifio watch` runs (watcher, notifier, dashboard) until `cancel` fires or a signal
+/// arrives. `on_dashboard` receives the dashboard's bound address (port 0 picks a free one).
+///
+/// # Errors
+/// As [`watch_until_signal`].
+pub async fn run_watcher(
     cfg: Config,
     narrator: Option<Narrator>,
     cancel: CancellationToken,
