@@ -538,11 +538,18 @@ impl Watcher {
                 true,
             )?;
         }
+        let started = now();
         for id in check.searches.iter() {
             let (state, next) = self
                 .scheduler
                 .search_state(*id)
                 .unwrap_or((SearchState::Ok, None));
+            // A healthy search being checked right now is due now, not "unscheduled".
+            let next = if state == SearchState::Ok {
+                next.or(Some(started))
+            } else {
+                next
+            };
             self.store.set_search_state(
                 id.0,
                 search_state_name(state),
