@@ -238,14 +238,17 @@ async fn five_searches_on_a_refusing_site_wait_together_and_come_back_through_on
         after[0] - refused_at
     );
     // The probe was alone: the next request came only after it was answered and spaced.
+    // Times are the portal's arrival times, so allow loopback jitter under load (the exact
+    // spacing is proven on a virtual clock in notifio-policy's scheduler tests).
+    const JITTER: u64 = 50;
     assert!(
-        after[1] >= after[0] + 100,
+        after[1] + JITTER >= after[0] + 100,
         "a sibling went out {} ms after the probe",
         after[1] - after[0]
     );
     for w in after.windows(2) {
         assert!(
-            w[1] >= w[0] + 100,
+            w[1] + JITTER >= w[0] + 100,
             "two requests {} ms apart: spacing is 100 ms",
             w[1] - w[0]
         );
