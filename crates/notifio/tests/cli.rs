@@ -118,3 +118,65 @@ fn init_writes_a_starter_that_parses_and_refuses_to_overwrite() {
         "must not overwrite an existing config"
     );
 }
+
+/// `notifio watch` on SIGTERM finishes in-flight work, flushes the store and exits 0 within 2 s.
+#[test]
+fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let portal = rt
+        .block_on(fake_portal::Portal::start(vec![
+            fake_portal::SiteSpec::new("p"),
+        ]))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notifio.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[watch]\ninterval = \"300ms\"\nspacing = \"50ms\"\nstate_dir = {:?}\ndashboard = false\n\n[[search]]\nname = \"s\"\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
+            dir.path().display().to_string(),
+            portal.search_url("p", "s")
+        ),
+    )
+    .unwrap();
+    let mut child = notifio()
+        .args(["watch", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it has checked at least twice.
+    let t0 = std::time::Instant::now();
+    while portal.request_count("p") < 2 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "watch never checked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let sent = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            sent.elapsed() < std::time::Duration::from_secs(2),
+            "watch did not exit within 2 s of SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
+    let store = notifio::store::Store::open(dir.path()).unwrap();
+    let checks: i64 = store
+        .conn()
+        .query_row("SELECT COUNT(*) FROM checks", [], |r| r.get(0))
+        .unwrap();
+    assert!(checks >= 2, "checks were recorded before exit");
+    rt.block_on(portal.shutdown());
+}

@@ -361,3 +361,93 @@ async fn check_one_pass_reports_every_search_and_skips_a_waiting_site() {
     );
     portal.shutdown().await;
 }
+
+/// A site with cookies that starts redirecting to its login page: the site is paused (no
+/// ladder, no more requests), the user is told once, and a restart keeps it paused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_session_pauses_the_site_and_notifies_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let portal = Portal::start(vec![portal_site("members")]).await.unwrap();
+    let cookies = dir.path().join("members.cookies.txt");
+    std::fs::write(
+        &cookies,
+        "# Netscape HTTP Cookie File\n127.0.0.1\tFALSE\t/\tFALSE\t0\tsession\tsecret-value\n",
+    )
+    .unwrap();
+    let site_key = notifio_policy::SiteKey::from_url(&portal.base_url("members")).unwrap();
+    let mut text = config_text(dir.path(), &portal, "members", 2, "200ms");
+    text.push_str(&format!(
+        "[site.\"{site_key}\"]\ncookies = {:?}\n",
+        cookies.display().to_string()
+    ));
+    let mut watcher =
+        Watcher::new(load(dir.path(), &text), vec![ChannelKind::Mailbox], false).unwrap();
+    let mut rx = watcher.subscribe();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move { watcher.run(stop).await });
+    next_matching(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, WatchEvent::CheckDone { .. })
+    })
+    .await;
+    portal.set_behaviour("members", Behaviour::LoginRedirect);
+    next_matching(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, WatchEvent::SessionExpired { .. })
+    })
+    .await;
+    let paused_at = portal.request_count("members");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    // Redirect target (/login) may be fetched once by the client following the redirect.
+    assert!(
+        portal.request_count("members") <= paused_at + 1,
+        "a paused site gets no more checks"
+    );
+    // The cookie value was sent (only to its site) and never stored.
+    assert!(portal.requests().iter().any(|r| {
+        r.headers
+            .iter()
+            .any(|(k, v)| k.eq_ignore_ascii_case("cookie") && v.contains("session=secret-value"))
+    }));
+    let db = std::fs::read(dir.path().join("notifio.db")).unwrap();
+    assert!(
+        !db.windows(12).any(|w| w == b"secret-value"),
+        "cookie values never reach the database"
+    );
+
+    let store = Store::open(dir.path()).unwrap();
+    let alerts: i64 = store
+        .conn()
+        .query_row(
+            "SELECT COUNT(*) FROM outbox WHERE payload LIKE '%session_expired%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(alerts, 1, "one notification per episode");
+    drop(store);
+
+    // After a restart the site is still paused: no request at all.
+    let before = portal.request_count("members");
+    let mut watcher =
+        Watcher::new(load(dir.path(), &text), vec![ChannelKind::Mailbox], false).unwrap();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move { watcher.run(stop).await });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    assert_eq!(portal.request_count("members"), before);
+    let store = Store::open(dir.path()).unwrap();
+    let alerts: i64 = store
+        .conn()
+        .query_row(
+            "SELECT COUNT(*) FROM outbox WHERE payload LIKE '%session_expired%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(alerts, 1, "still one notification after the restart");
+    portal.shutdown().await;
+}
