@@ -230,10 +230,9 @@ fn a_missing_file_names_the_path_and_suggests_init() {
     );
 }
 
-#[test]
-fn every_toml_block_in_the_docs_parses() {
-    let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md");
-    let doc = std::fs::read_to_string(doc_path).expect("docs/config.md exists");
+/// The ```toml blocks of a doc file, with their 1-based line numbers.
+fn toml_blocks(doc_path: &str) -> Vec<(usize, String)> {
+    let doc = std::fs::read_to_string(doc_path).unwrap_or_else(|e| panic!("{doc_path}: {e}"));
     let mut blocks = Vec::new();
     let mut current: Option<(usize, String)> = None;
     for (i, line) in doc.lines().enumerate() {
@@ -247,24 +246,40 @@ fn every_toml_block_in_the_docs_parses() {
             (None, _) => {}
         }
     }
-    assert!(current.is_none(), "unclosed ```toml block");
-    assert!(blocks.len() >= 10, "only {} toml blocks", blocks.len());
-    for (line, text) in blocks {
-        // A block that shows one section gets a search so it is a whole config; a block that
-        // already has searches must stand alone.
-        let whole = if text.contains("[[search]]") {
-            text.clone()
-        } else {
-            format!("{text}{MIN}")
-        };
-        let token_env = Environment {
-            dashboard_token: Some("t".into()),
-            ..env()
-        };
-        if let Err(e) = parse_with(&whole, &token_env) {
-            panic!("docs/config.md block at line {line} does not parse:\n{e}\n---\n{text}");
+    assert!(current.is_none(), "unclosed ```toml block in {doc_path}");
+    blocks
+}
+
+#[test]
+fn every_toml_block_in_the_docs_parses() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let config_md = toml_blocks(&format!("{root}/docs/config.md"));
+    assert!(config_md.len() >= 10, "only {} toml blocks", config_md.len());
+    let mut checked = 0;
+    for doc in ["docs/config.md", "docs/guide.md", "docs/sites.md", "docs/notifications.md", "docs/dashboard.md", "README.md"] {
+        let path = format!("{root}/{doc}");
+        if !Path::new(&path).exists() {
+            continue;
+        }
+        for (line, text) in toml_blocks(&path) {
+            // A block that shows one section gets a search so it is a whole config; a block
+            // that already has searches must stand alone.
+            let whole = if text.contains("[[search]]") {
+                text.clone()
+            } else {
+                format!("{text}{MIN}")
+            };
+            let token_env = Environment {
+                dashboard_token: Some("t".into()),
+                ..env()
+            };
+            if let Err(e) = parse_with(&whole, &token_env) {
+                panic!("{doc} block at line {line} does not parse:\n{e}\n---\n{text}");
+            }
+            checked += 1;
         }
     }
+    assert!(checked > config_md.len(), "the other docs' examples are checked too");
 }
 
 // ---- syntax, unknown keys, types ----
