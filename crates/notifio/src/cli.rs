@@ -90,6 +90,8 @@ pub enum Command {
 pub enum Failure {
     /// Bad config or usage: exit 2.
     Config(ConfigError),
+    /// A config problem found after parsing (e.g. a session without cookies): exit 2.
+    Usage(String),
     /// Anything else: exit 1.
     Runtime(anyhow::Error),
 }
@@ -106,6 +108,18 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
+/// A watcher that cannot start because of what the config asks for (a session without cookies,
+/// an unusable profile) is a config problem: exit 2. Anything else is a runtime failure.
+fn watch_failure(e: crate::watch::WatchError) -> Failure {
+    use crate::watch::WatchError;
+    match e {
+        WatchError::NeedsSession { .. } | WatchError::Profile { .. } | WatchError::Cookies(_) => {
+            Failure::Usage(e.to_string())
+        }
+        other => Failure::Runtime(other.into()),
+    }
+}
+
 /// Entry point used by `main.rs`.
 #[must_use]
 pub fn main() -> ExitCode {
@@ -116,6 +130,10 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Config(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Usage(e)) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
         }
@@ -253,7 +271,7 @@ pub fn channels(cfg: &Config) -> Result<crate::notify::Channels, crate::notify::
 
 async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(), Failure> {
     let senders = if notify {
-        Some(channels(&cfg).map_err(|e| Failure::Runtime(e.into()))?)
+        Some(channels(&cfg).map_err(|e| Failure::Usage(e.to_string()))?)
     } else {
         None
     };
@@ -265,8 +283,7 @@ async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(),
     let state_dir = cfg.watch.state_dir.clone();
     let retry = cfg.retry.notify.clone();
     let backoff = cfg.backoff.clone();
-    let mut watcher =
-        Watcher::for_one_pass(cfg, channel_kinds, force).map_err(|e| Failure::Runtime(e.into()))?;
+    let mut watcher = Watcher::for_one_pass(cfg, channel_kinds, force).map_err(watch_failure)?;
     let bar = if std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(total);
         b.set_style(

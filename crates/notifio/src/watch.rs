@@ -214,6 +214,18 @@ pub enum WatchError {
     /// A cookies file could not be used.
     #[error("{0}")]
     Cookies(String),
+    /// A site that needs a logged-in session has no (usable) cookies configured.
+    #[error(
+        "search `{search}` is on {site}, which needs your logged-in session: {problem}\n  hint: export your cookies as cookies.txt (Netscape format) and add\n    [site.\"{site}\"]\n    cookies = \"~/.config/notifio/{site}.cookies.txt\""
+    )]
+    NeedsSession {
+        /// The search.
+        search: String,
+        /// Its site.
+        site: String,
+        /// What is missing.
+        problem: String,
+    },
     /// The HTTP client could not be built.
     #[error("cannot start the HTTP client: {0}")]
     Fetch(String),
@@ -273,7 +285,7 @@ impl Watcher {
         let fetcher = Fetcher::new(fetch_cfg).map_err(|e| WatchError::Fetch(e.to_string()))?;
 
         let mut site_spacing = HashMap::new();
-        let mut sessions: HashMap<SiteKey, bool> = HashMap::new();
+        let mut sessions: HashMap<SiteKey, Vec<String>> = HashMap::new();
         for (key, settings) in &config.sites {
             let site = SiteKey::from_stored(key.clone());
             if let Some(s) = settings.spacing {
@@ -282,8 +294,9 @@ impl Watcher {
             if let Some(path) = &settings.cookies {
                 let jar = crate::fetch::cookies::load(path)
                     .map_err(|e| WatchError::Cookies(format!("site `{key}`: {e}")))?;
+                let names = jar.names();
                 fetcher.set_cookies(site.clone(), jar);
-                sessions.insert(site, true);
+                sessions.insert(site, names);
             }
         }
         let rows: Vec<(String, String, String)> = config
@@ -309,6 +322,32 @@ impl Watcher {
                         source,
                     }
                 })?;
+            if profile.needs_cookies() {
+                let problem = match sessions.get(&s.site) {
+                    None => "no cookies file is configured for it".to_owned(),
+                    Some(names) => {
+                        let missing: Vec<_> = profile
+                            .required_cookies()
+                            .iter()
+                            .filter(|c| !names.iter().any(|n| n == *c))
+                            .collect();
+                        if missing.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                "the cookies file lacks {missing:?} (are you logged in when you export it?)"
+                            )
+                        }
+                    }
+                };
+                if !problem.is_empty() {
+                    return Err(WatchError::NeedsSession {
+                        search: s.name.clone(),
+                        site: s.site.to_string(),
+                        problem,
+                    });
+                }
+            }
             if let Some(spacing) = profile.default_spacing() {
                 site_spacing.entry(s.site.clone()).or_insert(spacing);
             }
@@ -320,7 +359,7 @@ impl Watcher {
                     db_id,
                     name: s.name.clone(),
                     notify_existing: s.notify_existing,
-                    has_session: sessions.get(&s.site).copied().unwrap_or(false),
+                    has_session: sessions.contains_key(&s.site),
                     profile,
                     site: s.site.clone(),
                 },

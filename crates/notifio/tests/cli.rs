@@ -180,3 +180,26 @@ fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
     assert!(checks >= 2, "checks were recorded before exit");
     rt.block_on(portal.shutdown());
 }
+
+#[test]
+fn a_facebook_search_without_cookies_is_a_config_error_with_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fb.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[watch]\nstate_dir = {:?}\ndashboard = false\n\n[[search]]\nname = \"bikes\"\nurl = \"https://www.facebook.com/marketplace/madrid/search?query=bike\"\n",
+            dir.path().display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = notifio()
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs your logged-in session"), "{err}");
+    assert!(err.contains("[site.\"facebook.com\"]"), "{err}");
+}

@@ -254,9 +254,20 @@ fn toml_blocks(doc_path: &str) -> Vec<(usize, String)> {
 fn every_toml_block_in_the_docs_parses() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let config_md = toml_blocks(&format!("{root}/docs/config.md"));
-    assert!(config_md.len() >= 10, "only {} toml blocks", config_md.len());
+    assert!(
+        config_md.len() >= 10,
+        "only {} toml blocks",
+        config_md.len()
+    );
     let mut checked = 0;
-    for doc in ["docs/config.md", "docs/guide.md", "docs/sites.md", "docs/notifications.md", "docs/dashboard.md", "README.md"] {
+    for doc in [
+        "docs/config.md",
+        "docs/guide.md",
+        "docs/sites.md",
+        "docs/notifications.md",
+        "docs/dashboard.md",
+        "README.md",
+    ] {
         let path = format!("{root}/{doc}");
         if !Path::new(&path).exists() {
             continue;
@@ -279,7 +290,10 @@ fn every_toml_block_in_the_docs_parses() {
             checked += 1;
         }
     }
-    assert!(checked > config_md.len(), "the other docs' examples are checked too");
+    assert!(
+        checked > config_md.len(),
+        "the other docs' examples are checked too"
+    );
 }
 
 // ---- syntax, unknown keys, types ----
