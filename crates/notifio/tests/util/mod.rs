@@ -388,7 +388,9 @@ pub(crate) fn backoff(state_dir: &Path) -> Vec<(String, serde_json::Value)> {
     let Some(c) = db(state_dir) else {
         return Vec::new();
     };
-    let mut stmt = c.prepare("SELECT site, entry FROM backoff").unwrap();
+    let Ok(mut stmt) = c.prepare("SELECT site, entry FROM backoff") else {
+        return Vec::new(); // not migrated yet
+    };
     stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
         .unwrap()
         .map(|r| {
@@ -403,12 +405,13 @@ pub(crate) fn checks_of(state_dir: &Path, search: &str) -> Vec<(String, Option<u
     let Some(c) = db(state_dir) else {
         return Vec::new();
     };
-    let mut stmt = c
-        .prepare(
-            "SELECT c.outcome, c.status FROM checks c JOIN searches s ON s.id = c.search_id
-             WHERE s.name = ?1 ORDER BY c.id",
-        )
-        .unwrap();
+    // Not migrated yet (the child is still starting): nothing recorded.
+    let Ok(mut stmt) = c.prepare(
+        "SELECT c.outcome, c.status FROM checks c JOIN searches s ON s.id = c.search_id
+         WHERE s.name = ?1 ORDER BY c.id",
+    ) else {
+        return Vec::new();
+    };
     stmt.query_map([search], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()
         .map(Result::unwrap)
