@@ -1,0 +1,436 @@
+//! Shared by `email_e2e.rs` and `reliability.rs`: the real `notifio` binary as a child process,
+//! a real SMTP server (mailin-embedded) on 127.0.0.1, read-only peeks into the state database,
+//! and a decoder for the messages the SMTP server receives. Everything is loopback and every
+//! wait is bounded, so a broken product fails a test instead of hanging it.
+#![allow(dead_code)] // each test file uses a different part of this module
+
+use base64::Engine as _;
+use rusqlite::{Connection, OpenFlags};
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------- waiting
+
+/// Polls `f` every 50 ms (letting the runtime serve the in-process portal meanwhile) until it
+/// returns `Some`, or panics with `what` after `limit`.
+pub(crate) async fn wait_for<T>(
+    limit: Duration,
+    what: &str,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// ---------------------------------------------------------------- SMTP
+
+/// A free loopback port with nothing listening on it (yet): an SMTP server that is "down".
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[derive(Clone, Default)]
+struct Capture {
+    received: Arc<Mutex<Vec<String>>>,
+    current: Vec<u8>,
+}
+
+impl mailin_embedded::Handler for Capture {
+    fn data_start(
+        &mut self,
+        _domain: &str,
+        _from: &str,
+        _is8bit: bool,
+        _to: &[String],
+    ) -> mailin_embedded::Response {
+        self.current.clear();
+        mailin_embedded::response::OK
+    }
+    fn data(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.current.extend_from_slice(buf);
+        Ok(())
+    }
+    fn data_end(&mut self) -> mailin_embedded::Response {
+        let msg = String::from_utf8_lossy(&std::mem::take(&mut self.current)).into_owned();
+        self.received.lock().unwrap().push(msg);
+        mailin_embedded::response::OK
+    }
+}
+
+/// Raw messages an SMTP server accepted, in arrival order.
+pub(crate) type Inbox = Arc<Mutex<Vec<String>>>;
+
+/// Starts a real SMTP server (mailin-embedded) on `port`; it runs until the test process ends.
+pub(crate) fn start_smtp(port: u16) -> Inbox {
+    let capture = Capture::default();
+    let received = capture.received.clone();
+    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let mut server = mailin_embedded::Server::new(capture);
+    server
+        .with_name("test.localhost")
+        .with_num_threads(2)
+        .with_tcp_listener(listener);
+    std::thread::spawn(move || {
+        let _ = server.serve();
+    });
+    received
+}
+
+/// A received message, decoded: subject RFC 2047-decoded, text and HTML parts
+/// transfer-decoded.
+#[derive(Debug)]
+pub(crate) struct Mail {
+    /// The Subject header.
+    pub(crate) subject: String,
+    /// The text/plain part.
+    pub(crate) text: String,
+    /// The text/html part.
+    pub(crate) html: String,
+}
+
+fn decode_words(s: &str) -> String {
+    let re = regex::Regex::new(r"=\?(?i:utf-8)\?([bBqQ])\?([^?]*)\?=").unwrap();
+    // Whitespace between two encoded words is not part of the text (RFC 2047 §6.2).
+    let joined = regex::Regex::new(r"\?=\s+=\?")
+        .unwrap()
+        .replace_all(s, "?==?");
+    re.replace_all(&joined, |c: &regex::Captures<'_>| {
+        let bytes = if c[1].eq_ignore_ascii_case("b") {
+            base64::engine::general_purpose::STANDARD
+                .decode(&c[2])
+                .unwrap()
+        } else {
+            quoted_printable::decode(c[2].replace('_', " "), quoted_printable::ParseMode::Robust)
+                .unwrap()
+        };
+        String::from_utf8(bytes).unwrap()
+    })
+    .into_owned()
+}
+
+fn split_head(raw: &str) -> (Vec<(String, String)>, &str) {
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
+    let mut headers: Vec<(String, String)> = Vec::new();
+    for line in head.split("\r\n") {
+        if line.starts_with([' ', '\t']) {
+            if let Some(last) = headers.last_mut() {
+                last.1.push_str(line);
+            }
+        } else if let Some((k, v)) = line.split_once(':') {
+            headers.push((k.to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    (headers, body)
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Decodes one multipart/alternative message as lettre writes it.
+pub(crate) fn parse_mail(raw: &str) -> Mail {
+    let (headers, body) = split_head(raw);
+    let subject = decode_words(header(&headers, "subject").unwrap());
+    let ctype = header(&headers, "content-type").unwrap();
+    assert!(ctype.starts_with("multipart/alternative"), "{ctype}");
+    let boundary = ctype.split("boundary=").nth(1).unwrap().trim_matches('"');
+    let (mut text, mut html) = (String::new(), String::new());
+    for part in body.split(&format!("--{boundary}")).skip(1) {
+        if part.starts_with("--") {
+            break;
+        }
+        let (ph, pb) = split_head(part.trim_start_matches("\r\n"));
+        let decoded = match header(&ph, "content-transfer-encoding").unwrap_or("7bit") {
+            "quoted-printable" => {
+                quoted_printable::decode(pb, quoted_printable::ParseMode::Robust).unwrap()
+            }
+            "base64" => base64::engine::general_purpose::STANDARD
+                .decode(pb.replace(['\r', '\n'], ""))
+                .unwrap(),
+            _ => pb.as_bytes().to_vec(),
+        };
+        let decoded = String::from_utf8(decoded).unwrap().replace("\r\n", "\n");
+        match header(&ph, "content-type").unwrap_or("") {
+            t if t.starts_with("text/plain") => text = decoded,
+            t if t.starts_with("text/html") => html = decoded,
+            _ => {}
+        }
+    }
+    Mail {
+        subject,
+        text,
+        html,
+    }
+}
+
+/// Every message in an inbox, decoded.
+pub(crate) fn mails(inbox: &Inbox) -> Vec<Mail> {
+    inbox
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|m| parse_mail(m))
+        .collect()
+}
+
+// ---------------------------------------------------------------- config
+
+/// One `[[search]]` with the fake portal's card selector.
+pub(crate) fn search_toml(name: &str, url: &str) -> String {
+    format!(
+        "[[search]]\nname = {name:?}\nurl = {url:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n"
+    )
+}
+
+/// A `[watch]` section with a short interval and spacing, no dashboard, state in `state_dir`.
+pub(crate) fn watch_toml(state_dir: &Path, interval: &str, spacing: &str) -> String {
+    format!(
+        "[watch]\ninterval = \"{interval}\"\nspacing = \"{spacing}\"\nstate_dir = {:?}\ndashboard = false\n\n",
+        state_dir.display().to_string()
+    )
+}
+
+/// Writes `text` to `dir/notifio.toml` and returns the path.
+pub(crate) fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("notifio.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+// ---------------------------------------------------------------- the binary
+
+/// A running `notifio watch` child. Its stdout and stderr go to files (so a chatty `-vv` run can
+/// never block on a full pipe). Dropping it SIGKILLs it.
+pub(crate) struct Notifio {
+    child: Child,
+    /// Where stdout and stderr are appended.
+    pub(crate) out: PathBuf,
+    /// Where stderr is appended.
+    pub(crate) err: PathBuf,
+}
+
+impl Notifio {
+    /// Starts `notifio [-vv] --config CONFIG watch`, appending output to `dir/run.out|err`.
+    /// `RUST_LOG` is removed; `NOTIFIO_SMTP_PASSWORD` is set to `password` or removed.
+    pub(crate) fn start(dir: &Path, config: &Path, verbose: bool, password: Option<&str>) -> Self {
+        let out = dir.join("run.out");
+        let err = dir.join("run.err");
+        let open = |p: &Path| File::options().create(true).append(true).open(p).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_notifio"));
+        if verbose {
+            cmd.arg("-vv");
+        }
+        cmd.arg("--config")
+            .arg(config)
+            .arg("watch")
+            .env_remove("RUST_LOG")
+            .env_remove("NOTIFIO_CONFIG")
+            .env_remove("NOTIFIO_DASHBOARD_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(open(&out))
+            .stderr(open(&err));
+        match password {
+            Some(p) => cmd.env("NOTIFIO_SMTP_PASSWORD", p),
+            None => cmd.env_remove("NOTIFIO_SMTP_PASSWORD"),
+        };
+        let child = cmd.spawn().unwrap();
+        Self { child, out, err }
+    }
+
+    /// The child's pid.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it is still running (it has not exited or crashed).
+    pub(crate) fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// SIGKILL (what `Child::kill` sends on Unix) and reap.
+    pub(crate) fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then wait up to 10 s for a clean exit; returns the exit code.
+    pub(crate) fn terminate(mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+
+    /// A `kB` field of `/proc/<pid>/status` (`VmHWM`, `VmRSS`, `Threads`…).
+    pub(crate) fn proc_status(&self, field: &str) -> Option<u64> {
+        proc_status(&format!("/proc/{}/status", self.pid()), field)
+    }
+
+    /// Open file descriptors (`/proc/<pid>/fd`).
+    pub(crate) fn fd_count(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+
+    /// Everything it wrote to stdout and stderr so far.
+    pub(crate) fn output(&self) -> String {
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        format!("{}{}", read(&self.out), read(&self.err))
+    }
+}
+
+impl Drop for Notifio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A numeric field of a `/proc/.../status` file (the first number after the colon).
+pub(crate) fn proc_status(path: &str, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .find(|l| l.starts_with(&format!("{field}:")))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+// ---------------------------------------------------------------- the state database
+
+/// Opens the state database read-only, or `None` while it does not exist yet.
+pub(crate) fn db(state_dir: &Path) -> Option<Connection> {
+    let path = notifio::store::Store::file_in(state_dir);
+    if !path.exists() {
+        return None;
+    }
+    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+    conn.busy_timeout(Duration::from_secs(2)).ok()?;
+    Some(conn)
+}
+
+/// Whether every configured search has taken its silent baseline.
+pub(crate) fn all_baselined(state_dir: &Path, searches: usize) -> bool {
+    db(state_dir)
+        .and_then(|c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM searches WHERE baseline_at IS NOT NULL",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .ok()
+        })
+        .is_some_and(|n| n as usize >= searches)
+}
+
+/// Outbox rows not yet sent, for `channel`.
+pub(crate) fn pending(state_dir: &Path, channel: &str) -> i64 {
+    db(state_dir)
+        .and_then(|c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL AND channel = ?1",
+                [channel],
+                |r| r.get(0),
+            )
+            .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Outbox rows in total, for `channel`.
+pub(crate) fn outbox_rows(state_dir: &Path, channel: &str) -> i64 {
+    db(state_dir)
+        .and_then(|c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM outbox WHERE channel = ?1",
+                [channel],
+                |r| r.get(0),
+            )
+            .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Every `backoff` row: (site, entry as JSON).
+pub(crate) fn backoff(state_dir: &Path) -> Vec<(String, serde_json::Value)> {
+    let Some(c) = db(state_dir) else {
+        return Vec::new();
+    };
+    let Ok(mut stmt) = c.prepare("SELECT site, entry FROM backoff") else {
+        return Vec::new(); // not migrated yet
+    };
+    stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        .unwrap()
+        .map(|r| {
+            let (site, entry) = r.unwrap();
+            (site, serde_json::from_str(&entry).unwrap())
+        })
+        .collect()
+}
+
+/// The outcomes and statuses of a search's recorded checks, oldest first.
+pub(crate) fn checks_of(state_dir: &Path, search: &str) -> Vec<(String, Option<u16>)> {
+    let Some(c) = db(state_dir) else {
+        return Vec::new();
+    };
+    // Not migrated yet (the child is still starting): nothing recorded.
+    let Ok(mut stmt) = c.prepare(
+        "SELECT c.outcome, c.status FROM checks c JOIN searches s ON s.id = c.search_id
+         WHERE s.name = ?1 ORDER BY c.id",
+    ) else {
+        return Vec::new();
+    };
+    stmt.query_map([search], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The raw bytes of every file in the state dir whose name starts with `notifio.db` (the
+/// database, its WAL and shared-memory files).
+pub(crate) fn db_bytes(state_dir: &Path) -> Vec<u8> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(state_dir).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with("notifio.db") {
+            all.extend(std::fs::read(e.path()).unwrap_or_default());
+        }
+    }
+    all
+}
+
+/// Whether `needle` occurs in `hay`.
+pub(crate) fn contains_bytes(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && memchr::memmem::find(hay, needle).is_some()
+}
