@@ -5,7 +5,7 @@
 //! page's JSON-LD `ItemList`. Selectors and regexes are checked when the profile is built, so
 //! a typo is a config error at start, not a silent "no listings" at run time.
 
-use super::html::{CardRules, Field, RawCard, scan_cards, scan_links};
+use super::html::{CardRules, Field, RawCard, scan_cards, scan_links, scoped};
 use super::parse::{non_empty, parse_area, parse_price, parse_rooms};
 use super::{Extraction, ProfileError, SiteProfile, absolute, nothing_found};
 use crate::listing::{Listing, ListingSpec};
@@ -48,19 +48,26 @@ impl Generic {
                 title,
                 price,
             } => {
+                let card_selector = selector(card)?;
+                // Sub-selectors are checked on their own first, so an error quotes what the
+                // user wrote rather than the scoped form.
+                let inner = |text: &str| -> Result<Selector, ProfileError> {
+                    selector(text)?;
+                    selector(&scoped(card, text))
+                };
                 let field = |custom: &Option<String>, default: &str| {
-                    selector(custom.as_deref().unwrap_or(default)).map(Some)
+                    inner(custom.as_deref().unwrap_or(default)).map(Some)
                 };
                 Mode::Cards(Box::new(CardRules {
-                    card: selector(card)?,
+                    card: card_selector,
                     id_attr: id_attr.clone().filter(|a| !a.trim().is_empty()),
-                    link: selector("a[href]")?,
+                    link: inner("a[href]")?,
                     title: field(title, "[class*=\"title\"]")?,
                     price: field(price, "[class*=\"price\"]")?,
-                    rooms: Some(selector("[class*=\"rooms\"]")?),
-                    area: Some(selector("[class*=\"area\"]")?),
+                    rooms: Some(inner("[class*=\"rooms\"]")?),
+                    area: Some(inner("[class*=\"area\"]")?),
                     details: None,
-                    image: Some(selector("img")?),
+                    image: Some(inner("img")?),
                 }))
             }
             ListingSpec::Link { link } => {
@@ -109,11 +116,12 @@ fn extract_cards(body: &[u8], page_url: &url::Url, rules: &CardRules) -> Extract
         return nothing_found(body);
     }
     let mut out: Vec<Listing> = Vec::with_capacity(cards.len());
+    let mut seen = std::collections::HashSet::new();
     for card in cards {
         let Some(listing) = card_listing(&card, page_url, rules.id_attr.is_some()) else {
             continue;
         };
-        if !out.iter().any(|l| l.id == listing.id) {
+        if seen.insert(listing.id.clone()) {
             out.push(listing);
         }
     }
@@ -160,6 +168,11 @@ pub(crate) fn card_listing(card: &RawCard, page_url: &url::Url, by_attr: bool) -
 fn extract_links(body: &[u8], page_url: &url::Url, re: &Regex) -> Extraction {
     let re = re.clone();
     let want = move |href: &str| -> Option<String> {
+        // `is_match` first: most links on a page are not listings, and it is much cheaper
+        // than resolving capture groups.
+        if !re.is_match(href) {
+            return None;
+        }
         let id = re.captures(href)?.get(1)?.as_str();
         Some(id.to_owned()).filter(|s| !s.is_empty())
     };
@@ -295,8 +308,9 @@ fn extract_json_ld(body: &[u8], page_url: &url::Url) -> Extraction {
             return Extraction::NoResults;
         }
         let mut out: Vec<Listing> = Vec::with_capacity(elements.len());
+        let mut seen = std::collections::HashSet::new();
         for listing in elements.iter().filter_map(|e| json_ld_listing(e, page_url)) {
-            if !out.iter().any(|l| l.id == listing.id) {
+            if seen.insert(listing.id.clone()) {
                 out.push(listing);
             }
         }
