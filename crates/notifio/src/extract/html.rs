@@ -6,7 +6,7 @@
 //! handlers are scoped to the field selectors (never document-wide), so lol_html can skip the
 //! text of the rest of the page (its big inline scripts included) without decoding it.
 
-use super::parse::{FIELD_CAP, decode_entities, push_capped};
+use super::parse::{decode_entities, push_capped};
 use lol_html::html_content::{Element, EndTag, TextChunk, TextType};
 use lol_html::{DocumentContentHandlers, ElementContentHandlers, HtmlRewriter, Selector, Settings};
 use std::borrow::Cow;
@@ -291,10 +291,9 @@ pub(crate) fn scan_cards(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>,
                         }
                         let mut guard = st.borrow_mut();
                         let s = &mut *guard;
-                        if let (true, Some(card)) = (s.detail_open, s.current.as_mut()) {
-                            if let Some(buf) = card.details.last_mut() {
-                                push_capped(buf, t.as_str());
-                            }
+                        let buf = s.current.as_mut().and_then(|c| c.details.last_mut());
+                        if let (true, Some(buf)) = (s.detail_open, buf) {
+                            push_capped(buf, t.as_str());
                         }
                         Ok(())
                     }
@@ -343,68 +342,6 @@ pub(crate) fn visible_text(body: &[u8], cap: usize) -> String {
     // A parser error only ends the text early; what was seen is still useful.
     let _ = run(body, Vec::new(), vec![text]);
     out.take()
-}
-
-/// Every href of an `<a>` in the page, in order, with the text of that link.
-pub(crate) fn scan_links(
-    body: &[u8],
-    mut want: impl FnMut(&str) -> Option<String> + 'static,
-) -> Result<Vec<(String, String, String)>, String> {
-    #[derive(Default)]
-    struct Links {
-        found: Vec<(String, String, String)>,
-        index: std::collections::HashMap<String, usize>,
-        open: Option<usize>,
-    }
-    let state = Rc::new(RefCell::new(Links::default()));
-    let st = Rc::clone(&state);
-    let selector: Selector = "a[href]"
-        .parse()
-        .map_err(|e| format!("internal selector: {e}"))?;
-    let element = ElementContentHandlers::default().element(move |el: &mut Element<'_, '_>| {
-        let Some(href) = attr(el, "href") else {
-            return Ok(());
-        };
-        let Some(id) = want(&href) else {
-            return Ok(());
-        };
-        let idx = {
-            let mut s = st.borrow_mut();
-            match s.index.get(&id).copied() {
-                // Seen before: only its text may still be missing (an image link first).
-                Some(i) if s.found[i].2.trim().is_empty() => i,
-                Some(_) => return Ok(()),
-                None => {
-                    let i = s.found.len();
-                    s.index.insert(id.clone(), i);
-                    s.found.push((id, href, String::new()));
-                    i
-                }
-            }
-        };
-        st.borrow_mut().open = Some(idx);
-        let end_state = Rc::clone(&st);
-        if let Some(h) = el.end_tag_handlers() {
-            h.push(Box::new(move |_: &mut EndTag<'_>| {
-                end_state.borrow_mut().open = None;
-                Ok(())
-            }));
-        }
-        Ok(())
-    });
-    let st = Rc::clone(&state);
-    let element = element.text(move |t: &mut TextChunk<'_>| {
-        let mut s = st.borrow_mut();
-        let Some(i) = s.open else {
-            return Ok(());
-        };
-        if matches!(t.text_type(), TextType::Data) && s.found[i].2.len() < FIELD_CAP {
-            s.found[i].2.push_str(t.as_str());
-        }
-        Ok(())
-    });
-    run(body, vec![(Cow::Owned(selector), element)], Vec::new())?;
-    Ok(std::mem::take(&mut state.borrow_mut().found))
 }
 
 fn run<'h, 's>(
