@@ -135,6 +135,7 @@ fn extract_feed(body: &[u8], page_url: &url::Url) -> Extraction {
     let mut found_feed = false;
     let mut edges = 0usize;
     let mut out: Vec<Listing> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for feed in feeds(body) {
         found_feed = true;
         edges += feed.edges.len();
@@ -148,7 +149,7 @@ fn extract_feed(body: &[u8], page_url: &url::Url) -> Extraction {
                 Some(Id::N(n)) => n.to_string(),
                 _ => continue,
             };
-            if out.iter().any(|l| l.id == id) {
+            if !seen.insert(id.clone()) {
                 continue;
             }
             let title = listing

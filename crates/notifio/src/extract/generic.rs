@@ -5,8 +5,10 @@
 //! page's JSON-LD `ItemList`. Selectors and regexes are checked when the profile is built, so
 //! a typo is a config error at start, not a silent "no listings" at run time.
 
-use super::html::{CardRules, Field, RawCard, scan_cards, scan_links};
-use super::parse::{non_empty, parse_area, parse_price, parse_rooms};
+use super::html::{CardRules, Field, RawCard, scan_cards, scoped};
+use super::parse::{
+    FIELD_CAP, clean_text, decode_entities, non_empty, parse_area, parse_price, parse_rooms,
+};
 use super::{Extraction, ProfileError, SiteProfile, absolute, nothing_found};
 use crate::listing::{Listing, ListingSpec};
 use lol_html::Selector;
@@ -14,6 +16,8 @@ use memchr::memmem;
 use notifio_policy::Markers;
 use regex::Regex;
 use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::LazyLock;
 
 /// A site read through the search's `listing` spec.
 #[derive(Debug, Clone)]
@@ -48,19 +52,26 @@ impl Generic {
                 title,
                 price,
             } => {
+                let card_selector = selector(card)?;
+                // Sub-selectors are checked on their own first, so an error quotes what the
+                // user wrote rather than the scoped form.
+                let inner = |text: &str| -> Result<Selector, ProfileError> {
+                    selector(text)?;
+                    selector(&scoped(card, text))
+                };
                 let field = |custom: &Option<String>, default: &str| {
-                    selector(custom.as_deref().unwrap_or(default)).map(Some)
+                    inner(custom.as_deref().unwrap_or(default)).map(Some)
                 };
                 Mode::Cards(Box::new(CardRules {
-                    card: selector(card)?,
+                    card: card_selector,
                     id_attr: id_attr.clone().filter(|a| !a.trim().is_empty()),
-                    link: selector("a[href]")?,
+                    link: inner("a[href]")?,
                     title: field(title, "[class*=\"title\"]")?,
                     price: field(price, "[class*=\"price\"]")?,
-                    rooms: Some(selector("[class*=\"rooms\"]")?),
-                    area: Some(selector("[class*=\"area\"]")?),
+                    rooms: Some(inner("[class*=\"rooms\"]")?),
+                    area: Some(inner("[class*=\"area\"]")?),
                     details: None,
-                    image: Some(selector("img")?),
+                    image: Some(inner("img")?),
                 }))
             }
             ListingSpec::Link { link } => {
@@ -109,11 +120,12 @@ fn extract_cards(body: &[u8], page_url: &url::Url, rules: &CardRules) -> Extract
         return nothing_found(body);
     }
     let mut out: Vec<Listing> = Vec::with_capacity(cards.len());
+    let mut seen = std::collections::HashSet::new();
     for card in cards {
         let Some(listing) = card_listing(&card, page_url, rules.id_attr.is_some()) else {
             continue;
         };
-        if !out.iter().any(|l| l.id == listing.id) {
+        if seen.insert(listing.id.clone()) {
             out.push(listing);
         }
     }
@@ -157,29 +169,84 @@ pub(crate) fn card_listing(card: &RawCard, page_url: &url::Url, by_attr: bool) -
     })
 }
 
+/// Start tags of links with their href, found by a byte-level regex. Link mode needs no HTML
+/// parser: a page with thousands of menu and footer links would otherwise make the parser
+/// materialise every one of them.
+static LINK_TAG: LazyLock<regex::bytes::Regex> = LazyLock::new(|| {
+    regex::bytes::Regex::new(
+        r#"(?i-u)<a\s[^>]*?href\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))[^>]*>"#,
+    )
+    .unwrap_or_else(|e| unreachable!("static regex: {e}"))
+});
+
+/// The text of a link: what follows its start tag up to `</a`, tags removed.
+fn link_text(after: &[u8]) -> String {
+    let window = &after[..after.len().min(FIELD_CAP)];
+    let end = memmem::find(window, b"</a")
+        .or_else(|| memmem::find(window, b"</A"))
+        .unwrap_or(window.len());
+    let mut text = Vec::with_capacity(end);
+    let mut in_tag = false;
+    for &b in &window[..end] {
+        match b {
+            b'<' => in_tag = true,
+            b'>' if in_tag => {
+                in_tag = false;
+                text.push(b' ');
+            }
+            _ if !in_tag => text.push(b),
+            _ => {}
+        }
+    }
+    clean_text(&String::from_utf8_lossy(&text))
+}
+
 fn extract_links(body: &[u8], page_url: &url::Url, re: &Regex) -> Extraction {
-    let re = re.clone();
-    let want = move |href: &str| -> Option<String> {
-        let id = re.captures(href)?.get(1)?.as_str();
-        Some(id.to_owned()).filter(|s| !s.is_empty())
-    };
-    let Ok(links) = scan_links(body, want) else {
-        return Extraction::LayoutUnknown;
-    };
-    if links.is_empty() {
+    let mut out: Vec<Listing> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for caps in LINK_TAG.captures_iter(body) {
+        let Some(raw) = caps.get(1).or_else(|| caps.get(2)).or_else(|| caps.get(3)) else {
+            continue;
+        };
+        let href = decode_entities(String::from_utf8_lossy(raw.as_bytes()).trim());
+        // `is_match` first: most links on a page are not listings, and it is much cheaper
+        // than resolving capture groups.
+        if !re.is_match(&href) {
+            continue;
+        }
+        let Some(id) = re
+            .captures(&href)
+            .and_then(|c| c.get(1))
+            .map(|m| m.as_str().to_owned())
+        else {
+            continue;
+        };
+        if id.is_empty() {
+            continue;
+        }
+        let tag_end = caps.get(0).map_or(0, |m| m.end());
+        match index.get(&id) {
+            // Seen before: only its text may still be missing (an image link first).
+            Some(&i) => {
+                if out[i].title.is_none() {
+                    out[i].title = non_empty(&link_text(&body[tag_end..]));
+                }
+            }
+            None => {
+                index.insert(id.clone(), out.len());
+                out.push(Listing {
+                    id,
+                    title: non_empty(&link_text(&body[tag_end..])),
+                    url: absolute(page_url, &href),
+                    ..Listing::default()
+                });
+            }
+        }
+    }
+    if out.is_empty() {
         return nothing_found(body);
     }
-    Extraction::Listings(
-        links
-            .into_iter()
-            .map(|(id, href, text)| Listing {
-                id,
-                title: non_empty(&text),
-                url: absolute(page_url, &href),
-                ..Listing::default()
-            })
-            .collect(),
-    )
+    Extraction::Listings(out)
 }
 
 /// The bodies of the page's `<script type="application/ld+json">` blocks, found by a byte
@@ -295,8 +362,9 @@ fn extract_json_ld(body: &[u8], page_url: &url::Url) -> Extraction {
             return Extraction::NoResults;
         }
         let mut out: Vec<Listing> = Vec::with_capacity(elements.len());
+        let mut seen = std::collections::HashSet::new();
         for listing in elements.iter().filter_map(|e| json_ld_listing(e, page_url)) {
-            if !out.iter().any(|l| l.id == listing.id) {
+            if seen.insert(listing.id.clone()) {
                 out.push(listing);
             }
         }

@@ -2,11 +2,11 @@
 //!
 //! A result page is hundreds of kilobytes and is read every 30 seconds, so building a tree
 //! (scraper/html5ever: ~17× slower on Idealista's page) is the wrong tool. Instead the card
-//! selector opens a card, field selectors capture text while the card is open, and one
-//! document-level text handler appends each visible text chunk to the fields currently open,
-//! so nested matches never see a chunk twice.
+//! selector opens a card and field selectors capture text while the card is open. Text
+//! handlers are scoped to the field selectors (never document-wide), so lol_html can skip the
+//! text of the rest of the page (its big inline scripts included) without decoding it.
 
-use super::parse::{FIELD_CAP, decode_entities, push_capped};
+use super::parse::{decode_entities, push_capped};
 use lol_html::html_content::{Element, EndTag, TextChunk, TextType};
 use lol_html::{DocumentContentHandlers, ElementContentHandlers, HtmlRewriter, Selector, Settings};
 use std::borrow::Cow;
@@ -27,6 +27,42 @@ pub(crate) struct CardRules {
     /// Each match is one separate text ("2 hab.", "60 m²", "8 minutos").
     pub(crate) details: Option<Selector>,
     pub(crate) image: Option<Selector>,
+}
+
+/// Splits a selector list at its top-level commas (not those inside quotes or brackets).
+fn split_list(list: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut quote, mut start) = (0i32, None::<char>, 0);
+    for (i, c) in list.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '(') => depth += 1,
+            (None, ']' | ')') => depth -= 1,
+            (None, ',') if depth == 0 => {
+                parts.push(list[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(list[start..].trim());
+    parts.retain(|p| !p.is_empty());
+    parts
+}
+
+/// `inner` restricted to descendants of `card` (both may be selector lists). Scoping lets
+/// lol_html skip field matching (and text capture) everywhere outside the result cards,
+/// which on a real page is most of it.
+pub(crate) fn scoped(card: &str, inner: &str) -> String {
+    let mut out = Vec::new();
+    for c in split_list(card) {
+        for i in split_list(inner) {
+            out.push(format!("{c} {i}"));
+        }
+    }
+    out.join(", ")
 }
 
 /// Text fields captured from a card, in [`RawCard::texts`] order.
@@ -124,6 +160,34 @@ fn field_handler(
     }
 }
 
+/// Appends the element's visible text to `field` while that field is open. lol_html calls a
+/// text handler once per chunk however many matched elements enclose it, so nested matches
+/// (`.price-row > .item-price` for `[class*=price]`) never double the text.
+fn field_text(
+    state: &Shared,
+    field: Field,
+) -> impl FnMut(&mut TextChunk<'_>) -> lol_html::HandlerResult + 'static {
+    let state = Rc::clone(state);
+    move |t| {
+        if !matches!(t.text_type(), TextType::Data) {
+            return Ok(());
+        }
+        let mut guard = state.borrow_mut();
+        let s = &mut *guard;
+        if !s.open[field as usize] {
+            return Ok(());
+        }
+        if let Some(buf) = s
+            .current
+            .as_mut()
+            .and_then(|c| c.texts[field as usize].as_mut())
+        {
+            push_capped(buf, t.as_str());
+        }
+        Ok(())
+    }
+}
+
 /// Scans `body` for cards. Returns the cards in page order, or the parser's error.
 pub(crate) fn scan_cards(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>, String> {
     let state: Shared = Rc::default();
@@ -159,26 +223,28 @@ pub(crate) fn scan_cards(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>,
     let st = Rc::clone(&state);
     handlers.push((
         Cow::Borrowed(&rules.link),
-        ElementContentHandlers::default().element(move |el: &mut Element<'_, '_>| {
-            {
-                let mut s = st.borrow_mut();
-                let Some(card) = s.current.as_mut() else {
-                    return Ok(());
-                };
-                if card.link.is_some() {
-                    return Ok(());
+        ElementContentHandlers::default()
+            .element(move |el: &mut Element<'_, '_>| {
+                {
+                    let mut s = st.borrow_mut();
+                    let Some(card) = s.current.as_mut() else {
+                        return Ok(());
+                    };
+                    if card.link.is_some() {
+                        return Ok(());
+                    }
+                    let Some(href) = attr(el, "href") else {
+                        return Ok(());
+                    };
+                    card.link = Some(href);
+                    card.link_title = attr(el, "title");
+                    card.texts[Field::LinkText as usize] = Some(String::new());
+                    s.open[Field::LinkText as usize] = true;
                 }
-                let Some(href) = attr(el, "href") else {
-                    return Ok(());
-                };
-                card.link = Some(href);
-                card.link_title = attr(el, "title");
-                card.texts[Field::LinkText as usize] = Some(String::new());
-                s.open[Field::LinkText as usize] = true;
-            }
-            on_end(el, &st, |s| s.open[Field::LinkText as usize] = false);
-            Ok(())
-        }),
+                on_end(el, &st, |s| s.open[Field::LinkText as usize] = false);
+                Ok(())
+            })
+            .text(field_text(&state, Field::LinkText)),
     ));
 
     for (selector, field) in [
@@ -190,7 +256,9 @@ pub(crate) fn scan_cards(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>,
         if let Some(selector) = selector {
             handlers.push((
                 Cow::Borrowed(selector),
-                ElementContentHandlers::default().element(field_handler(&state, field)),
+                ElementContentHandlers::default()
+                    .element(field_handler(&state, field))
+                    .text(field_text(&state, field)),
             ));
         }
     }
@@ -199,21 +267,37 @@ pub(crate) fn scan_cards(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>,
         let st = Rc::clone(&state);
         handlers.push((
             Cow::Borrowed(details),
-            ElementContentHandlers::default().element(move |el: &mut Element<'_, '_>| {
-                {
-                    let mut s = st.borrow_mut();
-                    let Some(card) = s.current.as_mut() else {
-                        return Ok(());
-                    };
-                    if card.details.len() >= 32 {
-                        return Ok(());
+            ElementContentHandlers::default()
+                .element(move |el: &mut Element<'_, '_>| {
+                    {
+                        let mut s = st.borrow_mut();
+                        let Some(card) = s.current.as_mut() else {
+                            return Ok(());
+                        };
+                        if card.details.len() >= 32 {
+                            return Ok(());
+                        }
+                        card.details.push(String::new());
+                        s.detail_open = true;
                     }
-                    card.details.push(String::new());
-                    s.detail_open = true;
-                }
-                on_end(el, &st, |s| s.detail_open = false);
-                Ok(())
-            }),
+                    on_end(el, &st, |s| s.detail_open = false);
+                    Ok(())
+                })
+                .text({
+                    let st = Rc::clone(&state);
+                    move |t: &mut TextChunk<'_>| {
+                        if !matches!(t.text_type(), TextType::Data) {
+                            return Ok(());
+                        }
+                        let mut guard = st.borrow_mut();
+                        let s = &mut *guard;
+                        let buf = s.current.as_mut().and_then(|c| c.details.last_mut());
+                        if let (true, Some(buf)) = (s.detail_open, buf) {
+                            push_capped(buf, t.as_str());
+                        }
+                        Ok(())
+                    }
+                }),
         ));
     }
 
@@ -234,29 +318,7 @@ pub(crate) fn scan_cards(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>,
         ));
     }
 
-    let st = Rc::clone(&state);
-    let text = DocumentContentHandlers::default().text(move |t: &mut TextChunk<'_>| {
-        if !matches!(t.text_type(), TextType::Data) {
-            return Ok(());
-        }
-        let mut guard = st.borrow_mut();
-        let s = &mut *guard;
-        let Some(card) = s.current.as_mut() else {
-            return Ok(());
-        };
-        let chunk = t.as_str();
-        for (i, open) in s.open.iter().enumerate() {
-            if let (true, Some(buf)) = (*open, card.texts[i].as_mut()) {
-                push_capped(buf, chunk);
-            }
-        }
-        if let (true, Some(buf)) = (s.detail_open, card.details.last_mut()) {
-            push_capped(buf, chunk);
-        }
-        Ok(())
-    });
-
-    run(body, handlers, vec![text])?;
+    run(body, handlers, Vec::new())?;
     let mut s = state.borrow_mut();
     s.close_card();
     Ok(std::mem::take(&mut s.cards))
@@ -282,65 +344,6 @@ pub(crate) fn visible_text(body: &[u8], cap: usize) -> String {
     out.take()
 }
 
-/// Every href of an `<a>` in the page, in order, with the text of that link.
-pub(crate) fn scan_links(
-    body: &[u8],
-    mut want: impl FnMut(&str) -> Option<String> + 'static,
-) -> Result<Vec<(String, String, String)>, String> {
-    #[derive(Default)]
-    struct Links {
-        found: Vec<(String, String, String)>,
-        open: Option<usize>,
-    }
-    let state = Rc::new(RefCell::new(Links::default()));
-    let st = Rc::clone(&state);
-    let selector: Selector = "a[href]"
-        .parse()
-        .map_err(|e| format!("internal selector: {e}"))?;
-    let element = ElementContentHandlers::default().element(move |el: &mut Element<'_, '_>| {
-        let Some(href) = attr(el, "href") else {
-            return Ok(());
-        };
-        let Some(id) = want(&href) else {
-            return Ok(());
-        };
-        let idx = {
-            let mut s = st.borrow_mut();
-            match s.found.iter().position(|(i, _, _)| *i == id) {
-                // Seen before: only its text may still be missing (an image link first).
-                Some(i) if s.found[i].2.trim().is_empty() => i,
-                Some(_) => return Ok(()),
-                None => {
-                    s.found.push((id, href, String::new()));
-                    s.found.len() - 1
-                }
-            }
-        };
-        st.borrow_mut().open = Some(idx);
-        let end_state = Rc::clone(&st);
-        if let Some(h) = el.end_tag_handlers() {
-            h.push(Box::new(move |_: &mut EndTag<'_>| {
-                end_state.borrow_mut().open = None;
-                Ok(())
-            }));
-        }
-        Ok(())
-    });
-    let st = Rc::clone(&state);
-    let text = DocumentContentHandlers::default().text(move |t: &mut TextChunk<'_>| {
-        let mut s = st.borrow_mut();
-        let Some(i) = s.open else {
-            return Ok(());
-        };
-        if matches!(t.text_type(), TextType::Data) && s.found[i].2.len() < FIELD_CAP {
-            s.found[i].2.push_str(t.as_str());
-        }
-        Ok(())
-    });
-    run(body, vec![(Cow::Owned(selector), element)], vec![text])?;
-    Ok(std::mem::take(&mut state.borrow_mut().found))
-}
-
 fn run<'h, 's>(
     body: &[u8],
     element_content_handlers: Vec<(Cow<'s, Selector>, ElementContentHandlers<'h>)>,
@@ -357,4 +360,18 @@ fn run<'h, 's>(
     let mut rewriter = HtmlRewriter::new(settings, |_: &[u8]| {});
     rewriter.write(body).map_err(|e| e.to_string())?;
     rewriter.end().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scoping_distributes_over_selector_lists() {
+        assert_eq!(scoped("article.item", ".price"), "article.item .price");
+        assert_eq!(
+            scoped("li.a, div[data-x=\"1,2\"]", "h2, [title=\"a,b\"]"),
+            "li.a h2, li.a [title=\"a,b\"], div[data-x=\"1,2\"] h2, div[data-x=\"1,2\"] [title=\"a,b\"]"
+        );
+    }
 }

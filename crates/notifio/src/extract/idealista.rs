@@ -6,7 +6,7 @@
 //! Every normal page loads DataDome's `tags.js` and sets `ddjskey`, so only a page pointing
 //! at `captcha-delivery.com` or a redirect to `/checkvalidation` is a block.
 
-use super::html::{CardRules, Field, scan_cards};
+use super::html::{CardRules, Field, scan_cards, scoped};
 use super::parse::{clean_text, non_empty, parse_area, parse_price, parse_rooms};
 use super::{Extraction, SiteProfile, absolute, nothing_found};
 use crate::listing::Listing;
@@ -18,16 +18,18 @@ use std::sync::LazyLock;
 pub struct Idealista;
 
 static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
+    const CARD: &str = "article.item[data-element-id]";
+    let inner = |s: &str| scoped(CARD, s).parse().ok();
     Some(CardRules {
-        card: "article.item[data-element-id]".parse().ok()?,
+        card: CARD.parse().ok()?,
         id_attr: Some("data-element-id".into()),
-        link: "a.item-link[href]".parse().ok()?,
+        link: inner("a.item-link[href]")?,
         title: None,
-        price: Some(".item-price".parse().ok()?),
+        price: Some(inner(".item-price")?),
         rooms: None,
         area: None,
-        details: Some(".item-detail".parse().ok()?),
-        image: Some("img".parse().ok()?),
+        details: Some(inner(".item-detail")?),
+        image: Some(inner("img")?),
     })
 });
 
@@ -53,6 +55,7 @@ impl SiteProfile for Idealista {
             return nothing_found(body);
         }
         let mut out: Vec<Listing> = Vec::with_capacity(cards.len());
+        let mut seen = std::collections::HashSet::new();
         for card in cards {
             let details: Vec<String> = card.details.iter().map(|d| clean_text(d)).collect();
             // No item-link: a new-build project ad, not a listing.
@@ -62,7 +65,7 @@ impl SiteProfile for Idealista {
             let Some(id) = card.id.clone().or_else(|| id_from_link(href)) else {
                 continue;
             };
-            if out.iter().any(|l| l.id == id) {
+            if !seen.insert(id.clone()) {
                 continue;
             }
             let price = card

@@ -6,7 +6,7 @@
 //! `data-obid` (older `.result-list-entry`, newer `.listing-card`) are read. Block pages
 //! (GeeTest "Ich bin kein Roboter", AWS WAF, Imperva) are challenge markers.
 
-use super::html::{CardRules, Field, scan_cards};
+use super::html::{CardRules, Field, scan_cards, scoped};
 use super::parse::{clean_text, non_empty, parse_area, parse_number, parse_price, parse_rooms};
 use super::{Extraction, SiteProfile, absolute, nothing_found};
 use crate::listing::Listing;
@@ -20,18 +20,20 @@ use std::sync::LazyLock;
 pub struct ImmoScout24;
 
 static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
+    const CARD: &str = "[data-obid]";
+    let inner = |s: &str| scoped(CARD, s).parse().ok();
     Some(CardRules {
-        card: "[data-obid]".parse().ok()?,
+        card: CARD.parse().ok()?,
         id_attr: Some("data-obid".into()),
-        link: "a[href*=\"/expose/\"]".parse().ok()?,
-        title: Some("[class*=\"title\"], h2, h5".parse().ok()?),
+        link: inner("a[href*=\"/expose/\"]")?,
+        title: Some(inner("[class*=\"title\"], h2, h5")?),
         price: None,
         rooms: None,
         area: None,
         // Older layout: `<dl class="result-list-entry__primary-criterion"><dd>…</dd>`; newer
         // cards list their attributes in `dd` or elements named `*attribute*`.
-        details: Some("dd, [class*=\"attribute\"]".parse().ok()?),
-        image: Some("img".parse().ok()?),
+        details: Some(inner("dd, [class*=\"attribute\"]")?),
+        image: Some(inner("img")?),
     })
 });
 
@@ -58,12 +60,41 @@ impl SiteProfile for ImmoScout24 {
 }
 
 /// Accepts one value or an array of them (the result JSON was converted from XML, where a
-/// single entry is not wrapped in an array).
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// single entry is not wrapped in an array). Hand-written rather than `#[serde(untagged)]`,
+/// which would buffer the whole ~150 KB entry list before trying each shape.
 enum OneOrMany<T> {
     Many(Vec<T>),
     One(T),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+            type Value = OneOrMany<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object or an array of objects")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    out.push(item);
+                }
+                Ok(OneOrMany::Many(out))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(OneOrMany::One)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
 }
 
 impl<T> Default for OneOrMany<T> {
@@ -171,6 +202,7 @@ fn from_json(body: &[u8], page_url: &url::Url) -> Option<Extraction> {
         return Some(Extraction::NoResults);
     }
     let mut out: Vec<Listing> = Vec::with_capacity(entries.len());
+    let mut seen = std::collections::HashSet::new();
     for entry in entries {
         let Some(re) = entry.real_estate else {
             continue;
@@ -178,7 +210,7 @@ fn from_json(body: &[u8], page_url: &url::Url) -> Option<Extraction> {
         let Some(id) = re.id.or(entry.id).filter(|id| !id.is_empty()) else {
             continue;
         };
-        if out.iter().any(|l| l.id == id) {
+        if !seen.insert(id.clone()) {
             continue;
         }
         let url = absolute(page_url, &format!("/expose/{id}"));
@@ -210,11 +242,12 @@ fn from_cards(body: &[u8], page_url: &url::Url) -> Extraction {
         return nothing_found(body);
     }
     let mut out: Vec<Listing> = Vec::with_capacity(cards.len());
+    let mut seen = std::collections::HashSet::new();
     for card in cards {
         let Some(id) = card.id.clone() else {
             continue;
         };
-        if out.iter().any(|l| l.id == id) {
+        if !seen.insert(id.clone()) {
             continue;
         }
         let details: Vec<String> = card.details.iter().map(|d| clean_text(d)).collect();

@@ -145,7 +145,9 @@ pub fn profile_for(
 /// the tail of "10 results".
 static NO_RESULTS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)(?:^|[^\d.,])0 (?:results|ergebnisse|treffer|resultados|risultati|résultats)\b|\bno results\b|\bno matching (?:results|listings)\b|\bkeine (?:ergebnisse|treffer)\b|\bno hay resultados\b|\bnessun risultato\b|\bnenhum resultado\b|\baucun résultat\b|\bno hay anuncios\b|\bnon ci sono annunci\b|\bnão há anúncios\b",
+        // No `\b`: Unicode word boundaries would force the slow regex engine over the whole
+        // page text; the phrases are specific enough without them.
+        r"(?i)(?:^|[^\d.,])0 (?:results|ergebnisse|treffer|resultados|risultati|résultats)|no results|no matching (?:results|listings)|keine (?:ergebnisse|treffer)|no hay resultados|nessun risultato|nenhum resultado|aucun résultat|no hay anuncios|non ci sono annunci|não há anúncios",
     )
     .unwrap_or_else(|e| unreachable!("static regex: {e}"))
 });
