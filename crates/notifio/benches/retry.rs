@@ -26,6 +26,7 @@ struct Row {
     attempts: u64,
     retry_rate: f64,
     warnings: Vec<String>,
+    budget_skipped: u64,
     wall: Duration,
 }
 
@@ -80,7 +81,10 @@ async fn run(mode: &'static str, retries: bool, n: usize, conc: usize) -> Row {
             let never = never.clone();
             async move {
                 let got = f.fetch(r, &never).await;
-                (got.status == Some(200) && got.failure.is_none(), got.latency)
+                (
+                    got.status == Some(200) && got.failure.is_none(),
+                    got.latency,
+                )
             }
         })
         .buffer_unordered(conc)
@@ -90,6 +94,13 @@ async fn run(mode: &'static str, retries: bool, n: usize, conc: usize) -> Row {
     let mut lat: Vec<Duration> = results.iter().map(|(_, l)| *l).collect();
     lat.sort_unstable();
     let snap = fetcher.metrics().snapshot();
+    let mut text = String::new();
+    fetcher.metrics().encode_prometheus(&mut text);
+    let budget_skipped = text
+        .lines()
+        .filter(|l| l.starts_with("notifio_fetch_retries_skipped_budget_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
     let row = Row {
         mode,
         requests: n,
@@ -101,6 +112,7 @@ async fn run(mode: &'static str, retries: bool, n: usize, conc: usize) -> Row {
         attempts: snap.attempts,
         retry_rate: snap.retry_rate,
         warnings: fetcher.metrics().warnings(),
+        budget_skipped,
         wall,
     };
     portal.shutdown().await;
@@ -138,6 +150,10 @@ fn main() {
             r.attempts,
             100.0 * r.retry_rate,
             r.wall.as_secs_f64(),
+        );
+        println!(
+            "  retries skipped by the per-site budget: {}",
+            r.budget_skipped
         );
         for w in r.warnings {
             println!("  warning shown: {w}");
