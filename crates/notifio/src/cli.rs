@@ -252,14 +252,9 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
 /// # Errors
 /// An unusable email setup (bad URL, missing or exposed password) or webhook URL.
 pub fn channels(cfg: &Config) -> Result<crate::notify::Channels, crate::notify::NotifyError> {
-    use crate::notify::{email, webhook};
+    use crate::notify::webhook;
     let n = &cfg.notify;
-    let email = n.email.as_ref().map(|e| email::EmailSettings {
-        to: e.to.clone(),
-        from: e.from.clone(),
-        smtp: e.smtp.clone(),
-        password_file: e.password_file.clone(),
-    });
+    let email = n.email.clone();
     let webhook = n.webhook.as_ref().map(|w| webhook::WebhookSettings {
         url: w.url.clone(),
         format: match w.format {

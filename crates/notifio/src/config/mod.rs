@@ -112,19 +112,10 @@ pub struct NotifySettings {
     pub webhook: Option<WebhookSettings>,
 }
 
-/// `[notify.email]` or `notify.email = {…}`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EmailSettings {
-    /// Recipients (a string or an array in the file).
-    pub to: Vec<String>,
-    /// Sender (`notifio@localhost`).
-    pub from: String,
-    /// `smtp://host:port`, `smtps://…`, `smtp+starttls://…` (a user name may be in the URL, a
-    /// password may not) or `sendmail`.
-    pub smtp: String,
-    /// A file holding the SMTP password (resolved path); else `NOTIFIO_SMTP_PASSWORD`.
-    pub password_file: Option<PathBuf>,
-}
+/// `[notify.email]` or `notify.email = {…}`: the notifier's own settings type, so the config
+/// hands it over as is (a string or an array of recipients in the file; the password never
+/// comes from the file).
+pub use crate::notify::email::EmailSettings;
 
 /// `[notify.webhook]` or `notify.webhook = {…}`.
 #[derive(Clone, PartialEq, Eq)]
