@@ -117,8 +117,9 @@ impl Scan {
 type Shared = Rc<RefCell<Scan>>;
 
 fn attr(el: &Element<'_, '_>, name: &str) -> Option<String> {
+    // Trim after decoding: `&#32;` or `&nbsp;` alone must not become an id.
     el.get_attribute(name)
-        .map(|v| decode_entities(v.trim()))
+        .map(|v| decode_entities(&v).trim().to_owned())
         .filter(|v| !v.is_empty())
 }
 

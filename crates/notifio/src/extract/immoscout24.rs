@@ -207,7 +207,8 @@ fn from_json(body: &[u8], page_url: &url::Url) -> Option<Extraction> {
         let Some(re) = entry.real_estate else {
             continue;
         };
-        let Some(id) = re.id.or(entry.id).filter(|id| !id.is_empty()) else {
+        let id = re.id.or(entry.id).map(|id| id.trim().to_owned());
+        let Some(id) = id.filter(|id| !id.is_empty()) else {
             continue;
         };
         if !seen.insert(id.clone()) {

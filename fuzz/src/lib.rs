@@ -1,0 +1,50 @@
+//! Shared checks for Notifio's fuzz targets (docs/fuzzing.md).
+//!
+//! Each target feeds remote or user-controlled input to one parser; the checks here are the
+//! properties every extractor must keep on *any* page, so the targets stay one-liners and the
+//! regression tests in `crates/*/tests/fuzz_regressions.rs` assert the same thing.
+
+use notifio::extract::{Extraction, SiteProfile};
+use notifio::listing::ListingSpec;
+
+/// The page URLs the extractors are fed (the same the integration tests use).
+pub const IDEALISTA: &str = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/";
+/// ImmobilienScout24 search URL.
+pub const IS24: &str = "https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten";
+/// Facebook Marketplace search URL.
+pub const FB: &str = "https://www.facebook.com/marketplace/madrid/propertyrentals";
+/// A generic site (the fake portal).
+pub const PORTAL: &str = "http://127.0.0.1:8080/search/madrid?max=1500";
+
+/// Runs `profile.extract` on `body` and asserts every listing has a non-empty id.
+pub fn check_extract(profile: &dyn SiteProfile, body: &[u8], page_url: &str) {
+    let url = url::Url::parse(page_url).expect("static URL");
+    if let Extraction::Listings(listings) = profile.extract(body, &url) {
+        for l in &listings {
+            assert!(!l.id.trim().is_empty(), "listing with an empty id: {l:?}");
+        }
+    }
+}
+
+/// The generic specs, chosen by the first input byte: selector with id attribute, selector
+/// with first-link id, link regex, JSON-LD.
+pub fn generic_spec(selector: u8) -> ListingSpec {
+    match selector % 4 {
+        0 => ListingSpec::Selector {
+            selector: "article.listing".into(),
+            id_attr: Some("data-id".into()),
+            title: None,
+            price: None,
+        },
+        1 => ListingSpec::Selector {
+            selector: "article.listing".into(),
+            id_attr: None,
+            title: Some("h2".into()),
+            price: Some(".price".into()),
+        },
+        2 => ListingSpec::Link {
+            link: r"/listing/(\d+)".into(),
+        },
+        _ => ListingSpec::JsonLd,
+    }
+}
