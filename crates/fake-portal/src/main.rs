@@ -41,15 +41,19 @@ struct Args {
     /// Kinds: `normal`, `429[:retry-after]`, `challenge[:status]` (Cloudflare, default 403),
     /// `403`, `5xx` (any status 500–599).
     #[arg(long, value_parser = parse_script)]
-    script: Option<Vec<(Duration, Behaviour)>>,
+    script: Option<Script>,
     /// At exit, write every request as `at_ms<TAB>site<TAB>method<TAB>path<TAB>if-none-match`
     /// to this file, after a first line `# t0 <ms>` (when the portal started).
     #[arg(long)]
     log: Option<PathBuf>,
 }
 
+/// A parsed `--script` (a newtype: clap would read a bare `Vec` as a multi-value flag).
+#[derive(Clone, Debug)]
+struct Script(Vec<(Duration, Behaviour)>);
+
 /// `10s=429:6,25s=challenge,40s=normal`.
-fn parse_script(s: &str) -> Result<Vec<(Duration, Behaviour)>, String> {
+fn parse_script(s: &str) -> Result<Script, String> {
     let mut steps = Vec::new();
     for step in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
         let (at, kind) = step
@@ -86,7 +90,7 @@ fn parse_script(s: &str) -> Result<Vec<(Duration, Behaviour)>, String> {
         }
         steps.push((at, b));
     }
-    Ok(steps)
+    Ok(Script(steps))
 }
 
 /// `500ms`, `10s`, `2m`, `1h`. Hand-written: four units are not worth a dependency.
@@ -127,9 +131,9 @@ async fn main() -> std::io::Result<()> {
     let t0 = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    if let Some(script) = &args.script {
+    if let Some(Script(steps)) = &args.script {
         for site in portal.sites() {
-            portal.set_behaviour(&site, Behaviour::Script(script.clone()));
+            portal.set_behaviour(&site, Behaviour::Script(steps.clone()));
         }
     }
     let searches: Vec<String> = (1..=args.searches).map(|i| format!("s{i}")).collect();
@@ -207,7 +211,7 @@ mod tests {
 
     #[test]
     fn scripts() {
-        let s = parse_script("6s=429:6,21s=challenge,36s=normal").unwrap();
+        let s = parse_script("6s=429:6,21s=challenge,36s=normal").unwrap().0;
         assert_eq!(s.len(), 3);
         assert_eq!(
             s[0],
