@@ -41,7 +41,7 @@ pub const MAX_RECORDED: usize = 200_000;
 ///
 /// # Default
 /// name `site`, 30 initial listings, 300 000-byte pages, no latency, no random faults, a free
-/// port, seed 1.
+/// port, seed 1, validators on.
 #[derive(Clone, Debug)]
 pub struct SiteSpec {
     /// The name tests use to address the site (not a host name).
@@ -58,6 +58,9 @@ pub struct SiteSpec {
     pub port: Option<u16>,
     /// Seed for listing names/prices and random faults.
     pub seed: u64,
+    /// Whether result pages carry validators (`ETag`, `Last-Modified`) and honour conditional
+    /// requests with 304. `false` makes every check download the whole page (benchmarks).
+    pub validators: bool,
 }
 
 impl Default for SiteSpec {
@@ -70,6 +73,7 @@ impl Default for SiteSpec {
             fault_rate: 0.0,
             port: None,
             seed: 1,
+            validators: true,
         }
     }
 }

@@ -1,8 +1,12 @@
-//! `fake-portal`: runs the loopback portal until Ctrl-C, for benchmarks against other watchers
-//! (urlwatch, changedetection.io) and manual poking. Prints one line per site with its URL.
+//! `fake-portal`: runs the loopback portal until Ctrl-C/SIGTERM, for benchmarks against other
+//! watchers (urlwatch, changedetection.io) and manual poking. Prints one line per site with its
+//! URLs. Benchmarks script it from outside: `--script` makes every site refuse on a timeline,
+//! SIGUSR1 adds a listing to every search, and `--log` writes the request log at exit.
 
 use clap::Parser;
-use fake_portal::{Portal, SiteSpec};
+use fake_portal::{Behaviour, ChallengeKind, Portal, SiteSpec};
+use std::io::Write as _;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A scriptable rental portal on 127.0.0.1.
@@ -27,6 +31,66 @@ struct Args {
     /// Probability of a random 503 per request.
     #[arg(long, default_value_t = 0.0)]
     fault_rate: f64,
+    /// Approximate size of a result page in bytes.
+    #[arg(long, default_value_t = 300_000)]
+    page_bytes: usize,
+    /// Send no `ETag`/`Last-Modified` and never answer 304 (every check downloads the page).
+    #[arg(long)]
+    no_validators: bool,
+    /// A timeline every site follows from start, e.g. `10s=429:6,25s=challenge,40s=normal`.
+    /// Kinds: `normal`, `429[:retry-after]`, `challenge[:status]` (Cloudflare, default 403),
+    /// `403`, `5xx` (any status 500–599).
+    #[arg(long, value_parser = parse_script)]
+    script: Option<Script>,
+    /// At exit, write every request as `at_ms<TAB>site<TAB>method<TAB>path<TAB>if-none-match`
+    /// to this file, after a first line `# t0 <ms>` (when the portal started).
+    #[arg(long)]
+    log: Option<PathBuf>,
+}
+
+/// A parsed `--script` (a newtype: clap would read a bare `Vec` as a multi-value flag).
+#[derive(Clone, Debug)]
+struct Script(Vec<(Duration, Behaviour)>);
+
+/// `10s=429:6,25s=challenge,40s=normal`.
+fn parse_script(s: &str) -> Result<Script, String> {
+    let mut steps = Vec::new();
+    for step in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (at, kind) = step
+            .split_once('=')
+            .ok_or_else(|| format!("`{step}`: expected OFFSET=KIND, e.g. 10s=429:6"))?;
+        let at = parse_duration(at)?;
+        let (kind, arg) = kind.split_once(':').unwrap_or((kind, ""));
+        let b = match kind {
+            "normal" => Behaviour::Normal,
+            "429" => Behaviour::RateLimited {
+                retry_after: (!arg.is_empty()).then(|| arg.to_owned()),
+            },
+            "challenge" => Behaviour::Challenge(
+                ChallengeKind::Cloudflare,
+                if arg.is_empty() {
+                    403
+                } else {
+                    arg.parse()
+                        .map_err(|_| format!("`{step}`: `{arg}` is not a status"))?
+                },
+            ),
+            "403" => Behaviour::Forbidden,
+            code => match code.parse::<u16>() {
+                Ok(c) if (500..600).contains(&c) => Behaviour::ServerError(c),
+                _ => {
+                    return Err(format!(
+                        "`{step}`: unknown kind `{kind}` (normal, 429, challenge, 403, 5xx)"
+                    ));
+                }
+            },
+        };
+        if steps.last().is_some_and(|(prev, _)| *prev > at) {
+            return Err(format!("`{step}`: offsets must ascend"));
+        }
+        steps.push((at, b));
+    }
+    Ok(Script(steps))
 }
 
 /// `500ms`, `10s`, `2m`, `1h`. Hand-written: four units are not worth a dependency.
@@ -58,10 +122,20 @@ async fn main() -> std::io::Result<()> {
                 .map(|p| p.saturating_add(u16::try_from(i).unwrap_or(u16::MAX))),
             latency: args.latency,
             fault_rate: args.fault_rate,
+            page_bytes: args.page_bytes,
+            validators: !args.no_validators,
             ..SiteSpec::new(&format!("site{}", i + 1))
         })
         .collect();
     let portal = Portal::start(specs).await?;
+    let t0 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    if let Some(Script(steps)) = &args.script {
+        for site in portal.sites() {
+            portal.set_behaviour(&site, Behaviour::Script(steps.clone()));
+        }
+    }
     let searches: Vec<String> = (1..=args.searches).map(|i| format!("s{i}")).collect();
     for site in portal.sites() {
         let urls: Vec<String> = searches
@@ -88,15 +162,71 @@ async fn main() -> std::io::Result<()> {
             }
         });
     }
-    tokio::signal::ctrl_c().await?;
+    {
+        let p = portal.clone();
+        tokio::spawn(async move {
+            let Ok(mut usr1) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+            else {
+                return;
+            };
+            while usr1.recv().await.is_some() {
+                for site in p.sites() {
+                    p.add_listing(&site, None);
+                }
+                eprintln!("SIGUSR1: one new listing on every search of every site");
+            }
+        });
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    if let Some(path) = &args.log {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(out, "# t0 {t0}")?;
+        for r in portal.requests() {
+            writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}",
+                r.at,
+                r.site,
+                r.method,
+                r.path,
+                r.header("if-none-match").unwrap_or("-")
+            )?;
+        }
+        out.flush()?;
+    }
     portal.shutdown().await;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{parse_duration, parse_script};
+    use fake_portal::Behaviour;
     use std::time::Duration;
+
+    #[test]
+    fn scripts() {
+        let s = parse_script("6s=429:6,21s=challenge,36s=normal").unwrap().0;
+        assert_eq!(s.len(), 3);
+        assert_eq!(
+            s[0],
+            (
+                Duration::from_secs(6),
+                Behaviour::RateLimited {
+                    retry_after: Some("6".into())
+                }
+            )
+        );
+        assert_eq!(s[2], (Duration::from_secs(36), Behaviour::Normal));
+        assert!(parse_script("5s=teapot").is_err());
+        assert!(parse_script("5s=normal,1s=429").is_err());
+        assert!(parse_script("429").is_err());
+    }
 
     #[test]
     fn durations() {

@@ -463,7 +463,9 @@ async fn search(
         (etag, last_modified, plain, gz)
     };
     let last_modified = httpdate::fmt_http_date(last_modified);
-    let unchanged = if let Some(inm) = headers.get(header::IF_NONE_MATCH) {
+    let unchanged = if !site.spec.validators {
+        false
+    } else if let Some(inm) = headers.get(header::IF_NONE_MATCH) {
         // RFC 9110 §13.1.3: If-None-Match wins over If-Modified-Since when both are sent.
         inm.to_str().is_ok_and(|v| {
             v.split(',')
@@ -479,9 +481,13 @@ async fn search(
     } else {
         false
     };
-    let mut builder = Response::builder()
-        .header(header::ETAG, &etag)
-        .header(header::LAST_MODIFIED, &last_modified)
+    let mut builder = Response::builder();
+    if site.spec.validators {
+        builder = builder
+            .header(header::ETAG, &etag)
+            .header(header::LAST_MODIFIED, &last_modified);
+    }
+    builder = builder
         .header(header::CACHE_CONTROL, "no-cache")
         .header(header::VARY, "Accept-Encoding");
     let body = if unchanged {
