@@ -1,0 +1,97 @@
+"""`notifio watch` under load (issue 7): 1,000 searches over 100 fake sites, interval 30 s.
+
+Measures the watcher process only (not the portal): CPU (user+sys, from wait4 after SIGTERM),
+peak RSS (wait4's maxrss, cross-checked with VmHWM), and the number of checks (search-page
+requests the portal logged while the watcher ran). New listings appear on one search per site
+every 30 s, so some checks find something new and go through notification enqueueing.
+"""
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import NOTIFIO, Portal, log, notifio_config, proc_cpu, proc_hwm_mb  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sites", type=int, default=100)
+    ap.add_argument("--per-site", type=int, default=10)
+    ap.add_argument("--duration", type=float, default=300)
+    ap.add_argument("--interval", default="30s")
+    ap.add_argument("--validators", action="store_true",
+                    help="let the portal send ETags (unchanged pages come back as 304)")
+    ap.add_argument("--perf", action="store_true", help="record with perf for the profile")
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="notifio-watch-bench-")
+    extra = ["--page-bytes", "300000", "--new-every", "30s"]
+    if not args.validators:
+        extra.append("--no-validators")
+    log_path = os.path.join(work, "portal.log")
+    portal = Portal(args.sites, args.per_site, extra, log_path=log_path)
+    cfg = os.path.join(work, "notifio.toml")
+    notifio_config(cfg, os.path.join(work, "state"), portal.all_urls(), interval=args.interval,
+                   concurrency=16)
+    cmd = [NOTIFIO, "watch", "--config", cfg]
+    if args.perf:
+        cmd = ["perf", "record", "-g", "-o", os.path.join(os.getcwd(), "perf.data"), "--"] + cmd
+    t0 = time.time()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                         stderr=open(os.path.join(work, "notifio.err"), "w"),
+                         start_new_session=True)
+    hwm, samples = 0.0, []
+    try:
+        while time.time() - t0 < args.duration:
+            time.sleep(min(15, max(0.1, args.duration - (time.time() - t0))))
+            if args.perf:
+                continue
+            try:
+                hwm = max(hwm, proc_hwm_mb(p.pid))
+                samples.append((time.time() - t0, proc_cpu(p.pid), hwm))
+                log("t=%3.0fs  cpu %.2fs  peak RSS %.1f MB" % samples[-1])
+            except OSError:
+                break
+    finally:
+        t_end = time.time()
+        os.kill(p.pid, signal.SIGTERM)
+        _, status, ru = os.wait4(p.pid, 0)
+        portal.stop()
+    cpu = ru.ru_utime + ru.ru_stime
+    rss = ru.ru_maxrss / 1024.0
+    lines = open(log_path).read().splitlines()[1:]
+    checks = sum(1 for x in lines if "\t/search/" in x
+                 and t0 * 1000 <= int(x.split("\t")[0]) <= t_end * 1000)
+    full = sum(1 for x in lines if "\t/search/" in x and x.split("\t")[4] == "-")
+    err = open(os.path.join(work, "notifio.err")).read().strip().splitlines()
+    print("searches %d over %d sites, interval %s, %.0f s, validators %s" % (
+        args.sites * args.per_site, args.sites, args.interval, t_end - t0,
+        "on (304s)" if args.validators else "off (every check downloads ~300 KB)"))
+    print("| checks | CPU s (user+sys) | CPU ms/check | peak RSS MB | exit |")
+    print("|---|---|---|---|---|")
+    print("| %d | %.2f | %.3f | %.1f | %s |" % (checks, cpu, 1000 * cpu / max(checks, 1), rss,
+                                              os.waitstatus_to_exitcode(status)))
+    print("\n(%d of the checks were unconditional; steady-state CPU from the samples: %s)" % (
+        full, steady(samples)))
+    if err:
+        print("\nwatcher stderr (last lines): " + " / ".join(err[-3:]))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def steady(samples):
+    """CPU per second between the first sample after 60 s and the last sample."""
+    s = [x for x in samples if x[0] >= 60]
+    if len(s) < 2:
+        return "run too short"
+    (ta, ca, _), (tb, cb, _) = s[0], s[-1]
+    return "%.1f ms CPU per second of watching from t=%.0fs to t=%.0fs" % (
+        1000 * (cb - ca) / (tb - ta), ta, tb)
+
+
+if __name__ == "__main__":
+    main()

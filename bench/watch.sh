@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# `notifio watch` with 1,000 searches over 100 fake sites (~300 KB pages), interval 30 s (issue 7).
+#   bench/watch.sh                 # 5 minutes, the portal sends no ETags (every check is a full page)
+#   DURATION=60 bench/watch.sh     # a quick run
+#   VALIDATORS=1 bench/watch.sh    # the portal sends ETags: unchanged pages come back as 304
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$(dirname "$here")"
+echo "building release binaries…" >&2
+cargo build --release -q -p notifio -p fake-portal >&2
+flags=()
+[[ -n "${VALIDATORS:-}" ]] && flags+=(--validators)
+timeout $(( ${DURATION:-300} + 120 )) python3 "$here/watch.py" --duration "${DURATION:-300}" "${flags[@]}"
