@@ -169,6 +169,15 @@ impl Store {
         })
     }
 
+    /// A write transaction that takes the write lock at BEGIN. A deferred one that reads first
+    /// and writes later cannot wait for the notification sender's connection (SQLite answers
+    /// "database is locked" at once instead of using the busy timeout), which stopped `watch`.
+    fn write_tx(&mut self) -> Result<rusqlite::Transaction<'_>, StoreError> {
+        Ok(self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?)
+    }
+
     /// The database file.
     #[must_use]
     pub fn path(&self) -> &Path {
@@ -190,7 +199,7 @@ impl Store {
         &mut self,
         searches: &[(String, String, String)],
     ) -> Result<Vec<u32>, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write_tx()?;
         let mut ids = Vec::with_capacity(searches.len());
         for (name, url, site) in searches {
             let existing: Option<(u32, String)> = tx
@@ -263,7 +272,7 @@ impl Store {
     /// # Errors
     /// On SQL failure (nothing is written then).
     pub fn record_check(&mut self, rec: &CheckRecord<'_>) -> Result<Recorded, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write_tx()?;
         let mut out = Recorded::default();
         let site = rec.site.as_str();
         if let Some(listings) = rec.listings {
