@@ -60,6 +60,10 @@ pub enum Command {
         /// Check sites even while they are waiting (ignores the backoff registry).
         #[arg(long)]
         force: bool,
+        /// Read every page in full and list its listings, even if it has not changed since the
+        /// last good check (by default an unchanged page is a 304 or a hash match, not a parse).
+        #[arg(long)]
+        fresh: bool,
     },
     /// Searches and sites: state, refusal kind, rung, countdown, last outcome.
     Status {
@@ -227,9 +231,10 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             json,
             notify,
             force,
+            fresh,
         } => {
             let cfg = load_config(cli.config)?;
-            runtime()?.block_on(check(cfg, json, notify, force))
+            runtime()?.block_on(check(cfg, json, notify, force, fresh))
         }
         Command::Watch => {
             let cfg = load_config(cli.config)?;
@@ -266,7 +271,13 @@ pub fn channels(cfg: &Config) -> Result<crate::notify::Channels, crate::notify::
     crate::notify::Channels::from_settings(email, n.mailbox.clone(), webhook, &cfg.watch.state_dir)
 }
 
-async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(), Failure> {
+async fn check(
+    cfg: Config,
+    json: bool,
+    notify: bool,
+    force: bool,
+    fresh: bool,
+) -> Result<(), Failure> {
     let senders = if notify {
         Some(channels(&cfg).map_err(|e| Failure::Usage(e.to_string()))?)
     } else {
@@ -281,6 +292,9 @@ async fn check(cfg: Config, json: bool, notify: bool, force: bool) -> Result<(),
     let retry = cfg.retry.notify.clone();
     let backoff = cfg.backoff.clone();
     let mut watcher = Watcher::for_one_pass(cfg, channel_kinds, force).map_err(watch_failure)?;
+    if fresh {
+        watcher.forget_pages();
+    }
     let bar = if std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(total);
         b.set_style(
@@ -367,6 +381,13 @@ fn print_pass_result(r: &PassResult) {
             )
         })
         .unwrap_or_default();
+    if r.unchanged {
+        println!(
+            "{:<28} {:<16} unchanged since the last check{status} (--fresh lists it again)",
+            r.search, r.outcome
+        );
+        return;
+    }
     println!(
         "{:<28} {:<16} {} listings{new}{status}{wait}",
         r.search,

@@ -37,12 +37,19 @@ impl StatusSource for LiveStatus {
         let Ok(store) = self.store.lock() else {
             return StatusView::default();
         };
-        status::build(&store, crate::watch::now().as_millis(), &self.backoff).unwrap_or_else(|e| {
-            StatusView {
+        match status::build(&store, crate::watch::now().as_millis(), &self.backoff) {
+            // The watcher writes its retry metrics to the store at most once a second (for
+            // `notifio status`); the dashboard lives beside it and reads them first-hand.
+            Ok(view) => StatusView {
+                retry: self.fetcher.metrics().snapshot(),
+                warnings: self.fetcher.metrics().warnings(),
+                ..view
+            },
+            Err(e) => StatusView {
                 warnings: vec![format!("status unavailable: {e}")],
                 ..StatusView::default()
-            }
-        })
+            },
+        }
     }
 
     fn metrics(&self) -> String {

@@ -12,16 +12,16 @@ use crate::extract::{self, Extraction, SiteProfile};
 use crate::fetch::{FetchConfig, FetchRequest, Fetched, Fetcher};
 use crate::listing::Listing;
 use crate::notify::{ChannelKind, Notification};
-use crate::store::{CheckRecord, Store, StoreError};
+use crate::store::{CheckRecord, PageMemo, SearchSync, Store, StoreError};
 use notifio_policy::schedule::{SearchState, SiteState};
 use notifio_policy::{
     Check, CheckId, Entry, Outcome, Reaction, Registry, RequestClass, Scheduler, SchedulerConfig,
     SearchId, SearchSpec, SiteKey, Timestamp, classify,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +37,9 @@ pub fn now() -> Timestamp {
 
 /// In a one-pass watcher a checked search is not due again for this long (i.e. not in the pass).
 const ONE_PASS_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How often the retry-metrics snapshot `notifio status` shows is written (not every check).
+const META_EVERY: Duration = Duration::from_secs(1);
 
 /// After this long refused, the user is told once per episode.
 pub const BLOCKED_ALERT_AFTER: Duration = Duration::from_secs(30 * 60);
@@ -147,6 +150,10 @@ struct Done {
     outcome: Outcome,
     fetched: Fetched,
     listings: Option<Vec<Listing>>,
+    /// The page's fingerprint (2xx only).
+    fingerprint: Option<String>,
+    /// The page was byte-for-byte the last good one, so it was not parsed again.
+    same_page: bool,
 }
 
 /// How long `check` runs: until every search was checked once or is parked on a waiting site.
@@ -177,6 +184,9 @@ pub struct PassResult {
     pub listings: Vec<Listing>,
     /// Ids of listings seen for the first time.
     pub new: Vec<String>,
+    /// The page was the same as at the last good check (a 304, or the same bytes), so it was
+    /// not read again and `listings` is empty.
+    pub unchanged: bool,
     /// When the site may be tried again, if it is waiting.
     pub next_retry_at: Option<u64>,
 }
@@ -195,6 +205,17 @@ pub struct Watcher {
     metrics: Arc<AppMetrics>,
     running: HashMap<CheckId, Check>,
     mode: Mode,
+    /// Each search's last good page (mirrors the store; see [`PageMemo`]).
+    pages: HashMap<SearchId, PageMemo>,
+    /// The state/next-check pair last written per search: unchanged ones are not rewritten.
+    written_states: HashMap<u32, (&'static str, Option<u64>)>,
+    /// Sites known to have no backoff row and no expired session on disk.
+    clear_sites: HashSet<SiteKey>,
+    /// When the metrics snapshot was last written.
+    meta_written: Option<Instant>,
+    /// A notification was enqueued in the open transaction: wake the sender once it commits
+    /// (woken earlier, it would look before the row is visible and go back to sleep).
+    wake_sender: bool,
 }
 
 /// Why the watcher could not start or had to stop.
@@ -299,16 +320,8 @@ impl Watcher {
                 sessions.insert(site, names);
             }
         }
-        let rows: Vec<(String, String, String)> = config
-            .searches
-            .iter()
-            .map(|s| (s.name.clone(), s.url.clone(), s.site.as_str().to_owned()))
-            .collect();
-        let ids = store.sync_searches(&rows)?;
-
-        let mut searches = HashMap::new();
-        let mut by_site: HashMap<SiteKey, Vec<SearchId>> = HashMap::new();
-        for (s, &db_id) in config.searches.iter().zip(&ids) {
+        let mut profiles = Vec::with_capacity(config.searches.len());
+        for s in &config.searches {
             let forced = s.profile.as_deref().or_else(|| {
                 config
                     .sites
@@ -322,6 +335,24 @@ impl Watcher {
                         source,
                     }
                 })?;
+            profiles.push(profile);
+        }
+        let rows: Vec<SearchSync> = config
+            .searches
+            .iter()
+            .zip(&profiles)
+            .map(|(s, profile)| SearchSync {
+                name: s.name.clone(),
+                url: s.url.clone(),
+                site: s.site.as_str().to_owned(),
+                rules: rules_fingerprint(profile.as_ref()),
+            })
+            .collect();
+        let ids = store.sync_searches(&rows)?;
+
+        let mut searches = HashMap::new();
+        let mut by_site: HashMap<SiteKey, Vec<SearchId>> = HashMap::new();
+        for ((s, &db_id), profile) in config.searches.iter().zip(&ids).zip(profiles) {
             if profile.needs_cookies() {
                 let problem = match sessions.get(&s.site) {
                     None => "no cookies file is configured for it".to_owned(),
@@ -414,6 +445,14 @@ impl Watcher {
                 scheduler.pause_site(&site);
             }
         }
+        let mut pages = HashMap::new();
+        for (id, memo) in store.page_memos()? {
+            let Some(s) = config.searches.iter().zip(&ids).find(|(_, i)| **i == id) else {
+                continue;
+            };
+            fetcher.set_validators(&s.0.url, memo.etag.clone(), memo.last_modified.clone());
+            pages.insert(SearchId(id), memo);
+        }
         let (events, _) = broadcast::channel(1024);
         Ok(Self {
             config,
@@ -428,7 +467,27 @@ impl Watcher {
             metrics: Arc::new(AppMetrics::default()),
             running: HashMap::new(),
             mode,
+            pages,
+            written_states: HashMap::new(),
+            clear_sites: HashSet::new(),
+            meta_written: None,
+            wake_sender: false,
         })
+    }
+
+    /// Forgets every remembered page (`check --fresh`): each page is fetched in full and read
+    /// again, and its listings are reported even if nothing changed.
+    pub fn forget_pages(&mut self) {
+        for check_url in self
+            .config
+            .searches
+            .iter()
+            .map(|s| s.url.clone())
+            .collect::<Vec<_>>()
+        {
+            self.fetcher.set_validators(&check_url, None, None);
+        }
+        self.pages.clear();
     }
 
     /// Subscribes to the event stream (the demo narrates it).
@@ -509,6 +568,7 @@ impl Watcher {
             self.scheduler.abandon(id);
             self.persist_site(&check.site)?;
         }
+        self.write_meta()?;
         let mut order: Vec<_> = results.into_iter().collect();
         order.sort_by_key(|(id, _)| id.0);
         Ok(order.into_iter().map(|(_, r)| r).collect())
@@ -545,6 +605,7 @@ impl Watcher {
                             attempts: 0,
                             listings: Vec::new(),
                             new: Vec::new(),
+                            unchanged: false,
                             next_retry_at: next.map(Timestamp::as_millis),
                         },
                     );
@@ -568,33 +629,29 @@ impl Watcher {
             self.scheduler.abandon(check.id);
             return Ok(());
         };
-        if check.probe {
-            // The probe is on disk before it leaves, so status shows it and a crash mid-probe
-            // leaves the site waiting, not clear.
-            self.store.save_backoff(
-                &check.site,
-                self.scheduler.registry().entry(&check.site),
-                true,
-            )?;
+        self.store.begin()?;
+        let written = self.record_start(&check);
+        match written {
+            Ok(()) => self.store.commit()?,
+            Err(e) => {
+                self.store.rollback();
+                return Err(e);
+            }
         }
-        let started = now();
-        for id in check.searches.iter() {
-            let (state, next) = self
-                .scheduler
-                .search_state(*id)
-                .unwrap_or((SearchState::Ok, None));
-            // A healthy search being checked right now is due now, not "unscheduled".
-            let next = if state == SearchState::Ok {
-                next.or(Some(started))
-            } else {
-                next
-            };
-            self.store.set_search_state(
-                id.0,
-                search_state_name(state),
-                next.map(Timestamp::as_millis),
-            )?;
-        }
+        // Conditional, and possibly skipped as the same page, only if every search this fetch
+        // answers has the same last good page: a search added later gets its own full read.
+        let memos: Vec<Option<&PageMemo>> =
+            check.searches.iter().map(|id| self.pages.get(id)).collect();
+        let expected = match memos.first() {
+            Some(Some(first))
+                if memos
+                    .iter()
+                    .all(|m| m.is_some_and(|m| m.fingerprint == first.fingerprint)) =>
+            {
+                Some(first.fingerprint.clone())
+            }
+            _ => None,
+        };
         let _ = self.events.send(WatchEvent::CheckStarted {
             site: check.site.clone(),
             searches: self.names(&check.searches),
@@ -614,21 +671,69 @@ impl Watcher {
                 } else {
                     RequestClass::Search
                 },
-                conditional: true,
+                conditional: expected.is_some(),
                 post_json: None,
             };
             let fetched = fetcher.fetch(&req, &cancel).await;
             if fetched.cancelled {
                 return;
             }
-            let (outcome, listings) = judge(&fetched, info.profile.as_ref(), info.has_session);
+            let fingerprint = fingerprint(&fetched);
+            let same = expected.is_some() && fingerprint == expected;
+            let (outcome, listings) =
+                judge(&fetched, info.profile.as_ref(), info.has_session, same);
             let _ = tx.send(Done {
                 check,
                 outcome,
                 fetched,
                 listings,
+                fingerprint,
+                same_page: same && outcome == Outcome::Ok,
             });
         });
+        Ok(())
+    }
+
+    /// A check's start on disk: the probe (so status shows it and a crash mid-probe leaves the
+    /// site waiting, not clear) and its searches' states.
+    fn record_start(&mut self, check: &Check) -> Result<(), WatchError> {
+        if check.probe {
+            self.clear_sites.remove(&check.site);
+            self.store.save_backoff(
+                &check.site,
+                self.scheduler.registry().entry(&check.site),
+                true,
+            )?;
+        }
+        let started = now();
+        for id in check.searches.iter() {
+            let (state, next) = self
+                .scheduler
+                .search_state(*id)
+                .unwrap_or((SearchState::Ok, None));
+            // A healthy search being checked right now is due now, not "unscheduled".
+            let next = if state == SearchState::Ok {
+                next.or(Some(started))
+            } else {
+                next
+            };
+            self.write_search_state(id.0, state, next)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a search's state and next check time unless that is what the disk already has.
+    fn write_search_state(
+        &mut self,
+        id: u32,
+        state: SearchState,
+        next: Option<Timestamp>,
+    ) -> Result<(), WatchError> {
+        let row = (search_state_name(state), next.map(Timestamp::as_millis));
+        if self.written_states.get(&id) != Some(&row) {
+            self.store.set_search_state(id, row.0, row.1)?;
+            self.written_states.insert(id, row);
+        }
         Ok(())
     }
 
@@ -639,7 +744,30 @@ impl Watcher {
             .collect()
     }
 
+    /// Records a finished check: every write it causes is one transaction.
     fn finish(
+        &mut self,
+        done: Done,
+        mode: Mode,
+        results: &mut HashMap<SearchId, PassResult>,
+    ) -> Result<(), WatchError> {
+        self.store.begin()?;
+        match self.finish_in_tx(done, mode, results) {
+            Ok(()) => {
+                self.store.commit()?;
+                if std::mem::take(&mut self.wake_sender) {
+                    self.outbox_wake.notify_one();
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.store.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    fn finish_in_tx(
         &mut self,
         done: Done,
         mode: Mode,
@@ -650,6 +778,8 @@ impl Watcher {
             outcome,
             fetched,
             listings,
+            fingerprint,
+            same_page,
         } = done;
         self.running.remove(&check.id);
         self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -683,8 +813,9 @@ impl Watcher {
             history: self.config.watch.history,
         })?;
         if recorded.enqueued {
-            self.outbox_wake.notify_one();
+            self.wake_sender = true;
         }
+        self.remember_page(&check, outcome, &fetched, listings.is_some(), fingerprint)?;
         if let Ok(mut m) = self.metrics.checks.lock() {
             *m.entry(outcome.as_str()).or_default() += 1;
         }
@@ -732,7 +863,7 @@ impl Watcher {
                         &self.channels,
                         t.as_millis(),
                     )?;
-                    self.outbox_wake.notify_one();
+                    self.wake_sender = true;
                 }
             }
             Some(Reaction::SearchGone { .. }) | None => {}
@@ -767,21 +898,74 @@ impl Watcher {
                     attempts: fetched.attempts,
                     listings: listings.clone().unwrap_or_default(),
                     new: recorded.new.iter().map(|l| l.id.clone()).collect(),
+                    unchanged: same_page || outcome == Outcome::Unchanged,
                     next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
                 });
             }
         }
+        if self.meta_written.is_none_or(|t| t.elapsed() >= META_EVERY) {
+            self.write_meta()?;
+        }
+        Ok(())
+    }
+
+    /// The retry metrics and warnings `notifio status` shows.
+    fn write_meta(&mut self) -> Result<(), WatchError> {
         if let Ok(json) = serde_json::to_string(&self.fetcher.metrics().snapshot()) {
             self.store.put_meta("retry", &json)?;
         }
         if let Ok(json) = serde_json::to_string(&self.fetcher.metrics().warnings()) {
             self.store.put_meta("warnings", &json)?;
         }
+        self.meta_written = Some(Instant::now());
+        Ok(())
+    }
+
+    /// After a check: a page judged good becomes its searches' memo (fingerprint and
+    /// validators, on disk in the check's transaction); any other 2xx must not be what a later
+    /// 304 vouches for, so the fetcher goes back to the last good page's validators.
+    fn remember_page(
+        &mut self,
+        check: &Check,
+        outcome: Outcome,
+        fetched: &Fetched,
+        parsed: bool,
+        fingerprint: Option<String>,
+    ) -> Result<(), WatchError> {
+        let ok_2xx =
+            fetched.failure.is_none() && fetched.status.is_some_and(|s| (200..300).contains(&s));
+        match (outcome, parsed, fingerprint) {
+            (Outcome::Ok, true, Some(fingerprint)) => {
+                let memo = PageMemo {
+                    fingerprint,
+                    etag: fetched.header("etag").map(str::to_owned),
+                    last_modified: fetched.header("last-modified").map(str::to_owned),
+                };
+                for id in check.searches.iter() {
+                    if self.pages.get(id) != Some(&memo) {
+                        if let Some(info) = self.searches.get(id) {
+                            self.store.set_page_memo(info.db_id, &memo)?;
+                        }
+                        self.pages.insert(*id, memo.clone());
+                    }
+                }
+            }
+            (Outcome::Ok | Outcome::Unchanged, _, _) => {}
+            _ if ok_2xx => {
+                let memo = check.searches.first().and_then(|id| self.pages.get(id));
+                self.fetcher.set_validators(
+                    &check.url,
+                    memo.and_then(|m| m.etag.clone()),
+                    memo.and_then(|m| m.last_modified.clone()),
+                );
+            }
+            _ => {}
+        }
         Ok(())
     }
 
     fn maybe_alert_blocked(
-        &self,
+        &mut self,
         site: &SiteKey,
         entry: &Entry,
         t: Timestamp,
@@ -802,46 +986,54 @@ impl Watcher {
                     .unwrap_or_default(),
             };
             self.store.enqueue(&n, &self.channels, t.as_millis())?;
-            self.outbox_wake.notify_one();
+            self.wake_sender = true;
         }
         Ok(())
     }
 
     /// Writes a site's registry entry and every one of its searches' states.
-    fn persist_site(&self, site: &SiteKey) -> Result<(), WatchError> {
+    fn persist_site(&mut self, site: &SiteKey) -> Result<(), WatchError> {
         let registry = self.scheduler.registry();
-        self.store
-            .save_backoff(site, registry.entry(site), registry.is_probing(site))?;
-        if self.scheduler.site_state(site) != SiteState::SessionExpired
-            && registry.entry(site).is_none()
-        {
-            // A site that answers again is no longer session-expired.
+        let entry = registry.entry(site);
+        let clear = entry.is_none()
+            && !registry.is_probing(site)
+            && self.scheduler.site_state(site) != SiteState::SessionExpired;
+        if !(clear && self.clear_sites.contains(site)) {
             self.store
-                .set_session_expired(site, false, now().as_millis())?;
+                .save_backoff(site, entry, registry.is_probing(site))?;
+            if clear {
+                // A site that answers again is no longer session-expired.
+                self.store
+                    .set_session_expired(site, false, now().as_millis())?;
+                self.clear_sites.insert(site.clone());
+            } else {
+                self.clear_sites.remove(site);
+            }
         }
-        for id in self.by_site.get(site).into_iter().flatten() {
+        let ids = self.by_site.get(site).cloned().unwrap_or_default();
+        for id in ids {
             let (state, next) = self
                 .scheduler
-                .search_state(*id)
+                .search_state(id)
                 .unwrap_or((SearchState::Ok, None));
-            self.store.set_search_state(
-                id.0,
-                search_state_name(state),
-                next.map(Timestamp::as_millis),
-            )?;
+            self.write_search_state(id.0, state, next)?;
         }
         Ok(())
     }
 }
 
 /// Classifies a fetched page and, when it is a proper page, extracts its listings.
+///
+/// `same_page`: the bytes are those of the last page judged good, so a listing cannot be new;
+/// classification still runs (headers may differ), extraction does not.
 fn judge(
     fetched: &Fetched,
     profile: &dyn SiteProfile,
     has_session: bool,
+    same_page: bool,
 ) -> (Outcome, Option<Vec<Listing>>) {
     let outcome = classify(&fetched.facts(has_session), &profile.markers());
-    if outcome != Outcome::Ok {
+    if outcome != Outcome::Ok || same_page {
         return (outcome, None);
     }
     let Ok(url) = url::Url::parse(&fetched.final_url) else {
@@ -852,6 +1044,28 @@ fn judge(
         Extraction::NoResults => (Outcome::Ok, Some(Vec::new())),
         Extraction::LayoutUnknown => (Outcome::LayoutUnknown, None),
     }
+}
+
+/// A 2xx page's identity: status, final URL and body, hashed (xxh3, 128 bits, hex). Hashing
+/// 300 KB costs ~20 µs; parsing it costs a millisecond or more.
+fn fingerprint(fetched: &Fetched) -> Option<String> {
+    let status = fetched.status.filter(|s| (200..300).contains(s))?;
+    if fetched.failure.is_some() {
+        return None;
+    }
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&status.to_le_bytes());
+    h.update(fetched.final_url.as_bytes());
+    h.update(&[0]);
+    h.update(&fetched.body);
+    Some(format!("{:032x}", h.digest128()))
+}
+
+/// How a search's pages are read (profile, selectors) and by which Notifio: the store drops a
+/// search's page memo when this changes, since the same page may then yield other listings.
+fn rules_fingerprint(profile: &dyn SiteProfile) -> String {
+    let rules = format!("{}/{profile:?}", env!("CARGO_PKG_VERSION"));
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(rules.as_bytes()))
 }
 
 /// The state name the store and the status view use.

@@ -451,3 +451,84 @@ async fn an_expired_session_pauses_the_site_and_notifies_once() {
     assert_eq!(alerts, 1, "still one notification after the restart");
     portal.shutdown().await;
 }
+
+/// The last good page is remembered across processes: a second `check` sends the validators
+/// (the server answers 304), a server without validators sends the same bytes and they are not
+/// parsed again, a changed page is read in full, and new extraction rules drop the memo.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_page_is_not_read_again_even_by_a_new_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let portal = Portal::start(vec![
+        portal_site("tagged"),
+        SiteSpec {
+            validators: false,
+            ..portal_site("plain")
+        },
+    ])
+    .await
+    .unwrap();
+    let mut text = config_text(dir.path(), &portal, "tagged", 1, "30s");
+    text.push_str(&format!(
+        "[[search]]\nname = \"plain\"\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
+        portal.search_url("plain", "x")
+    ));
+    let pass = |text: &str, fresh: bool| {
+        let mut w = Watcher::for_one_pass(load(dir.path(), text), vec![], false).unwrap();
+        if fresh {
+            w.forget_pages();
+        }
+        async move { w.run(CancellationToken::new()).await.unwrap() }
+    };
+    let by = |r: &[notifio::watch::PassResult], n: &str| {
+        r.iter().find(|x| x.search == n).unwrap().clone()
+    };
+    let last_request = |site: &str| {
+        portal
+            .requests()
+            .into_iter()
+            .rev()
+            .find(|r| r.site == site && r.path.starts_with("/search/"))
+            .unwrap()
+    };
+
+    let first = pass(&text, false).await;
+    for name in ["search 0", "plain"] {
+        let r = by(&first, name);
+        assert!(!r.unchanged && r.listings.len() == 30, "{r:?}");
+    }
+    assert!(last_request("tagged").header("if-none-match").is_none());
+
+    // A new process: the validators come from the store, the plain page is the same bytes.
+    let second = pass(&text, false).await;
+    let (tagged, plain) = (by(&second, "search 0"), by(&second, "plain"));
+    assert_eq!((tagged.status, tagged.unchanged), (Some(304), true));
+    assert!(last_request("tagged").header("if-none-match").is_some());
+    assert_eq!(
+        (plain.status, plain.unchanged, plain.outcome.as_str()),
+        (Some(200), true, "ok")
+    );
+    assert!(plain.listings.is_empty(), "not parsed again");
+
+    // A change is read in full and its listing is new.
+    let added = portal.add_listing("plain", Some("x"));
+    let third = pass(&text, false).await;
+    let plain = by(&third, "plain");
+    assert!(!plain.unchanged);
+    assert_eq!(plain.new, vec![added.id.clone()]);
+
+    // Other extraction rules: the same page may hold other listings, so it is read again.
+    let changed_rules = text.replace(
+        "{ selector = \"article.listing\", id_attr = \"data-id\" }",
+        "{ selector = \"article.listing\" }",
+    );
+    let fourth = pass(&changed_rules, false).await;
+    for name in ["search 0", "plain"] {
+        let r = by(&fourth, name);
+        assert!(!r.unchanged && !r.listings.is_empty(), "{r:?}");
+    }
+
+    // `check --fresh` reads everything again.
+    let fifth = pass(&changed_rules, true).await;
+    assert!(fifth.iter().all(|r| !r.unchanged && !r.listings.is_empty()));
+    portal.shutdown().await;
+}

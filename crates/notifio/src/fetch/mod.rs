@@ -499,9 +499,21 @@ impl Fetcher {
     }
 
     fn remember_validators(&self, url: &str, f: &Fetched) {
+        self.set_validators(
+            url,
+            f.header("etag").map(str::to_owned),
+            f.header("last-modified").map(str::to_owned),
+        );
+    }
+
+    /// Sets the `ETag`/`Last-Modified` that conditional requests for `url` send (both `None`:
+    /// forget them). Every 2xx remembers its own; the watcher overrides that with the last page
+    /// it judged good (a 200 challenge page must not become the page a 304 vouches for), and
+    /// restores remembered ones at start.
+    pub fn set_validators(&self, url: &str, etag: Option<String>, last_modified: Option<String>) {
         let v = Validators {
-            etag: f.header("etag").map(str::to_owned),
-            last_modified: f.header("last-modified").map(str::to_owned),
+            etag,
+            last_modified,
         };
         let mut map = lock(&self.inner.validators);
         if v.etag.is_none() && v.last_modified.is_none() {

@@ -112,6 +112,34 @@ pub struct Recorded {
     pub enqueued: bool,
 }
 
+/// What the last good page of a search looked like. A page whose fingerprint matches cannot
+/// hold a new listing, so it is not parsed again; the validators let the server answer 304
+/// instead of sending it at all. Kept per search (not per URL) so a search added later with
+/// the same URL still gets its own first, full read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PageMemo {
+    /// Hash of status, final URL and body of the last page judged `ok` (hex).
+    pub fingerprint: String,
+    /// Its `ETag`, if the server sent one.
+    pub etag: Option<String>,
+    /// Its `Last-Modified`, if the server sent one.
+    pub last_modified: Option<String>,
+}
+
+/// One configured search, as [`Store::sync_searches`] takes it.
+#[derive(Clone, Debug)]
+pub struct SearchSync {
+    /// Name from the config (the identity of the search).
+    pub name: String,
+    /// Its URL.
+    pub url: String,
+    /// Its site key.
+    pub site: String,
+    /// A fingerprint of how its pages are read (profile, selectors, Notifio version): when it
+    /// changes, the remembered page memo no longer says anything and is dropped.
+    pub rules: String,
+}
+
 /// The state database.
 #[derive(Debug)]
 pub struct Store {
@@ -178,6 +206,48 @@ impl Store {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?)
     }
 
+    /// Runs `f` inside a write transaction: the caller's, if [`Self::begin`] opened one, or
+    /// its own otherwise.
+    fn in_tx<R>(
+        &mut self,
+        f: impl FnOnce(&Connection) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        if !self.conn.is_autocommit() {
+            return f(&self.conn);
+        }
+        let tx = self.write_tx()?;
+        let r = f(&tx)?;
+        tx.commit()?;
+        Ok(r)
+    }
+
+    /// Opens a write transaction (taking the lock at once) that the following calls join until
+    /// [`Self::commit`]: a finished check's writes then cost one commit, not one per statement.
+    ///
+    /// # Errors
+    /// When the lock cannot be taken within the busy timeout, or one is already open.
+    pub fn begin(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        Ok(())
+    }
+
+    /// Commits the transaction [`Self::begin`] opened.
+    ///
+    /// # Errors
+    /// On SQL failure (the transaction is then rolled back by SQLite or by [`Self::rollback`]).
+    pub fn commit(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch("COMMIT")?;
+        Ok(())
+    }
+
+    /// Rolls back an open transaction, if any (after a failure: nothing half-written stays).
+    pub fn rollback(&self) {
+        if !self.conn.is_autocommit() {
+            // Best effort: if even ROLLBACK fails, SQLite rolls back when the connection closes.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+
     /// The database file.
     #[must_use]
     pub fn path(&self) -> &Path {
@@ -195,35 +265,46 @@ impl Store {
     ///
     /// # Errors
     /// On SQL failure.
-    pub fn sync_searches(
-        &mut self,
-        searches: &[(String, String, String)],
-    ) -> Result<Vec<u32>, StoreError> {
+    pub fn sync_searches(&mut self, searches: &[SearchSync]) -> Result<Vec<u32>, StoreError> {
         let tx = self.write_tx()?;
         let mut ids = Vec::with_capacity(searches.len());
-        for (name, url, site) in searches {
-            let existing: Option<(u32, String)> = tx
+        for SearchSync {
+            name,
+            url,
+            site,
+            rules,
+        } in searches
+        {
+            let existing: Option<(u32, String, Option<String>)> = tx
                 .query_row(
-                    "SELECT id, url FROM searches WHERE name = ?1",
+                    "SELECT id, url, rules FROM searches WHERE name = ?1",
                     [name],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
                 .optional()?;
             let id = match existing {
-                Some((id, old_url)) => {
+                Some((id, old_url, old_rules)) => {
                     if &old_url != url {
                         // A changed URL is a different search: take a new silent baseline.
                         tx.execute(
-                            "UPDATE searches SET url = ?2, site = ?3, baseline_at = NULL, state = 'ok', last_outcome = NULL WHERE id = ?1",
+                            "UPDATE searches SET url = ?2, site = ?3, baseline_at = NULL, state = 'ok', last_outcome = NULL,
+                             page_fingerprint = NULL, page_etag = NULL, page_last_modified = NULL WHERE id = ?1",
                             params![id, url, site],
+                        )?;
+                    }
+                    if old_rules.as_deref() != Some(rules.as_str()) {
+                        // Read differently now: the same page may hold other listings.
+                        tx.execute(
+                            "UPDATE searches SET rules = ?2, page_fingerprint = NULL, page_etag = NULL, page_last_modified = NULL WHERE id = ?1",
+                            params![id, rules],
                         )?;
                     }
                     id
                 }
                 None => {
                     tx.execute(
-                        "INSERT INTO searches (name, url, site, state) VALUES (?1, ?2, ?3, 'ok')",
-                        params![name, url, site],
+                        "INSERT INTO searches (name, url, site, state, rules) VALUES (?1, ?2, ?3, 'ok', ?4)",
+                        params![name, url, site, rules],
                     )?;
                     u32::try_from(tx.last_insert_rowid()).unwrap_or(u32::MAX)
                 }
@@ -272,86 +353,41 @@ impl Store {
     /// # Errors
     /// On SQL failure (nothing is written then).
     pub fn record_check(&mut self, rec: &CheckRecord<'_>) -> Result<Recorded, StoreError> {
-        let tx = self.write_tx()?;
-        let mut out = Recorded::default();
-        let site = rec.site.as_str();
-        if let Some(listings) = rec.listings {
-            let mut announce_to = Vec::new();
-            for (id, name, notify_existing) in rec.searches {
-                let baseline_at: Option<u64> = tx.query_row(
-                    "SELECT baseline_at FROM searches WHERE id = ?1",
-                    [id],
-                    |r| r.get(0),
-                )?;
-                if baseline_at.is_none() {
-                    tx.execute(
-                        "UPDATE searches SET baseline_at = ?2 WHERE id = ?1",
-                        params![id, rec.now],
-                    )?;
-                    out.baseline = true;
-                    if *notify_existing {
-                        announce_to.push(name.clone());
-                    }
-                } else {
-                    announce_to.push(name.clone());
-                }
-            }
-            {
-                let mut insert_listing = tx.prepare_cached(
-                    "INSERT OR IGNORE INTO listings (site, listing_id, first_seen, title, price, currency, rooms, area_m2, url, image)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                )?;
-                let mut link = tx.prepare_cached("INSERT OR IGNORE INTO search_listings (search_id, site, listing_id, first_seen) VALUES (?1, ?2, ?3, ?4)")?;
-                for l in listings {
-                    let fresh = insert_listing.execute(params![
-                        site, l.id, rec.now, l.title, l.price, l.currency, l.rooms, l.area_m2,
-                        l.url, l.image
-                    ])? == 1;
-                    for (id, _, _) in rec.searches {
-                        link.execute(params![id, site, l.id, rec.now])?;
-                    }
-                    if fresh {
-                        out.new.push(l.clone());
-                    }
-                }
-            }
-            if !out.new.is_empty() && !announce_to.is_empty() && !rec.channels.is_empty() {
-                let n = Notification::NewListings {
-                    site: site.to_owned(),
-                    searches: announce_to,
-                    listings: out.new.clone(),
-                    found_at: rec.now,
-                };
-                outbox::enqueue(&tx, &n, rec.channels, rec.now)?;
-                out.enqueued = true;
-            }
-        }
-        {
-            let mut hist = tx.prepare_cached(
-                "INSERT INTO checks (search_id, at, outcome, status, attempts, latency_ms, new_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?;
-            let mut last = tx.prepare_cached(
-                "UPDATE searches SET last_checked_at = ?2, last_outcome = ?3 WHERE id = ?1",
-            )?;
-            let mut prune = tx.prepare_cached(
-                "DELETE FROM checks WHERE search_id = ?1 AND id <= (SELECT id FROM checks WHERE search_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-            )?;
-            for (id, _, _) in rec.searches {
-                hist.execute(params![
-                    id,
-                    rec.now,
-                    rec.outcome,
-                    rec.status,
-                    rec.attempts,
-                    rec.latency_ms,
-                    out.new.len()
-                ])?;
-                last.execute(params![id, rec.now, rec.outcome])?;
-                prune.execute(params![id, rec.history])?;
-            }
-        }
-        tx.commit()?;
-        Ok(out)
+        self.in_tx(|tx| record_check_in(tx, rec))
+    }
+
+    /// The remembered last good page of every search that has one.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn page_memos(&self) -> Result<Vec<(u32, PageMemo)>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, page_fingerprint, page_etag, page_last_modified FROM searches WHERE active AND page_fingerprint IS NOT NULL",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                PageMemo {
+                    fingerprint: r.get(1)?,
+                    etag: r.get(2)?,
+                    last_modified: r.get(3)?,
+                },
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Remembers a search's last good page.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn set_page_memo(&self, id: u32, memo: &PageMemo) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "UPDATE searches SET page_fingerprint = ?2, page_etag = ?3, page_last_modified = ?4 WHERE id = ?1",
+            )?
+            .execute(params![id, memo.fingerprint, memo.etag, memo.last_modified])?;
+        Ok(())
     }
 
     /// Saves the scheduler's view of a search (state name and next check time).
@@ -564,6 +600,89 @@ impl Store {
             .query_row([key], |r| r.get(0))
             .optional()?)
     }
+}
+
+/// [`Store::record_check`]'s body, inside the transaction.
+fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, StoreError> {
+    let mut out = Recorded::default();
+
+    let site = rec.site.as_str();
+    if let Some(listings) = rec.listings {
+        let mut announce_to = Vec::new();
+        for (id, name, notify_existing) in rec.searches {
+            let baseline_at: Option<u64> = tx.query_row(
+                "SELECT baseline_at FROM searches WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )?;
+            if baseline_at.is_none() {
+                tx.execute(
+                    "UPDATE searches SET baseline_at = ?2 WHERE id = ?1",
+                    params![id, rec.now],
+                )?;
+                out.baseline = true;
+                if *notify_existing {
+                    announce_to.push(name.clone());
+                }
+            } else {
+                announce_to.push(name.clone());
+            }
+        }
+        {
+            let mut insert_listing = tx.prepare_cached(
+                "INSERT OR IGNORE INTO listings (site, listing_id, first_seen, title, price, currency, rooms, area_m2, url, image)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )?;
+            let mut link = tx.prepare_cached("INSERT OR IGNORE INTO search_listings (search_id, site, listing_id, first_seen) VALUES (?1, ?2, ?3, ?4)")?;
+            for l in listings {
+                let fresh = insert_listing.execute(params![
+                    site, l.id, rec.now, l.title, l.price, l.currency, l.rooms, l.area_m2, l.url,
+                    l.image
+                ])? == 1;
+                for (id, _, _) in rec.searches {
+                    link.execute(params![id, site, l.id, rec.now])?;
+                }
+                if fresh {
+                    out.new.push(l.clone());
+                }
+            }
+        }
+        if !out.new.is_empty() && !announce_to.is_empty() && !rec.channels.is_empty() {
+            let n = Notification::NewListings {
+                site: site.to_owned(),
+                searches: announce_to,
+                listings: out.new.clone(),
+                found_at: rec.now,
+            };
+            outbox::enqueue(tx, &n, rec.channels, rec.now)?;
+            out.enqueued = true;
+        }
+    }
+    {
+        let mut hist = tx.prepare_cached(
+            "INSERT INTO checks (search_id, at, outcome, status, attempts, latency_ms, new_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?;
+        let mut last = tx.prepare_cached(
+            "UPDATE searches SET last_checked_at = ?2, last_outcome = ?3 WHERE id = ?1",
+        )?;
+        let mut prune = tx.prepare_cached(
+            "DELETE FROM checks WHERE search_id = ?1 AND id <= (SELECT id FROM checks WHERE search_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+        )?;
+        for (id, _, _) in rec.searches {
+            hist.execute(params![
+                id,
+                rec.now,
+                rec.outcome,
+                rec.status,
+                rec.attempts,
+                rec.latency_ms,
+                out.new.len()
+            ])?;
+            last.execute(params![id, rec.now, rec.outcome])?;
+            prune.execute(params![id, rec.history])?;
+        }
+    }
+    Ok(out)
 }
 
 /// Creates the file with mode 0600 before SQLite opens it, so the database is never readable

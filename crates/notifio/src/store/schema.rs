@@ -55,6 +55,12 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX checks_by_search ON checks (search_id, id);
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    // 2: what the last good page of each search looked like, so an unchanged page costs a 304
+    // or a hash instead of a parse, across restarts and `check` runs (see `PageMemo`).
+    "ALTER TABLE searches ADD COLUMN rules TEXT;
+    ALTER TABLE searches ADD COLUMN page_fingerprint TEXT;
+    ALTER TABLE searches ADD COLUMN page_etag TEXT;
+    ALTER TABLE searches ADD COLUMN page_last_modified TEXT;",
 ];
 
 /// Brings the schema up to date (including the outbox's own schema).
