@@ -10,11 +10,12 @@
 //! wait expires one search goes back in, not five); single-flight (two searches with the same
 //! URL are one fetch); and parking searches of waiting or session-expired sites.
 //!
-//! Internally: one timer queue of events (a search comes due, a site may send again) with lazy
-//! deletion — a timing wheel, see `timers.rs` — and per site a min-heap of its due searches, most
-//! overdue first. Sites are indexed by integer; the registry is only consulted for sites that
-//! have an entry, and a check's id encodes its target, so the common path of a check hashes
-//! nothing and allocates nothing. Nothing is scanned.
+//! Internally: one timer queue of events (a search comes due, a site may send again) — an
+//! intrusive timing wheel, see `timers.rs` — and per site a sorted list of its due searches, most
+//! overdue first, threaded through the targets. Targets and sites are arrays indexed by `u32`,
+//! one cache line per record; the registry is only consulted for sites that have an entry, and a
+//! check's id encodes its target, so the common path of a check hashes nothing and allocates
+//! nothing. Nothing is scanned.
 
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
@@ -338,13 +339,14 @@ impl Scheduler {
         if self.events.any_due(now.0) {
             let mut due = std::mem::take(&mut self.scratch);
             let (targets, sites) = (&self.targets, &self.sites);
-            self.events.drain_due(now.0, &mut due, |at, node| match node.split() {
-                Ok(t) => {
-                    let target = &targets[t as usize];
-                    target.state == TargetState::Idle && target.next_due == at
-                }
-                Err(s) => sites[s as usize].wake_at == at,
-            });
+            self.events
+                .drain_due(now.0, &mut due, |at, node| match node.split() {
+                    Ok(t) => {
+                        let target = &targets[t as usize];
+                        target.state == TargetState::Idle && target.next_due == at
+                    }
+                    Err(s) => sites[s as usize].wake_at == at,
+                });
             for &(at, node) in &due {
                 self.handle_event(at, node);
             }
