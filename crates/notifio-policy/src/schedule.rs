@@ -10,22 +10,22 @@
 //! wait expires one search goes back in, not five); single-flight (two searches with the same
 //! URL are one fetch); and parking searches of waiting or session-expired sites.
 //!
-//! Internally: one timer queue of events (a search comes due, a site may send again) with lazy
-//! deletion — a timing wheel, see `timers.rs` — and per site a min-heap of its due searches, most
-//! overdue first. Sites are indexed by integer; the registry is only consulted for sites that
-//! have an entry, and a check's id encodes its target, so the common path of a check hashes
-//! nothing and allocates nothing. Nothing is scanned.
+//! Internally: one timer queue of events (a search comes due, a site may send again) — an
+//! intrusive timing wheel, see `timers.rs` — and per site a sorted list of its due searches, most
+//! overdue first, threaded through the targets. Targets and sites are arrays indexed by `u32`,
+//! one cache line per record; the registry is only consulted for sites that have an entry, and a
+//! check's id encodes its target, so the common path of a check hashes nothing and allocates
+//! nothing. Nothing is scanned.
 
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
 use crate::registry::{Admission, Entry, Registry};
 use crate::site::SiteKey;
 use crate::time::Timestamp;
-use crate::timers::Timers;
+use crate::timers::{Node, Timers};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -163,40 +163,52 @@ enum TargetState {
     Gone,
 }
 
-/// One URL to fetch, answering one or more searches.
+/// "No time": no wake-up pending.
+const NEVER: u64 = u64::MAX;
+/// End of a site's due queue.
+const NIL: u32 = u32::MAX;
+
+/// One URL to fetch, answering one or more searches. Everything a check touches sits in this
+/// one cache line.
 #[derive(Debug)]
+#[repr(align(64))]
 struct Target {
+    /// When it is next due (ms); while queued, its place in the site's queue.
+    next_due: u64,
+    /// The interval in ms (the shortest of its searches').
+    interval_ms: u64,
     url: Arc<str>,
-    site: usize,
     searches: Arc<[SearchId]>,
-    /// The id of the check in flight, when `state` is `InFlight`.
-    check: CheckId,
-    interval: Duration,
-    next_due: Timestamp,
+    /// The sequence number of the check in flight (the high half of its `CheckId`).
+    seq: u32,
+    site: u32,
+    /// The next target in its site's due queue, or `NIL`.
+    queue_next: u32,
     state: TargetState,
     probe: bool,
 }
 
+/// A site as the hot path needs it.
 #[derive(Debug)]
+#[repr(align(64))]
 struct SiteSlot {
     key: SiteKey,
-    spacing: Duration,
-    last_start: Option<Timestamp>,
+    /// No start before this (last start + spacing; 0 before the first start).
+    next_start: u64,
+    spacing_ms: u64,
+    /// The pending wake-up (`NEVER` if none): its node is in the timer wheel at this time, or
+    /// a far-heap entry for it exists.
+    wake_at: u64,
+    /// The due queue: targets ready to go, sorted by (due, index), threaded through
+    /// `Target::queue_next`. Usually 0-2 long, so a sorted list beats a heap.
+    head: u32,
+    tail: u32,
     in_flight: bool,
-    due: BinaryHeap<Reverse<(Timestamp, usize)>>,
-    wake_at: Option<Timestamp>,
     paused: bool,
     in_ready: bool,
     /// The registry may have an entry (or a probe) for this site. When false the registry is
     /// not consulted at all: it is only ever changed through this scheduler.
     gated: bool,
-    targets: Vec<usize>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Event {
-    TargetDue(usize),
-    SiteWake(usize),
 }
 
 /// The pure scheduler. See the module docs.
@@ -208,13 +220,19 @@ pub struct Scheduler {
     by_url: HashMap<String, usize>,
     by_search: HashMap<SearchId, usize>,
     sites: Vec<SiteSlot>,
+    /// Per site: its targets (cold: only counted when a site starts waiting).
+    site_targets: Vec<Vec<u32>>,
     site_index: HashMap<SiteKey, usize>,
-    events: Timers<Event>,
-    scratch: Vec<(u64, Event)>,
-    ready: VecDeque<usize>,
+    events: Timers,
+    scratch: Vec<(u64, Node)>,
+    ready: VecDeque<u32>,
     in_flight: usize,
     next_check: u32,
     rng: SmallRng,
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Scheduler {
@@ -229,6 +247,7 @@ impl Scheduler {
             by_url: HashMap::new(),
             by_search: HashMap::new(),
             sites: Vec::new(),
+            site_targets: Vec::new(),
             site_index: HashMap::new(),
             events: Timers::new(),
             scratch: Vec::new(),
@@ -246,32 +265,35 @@ impl Scheduler {
         if let Some(&t) = self.by_url.get(&spec.url) {
             let target = &mut self.targets[t];
             target.searches = target.searches.iter().copied().chain([spec.id]).collect();
-            target.interval = target.interval.min(spec.interval);
+            target.interval_ms = target.interval_ms.min(millis(spec.interval));
             self.by_search.insert(spec.id, t);
             if target.state == TargetState::Gone {
                 // A search added again for a page that was gone gets a fresh chance.
                 target.state = TargetState::Idle;
-                target.next_due = due;
-                self.events.push(due.0, Event::TargetDue(t));
+                target.next_due = due.0;
+                self.events.push(due.0, Node::target(t as u32));
             }
             return;
         }
         let site = self.site_slot(&spec.site);
         let t = self.targets.len();
+        assert!(t < (1 << 31), "more than 2^31 search URLs");
         self.targets.push(Target {
+            next_due: due.0,
+            interval_ms: millis(spec.interval),
             url: spec.url.as_str().into(),
-            site,
             searches: Arc::new([spec.id]),
-            check: CheckId(0),
-            interval: spec.interval,
-            next_due: due,
+            seq: 0,
+            site: site as u32,
+            queue_next: NIL,
             state: TargetState::Idle,
             probe: false,
         });
-        self.sites[site].targets.push(t);
+        self.events.add_target();
+        self.site_targets[site].push(t as u32);
         self.by_url.insert(spec.url, t);
         self.by_search.insert(spec.id, t);
-        self.events.push(due.0, Event::TargetDue(t));
+        self.events.push(due.0, Node::target(t as u32));
     }
 
     fn site_slot(&mut self, key: &SiteKey) -> usize {
@@ -279,6 +301,7 @@ impl Scheduler {
             return i;
         }
         let i = self.sites.len();
+        assert!(i < (1 << 31), "more than 2^31 sites");
         let spacing = self
             .config
             .site_spacing
@@ -288,16 +311,18 @@ impl Scheduler {
         let gated = self.registry.entry(key).is_some();
         self.sites.push(SiteSlot {
             key: key.clone(),
-            spacing,
-            last_start: None,
+            next_start: 0,
+            spacing_ms: millis(spacing),
+            wake_at: NEVER,
+            head: NIL,
+            tail: NIL,
             in_flight: false,
-            due: BinaryHeap::new(),
-            wake_at: None,
             paused: false,
             in_ready: false,
             gated,
-            targets: Vec::new(),
         });
+        self.site_targets.push(Vec::new());
+        self.events.add_site();
         self.site_index.insert(key.clone(), i);
         i
     }
@@ -313,14 +338,23 @@ impl Scheduler {
     pub fn poll_due(&mut self, now: Timestamp) -> Option<Check> {
         if self.events.any_due(now.0) {
             let mut due = std::mem::take(&mut self.scratch);
-            self.events.drain_due(now.0, &mut due);
-            for (at, event) in due.drain(..) {
-                self.handle_event(Timestamp(at), event);
+            let (targets, sites) = (&self.targets, &self.sites);
+            self.events
+                .drain_due(now.0, &mut due, |at, node| match node.split() {
+                    Ok(t) => {
+                        let target = &targets[t as usize];
+                        target.state == TargetState::Idle && target.next_due == at
+                    }
+                    Err(s) => sites[s as usize].wake_at == at,
+                });
+            for &(at, node) in &due {
+                self.handle_event(at, node);
             }
+            due.clear();
             self.scratch = due;
         }
         while self.in_flight < self.config.concurrency {
-            let s = self.ready.pop_front()?;
+            let s = self.ready.pop_front()? as usize;
             self.sites[s].in_ready = false;
             if let Some(check) = self.try_dispatch(s, now) {
                 return Some(check);
@@ -329,61 +363,115 @@ impl Scheduler {
         None
     }
 
-    fn handle_event(&mut self, at: Timestamp, event: Event) {
-        {
-            match event {
-                Event::TargetDue(t) => {
-                    let target = &mut self.targets[t];
-                    if target.state == TargetState::Idle && target.next_due == at {
-                        target.state = TargetState::Queued;
-                        let site = target.site;
-                        self.sites[site].due.push(Reverse((at, t)));
-                        self.mark_ready(site);
-                    }
+    fn handle_event(&mut self, at: u64, node: Node) {
+        match node.split() {
+            Ok(t) => {
+                let target = &mut self.targets[t as usize];
+                if target.state == TargetState::Idle && target.next_due == at {
+                    target.state = TargetState::Queued;
+                    let site = target.site as usize;
+                    self.enqueue(site, t);
+                    self.mark_ready(site);
                 }
-                Event::SiteWake(s) => {
-                    if self.sites[s].wake_at == Some(at) {
-                        self.sites[s].wake_at = None;
-                        self.mark_ready(s);
-                    }
+            }
+            Err(s) => {
+                let site = &mut self.sites[s as usize];
+                if site.wake_at == at {
+                    site.wake_at = NEVER;
+                    self.mark_ready(s as usize);
                 }
             }
         }
     }
 
+    /// Puts the site in the ready queue if it has something to send (a site with an empty due
+    /// queue could not dispatch anything, so it is not worth a visit).
     fn mark_ready(&mut self, s: usize) {
-        if !self.sites[s].in_ready {
-            self.sites[s].in_ready = true;
-            self.ready.push_back(s);
+        let site = &mut self.sites[s];
+        if !site.in_ready && site.head != NIL {
+            site.in_ready = true;
+            self.ready.push_back(s as u32);
         }
     }
 
-    fn set_wake(&mut self, s: usize, at: Timestamp) {
+    fn set_wake(&mut self, s: usize, at: u64) {
         let site = &mut self.sites[s];
-        if site.wake_at.is_none_or(|w| at < w) {
-            site.wake_at = Some(at);
-            self.events.push(at.0, Event::SiteWake(s));
+        if at < site.wake_at {
+            let node = Node::site(s as u32);
+            if site.wake_at != NEVER {
+                self.events.remove(site.wake_at, node);
+            }
+            site.wake_at = at;
+            self.events.push(at, node);
         }
+    }
+
+    /// Inserts target `t` into site `s`'s due queue, ordered by (due, index) like a min-heap
+    /// would pop them. Appending (the usual case: things come due in time order) and putting a
+    /// requeued check back in front are O(1).
+    fn enqueue(&mut self, s: usize, t: u32) {
+        let key = (self.targets[t as usize].next_due, t);
+        let site = &mut self.sites[s];
+        let targets = &mut self.targets;
+        if site.head == NIL {
+            targets[t as usize].queue_next = NIL;
+            site.head = t;
+            site.tail = t;
+            return;
+        }
+        let tail = site.tail;
+        if key >= (targets[tail as usize].next_due, tail) {
+            targets[tail as usize].queue_next = t;
+            targets[t as usize].queue_next = NIL;
+            site.tail = t;
+            return;
+        }
+        let mut prev = site.head;
+        if key < (targets[prev as usize].next_due, prev) {
+            targets[t as usize].queue_next = prev;
+            site.head = t;
+            return;
+        }
+        // Somewhere in the middle: `key` is below the tail's, so the walk ends before it.
+        loop {
+            let next = targets[prev as usize].queue_next;
+            if key < (targets[next as usize].next_due, next) {
+                targets[t as usize].queue_next = next;
+                targets[prev as usize].queue_next = t;
+                return;
+            }
+            prev = next;
+        }
+    }
+
+    fn dequeue(&mut self, s: usize) -> Option<u32> {
+        let site = &mut self.sites[s];
+        let t = site.head;
+        if t == NIL {
+            return None;
+        }
+        site.head = self.targets[t as usize].queue_next;
+        if site.head == NIL {
+            site.tail = NIL;
+        }
+        Some(t)
     }
 
     fn try_dispatch(&mut self, s: usize, now: Timestamp) -> Option<Check> {
         let site = &self.sites[s];
-        if site.due.is_empty() || site.paused || site.in_flight {
+        if site.head == NIL || site.paused || site.in_flight {
             return None;
         }
-        if let Some(last) = site.last_start {
-            let allowed = last + site.spacing;
-            if now < allowed {
-                self.set_wake(s, allowed);
-                return None;
-            }
+        if now.0 < site.next_start {
+            self.set_wake(s, site.next_start);
+            return None;
         }
         let probe = if site.gated {
             match self.registry.admit(&site.key, now) {
                 Admission::Clear => false,
                 Admission::Probe => true,
                 Admission::Wait(until) => {
-                    self.set_wake(s, until);
+                    self.set_wake(s, until.0);
                     return None;
                 }
                 Admission::ProbeInFlight => return None,
@@ -391,18 +479,19 @@ impl Scheduler {
         } else {
             false
         };
+        let t = self.dequeue(s)?;
         let site = &mut self.sites[s];
-        let Reverse((due, t)) = site.due.pop()?;
         site.in_flight = true;
-        site.last_start = Some(now);
+        site.next_start = now.0.saturating_add(site.spacing_ms);
         // The id carries the target's index (low 32 bits) and a sequence number, so an outcome
-        // finds its check without a map; a stale or unknown id does not match `target.check`.
-        let id = CheckId((u64::from(self.next_check) << 32) | t as u64);
-        self.next_check = self.next_check.wrapping_add(1);
-        let target = &mut self.targets[t];
+        // finds its check without a map; a stale or unknown id does not match `target.seq`.
+        let seq = self.next_check;
+        let id = CheckId((u64::from(seq) << 32) | u64::from(t));
+        self.next_check = seq.wrapping_add(1);
+        let target = &mut self.targets[t as usize];
         target.state = TargetState::InFlight;
         target.probe = probe;
-        target.check = id;
+        target.seq = seq;
         self.in_flight += 1;
         Some(Check {
             id,
@@ -410,7 +499,7 @@ impl Scheduler {
             url: Arc::clone(&target.url),
             searches: Arc::clone(&target.searches),
             probe,
-            due,
+            due: Timestamp(target.next_due),
         })
     }
 
@@ -424,15 +513,15 @@ impl Scheduler {
         now: Timestamp,
     ) -> Option<Reaction> {
         let t = self.take_in_flight(id)?;
-        let s = self.targets[t].site;
-        let key = self.sites[s].key.clone();
+        let s = self.targets[t].site as usize;
         let reaction = if let Some(kind) = outcome.refusal_kind() {
             self.requeue(t);
-            Some(self.record_refusal(s, &key, kind, retry_after, now))
+            Some(self.record_refusal(s, kind, retry_after, now))
         } else {
             let cleared = if self.sites[s].gated {
                 self.sites[s].gated = false;
-                self.registry.clear(&key).map(|was| Reaction::SiteCleared {
+                let key = &self.sites[s].key;
+                self.registry.clear(key).map(|was| Reaction::SiteCleared {
                     site: key.clone(),
                     was,
                 })
@@ -443,7 +532,9 @@ impl Scheduler {
                 Outcome::SessionExpired => {
                     self.sites[s].paused = true;
                     self.requeue(t);
-                    Some(Reaction::SessionExpired { site: key })
+                    Some(Reaction::SessionExpired {
+                        site: self.sites[s].key.clone(),
+                    })
                 }
                 Outcome::SearchGone => {
                     // The search's fate matters more to the user than the site clearing (which
@@ -466,24 +557,23 @@ impl Scheduler {
     fn record_refusal(
         &mut self,
         s: usize,
-        key: &SiteKey,
         kind: RefusalKind,
         retry_after: Option<Duration>,
         now: Timestamp,
     ) -> Reaction {
         let random = self.rng.random::<f64>();
         self.sites[s].gated = true;
+        let key = self.sites[s].key.clone();
         let entry = self
             .registry
-            .record(key, kind, now, retry_after, random)
+            .record(&key, kind, now, retry_after, random)
             .clone();
-        let searches = self.sites[s]
-            .targets
+        let searches = self.site_targets[s]
             .iter()
-            .map(|&t| self.targets[t].searches.len())
+            .map(|&t| self.targets[t as usize].searches.len())
             .sum();
         Reaction::SiteWaiting {
-            site: key.clone(),
+            site: key,
             entry,
             searches,
         }
@@ -499,9 +589,9 @@ impl Scheduler {
         let Some(t) = self.take_in_flight(id) else {
             return;
         };
-        let s = self.targets[t].site;
+        let s = self.targets[t].site as usize;
         if probe {
-            self.registry.abandon_probe(&self.sites[s].key.clone());
+            self.registry.abandon_probe(&self.sites[s].key);
         }
         self.requeue(t);
         self.mark_ready(s);
@@ -511,11 +601,11 @@ impl Scheduler {
     fn take_in_flight(&mut self, id: CheckId) -> Option<usize> {
         let t = (id.0 & 0xFFFF_FFFF) as usize;
         let target = self.targets.get_mut(t)?;
-        if target.state != TargetState::InFlight || target.check != id {
+        if target.state != TargetState::InFlight || u64::from(target.seq) != id.0 >> 32 {
             return None;
         }
         target.probe = false;
-        let s = target.site;
+        let s = target.site as usize;
         self.sites[s].in_flight = false;
         self.in_flight -= 1;
         Some(t)
@@ -524,19 +614,21 @@ impl Scheduler {
     fn requeue(&mut self, t: usize) {
         let target = &mut self.targets[t];
         target.state = TargetState::Queued;
-        let site = target.site;
-        self.sites[site].due.push(Reverse((target.next_due, t)));
+        let site = target.site as usize;
+        self.enqueue(site, t as u32);
     }
 
     fn reschedule(&mut self, t: usize, now: Timestamp) {
         let j = self.config.interval_jitter;
         let factor = 1.0 - j + self.rng.random::<f64>() * 2.0 * j;
         let target = &mut self.targets[t];
-        let next = now
-            + Duration::from_millis((target.interval.as_millis() as f64 * factor).round() as u64);
+        // `+ 0.5` then truncate: rounds like `f64::round` for the non-negative values here
+        // (a negative product saturates to 0 either way) without a libm call.
+        let ms = (target.interval_ms as f64 * factor + 0.5) as u64;
+        let next = now.0.saturating_add(ms);
         target.next_due = next;
         target.state = TargetState::Idle;
-        self.events.push(next.0, Event::TargetDue(t));
+        self.events.push(next, Node::target(t as u32));
     }
 
     /// The user refreshed the site's cookies: resume its searches.
@@ -576,7 +668,7 @@ impl Scheduler {
     pub fn search_state(&self, id: SearchId) -> Option<(SearchState, Option<Timestamp>)> {
         let &t = self.by_search.get(&id)?;
         let target = &self.targets[t];
-        let site = &self.sites[target.site];
+        let site = &self.sites[target.site as usize];
         if target.state == TargetState::Gone {
             return Some((SearchState::SearchGone, None));
         }
@@ -589,13 +681,13 @@ impl Scheduler {
         if let Some(entry) = self.registry.entry(&site.key) {
             return Some((
                 SearchState::Waiting,
-                Some(entry.next_retry_at.max(target.next_due)),
+                Some(entry.next_retry_at.max(Timestamp(target.next_due))),
             ));
         }
-        let spaced = site.last_start.map(|l| l + site.spacing);
+        // `next_start` is 0 before the site's first check: then only the due time counts.
         let next = match target.state {
             TargetState::InFlight => None,
-            _ => Some(spaced.map_or(target.next_due, |s| s.max(target.next_due))),
+            _ => Some(Timestamp(site.next_start.max(target.next_due))),
         };
         Some((SearchState::Ok, next))
     }

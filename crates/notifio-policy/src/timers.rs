@@ -1,12 +1,11 @@
-//! The scheduler's timer queue: a timing wheel of 1 ms slots over the next ~65 s, with a
-//! binary heap for anything further out (backoff waits) or already past.
+//! The scheduler's timer queue: an intrusive timing wheel of 1 ms slots over the next ~65 s,
+//! with a binary heap for anything further out (backoff waits, long intervals) or already past.
 //!
-//! Why not just a `BinaryHeap`: with 100,000 searches every check pops one deadline from a
-//! heap of 100,000, and that pop (≈17 cache-missing levels) was the largest single cost of a
-//! simulated day. Nearly every deadline is a search interval (~30 s) or a site spacing (~2 s),
-//! so a wheel makes push and pop O(1); the rare long wait still goes through the heap.
-//! Hand-written because the timer crates we know (tokio's, `hierarchical_hash_wheel_timer`)
-//! either own the clock or allocate per timer; this one is 100 lines and takes `now` as a number.
+//! Why this shape: a simulated day is ~288 million checks and each needs a timer, so push and
+//! pop must be O(1) and allocation-free. A slot holds only the head of a singly linked list
+//! threaded through a `next` array indexed by node (a node is a search target or a site), so
+//! pushing writes two `u32`s and nothing allocates once the arrays have grown. Hand-written
+//! because the timer crates we know either own the clock or allocate per timer.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -15,37 +14,134 @@ const SLOT_BITS: u32 = 16;
 const WINDOW: u64 = 1 << SLOT_BITS;
 const MASK: u64 = WINDOW - 1;
 
-/// Events keyed by a millisecond deadline. Events with equal deadlines come out in no
-/// particular order; events with different deadlines come out in deadline order per drain.
-#[derive(Debug, Clone)]
-pub(crate) struct Timers<E> {
-    /// Every wheel slot for a time before `base` has been drained; the wheel holds exactly the
-    /// events with a deadline in `[base, base + WINDOW)`.
-    base: u64,
-    slots: Vec<Vec<(u64, E)>>,
-    /// One bit per slot: non-empty.
-    bits: Vec<u64>,
-    /// Deadlines outside the wheel's window (far future, or pushed already past).
-    far: BinaryHeap<Reverse<(u64, E)>>,
+/// End of a slot's list.
+const NIL: u32 = u32::MAX;
+/// In no slot's list (it may still have entries in the far heap).
+const UNLINKED: u32 = u32::MAX - 1;
+/// Tag bit of a site node; a target node is the target's index.
+const SITE: u32 = 1 << 31;
+
+/// A timer's owner: a search target or a site, packed in a `u32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Node(u32);
+
+impl Node {
+    pub(crate) fn target(t: u32) -> Self {
+        debug_assert!(t < SITE);
+        Self(t)
+    }
+
+    pub(crate) fn site(s: u32) -> Self {
+        debug_assert!(s < SITE);
+        Self(s | SITE)
+    }
+
+    /// `Ok(target)` or `Err(site)`.
+    pub(crate) fn split(self) -> Result<u32, u32> {
+        if self.0 & SITE == 0 {
+            Ok(self.0)
+        } else {
+            Err(self.0 & !SITE)
+        }
+    }
 }
 
-impl<E: Copy + Ord> Timers<E> {
+/// Nodes keyed by a millisecond deadline. A node is in at most one wheel slot; the far heap is
+/// deleted from lazily (the owner says which of its entries are still live). Nodes with equal
+/// deadlines come out in no particular order; different deadlines come out in deadline order
+/// per drain.
+#[derive(Debug, Clone)]
+pub(crate) struct Timers {
+    /// Every wheel slot for a time before `base` has been drained; the wheel holds exactly the
+    /// linked nodes with a deadline in `[base, base + WINDOW)`.
+    base: u64,
+    /// Per slot: the first node of its list, or `NIL`.
+    heads: Box<[u32]>,
+    /// One bit per slot: non-empty.
+    bits: Box<[u64]>,
+    /// Per target node / per site node: the next node in its slot, `NIL`, or `UNLINKED`.
+    target_next: Vec<u32>,
+    site_next: Vec<u32>,
+    /// Deadlines outside the wheel's window (far future, or pushed already past).
+    far: BinaryHeap<Reverse<(u64, Node)>>,
+}
+
+impl Timers {
     pub(crate) fn new() -> Self {
         Self {
             base: 0,
-            slots: (0..WINDOW).map(|_| Vec::new()).collect(),
-            bits: vec![0; (WINDOW / 64) as usize],
+            heads: vec![NIL; WINDOW as usize].into_boxed_slice(),
+            bits: vec![0; (WINDOW / 64) as usize].into_boxed_slice(),
+            target_next: Vec::new(),
+            site_next: Vec::new(),
             far: BinaryHeap::new(),
         }
     }
 
-    pub(crate) fn push(&mut self, at: u64, event: E) {
+    /// Makes room for target node `t` (call once per target, in index order).
+    pub(crate) fn add_target(&mut self) {
+        self.target_next.push(UNLINKED);
+    }
+
+    /// Makes room for site node `s` (call once per site, in index order).
+    pub(crate) fn add_site(&mut self) {
+        self.site_next.push(UNLINKED);
+    }
+
+    fn next_of(&mut self, node: Node) -> &mut u32 {
+        match node.split() {
+            Ok(t) => &mut self.target_next[t as usize],
+            Err(s) => &mut self.site_next[s as usize],
+        }
+    }
+
+    /// Schedules `node` at `at`. The node must not be in a wheel slot already (see `remove`).
+    pub(crate) fn push(&mut self, at: u64, node: Node) {
         if at >= self.base && at - self.base < WINDOW {
-            let i = (at & MASK) as usize;
-            self.slots[i].push((at, event));
-            self.bits[i >> 6] |= 1 << (i & 63);
+            debug_assert_eq!(*self.next_of(node), UNLINKED, "{node:?} pushed twice");
+            self.link(at, node);
         } else {
-            self.far.push(Reverse((at, event)));
+            self.far.push(Reverse((at, node)));
+        }
+    }
+
+    /// Puts `node` at the front of `at`'s slot, unless it is linked already.
+    fn link(&mut self, at: u64, node: Node) {
+        let i = (at & MASK) as usize;
+        let head = self.heads[i];
+        let next = self.next_of(node);
+        if *next != UNLINKED {
+            return;
+        }
+        *next = head;
+        self.heads[i] = node.0;
+        self.bits[i >> 6] |= 1 << (i & 63);
+    }
+
+    /// Takes `node` out of the wheel slot of `at`, if it is linked there. (A far-heap entry is
+    /// left in place: the owner's liveness check drops it later.)
+    pub(crate) fn remove(&mut self, at: u64, node: Node) {
+        let after = *self.next_of(node);
+        if after == UNLINKED {
+            return;
+        }
+        let i = (at & MASK) as usize;
+        if self.heads[i] == node.0 {
+            self.heads[i] = after;
+        } else {
+            let mut cur = self.heads[i];
+            while cur != NIL {
+                let next = self.next_of(Node(cur));
+                if *next == node.0 {
+                    *next = after;
+                    break;
+                }
+                cur = *next;
+            }
+        }
+        *self.next_of(node) = UNLINKED;
+        if self.heads[i] == NIL {
+            self.bits[i >> 6] &= !(1 << (i & 63));
         }
     }
 
@@ -54,14 +150,21 @@ impl<E: Copy + Ord> Timers<E> {
         now >= self.base || self.far.peek().is_some_and(|Reverse((at, _))| *at <= now)
     }
 
-    /// Moves every event with a deadline `<= now` into `out`.
-    pub(crate) fn drain_due(&mut self, now: u64, out: &mut Vec<(u64, E)>) {
-        while let Some(&Reverse((at, event))) = self.far.peek() {
+    /// Moves every node with a deadline `<= now` into `out`, with its deadline. `live` says
+    /// whether a far-heap entry still stands when it moves into the wheel; entries that come
+    /// out here may still be stale, so the owner checks them again.
+    pub(crate) fn drain_due(
+        &mut self,
+        now: u64,
+        out: &mut Vec<(u64, Node)>,
+        mut live: impl FnMut(u64, Node) -> bool,
+    ) {
+        while let Some(&Reverse((at, node))) = self.far.peek() {
             if at > now {
                 break;
             }
             self.far.pop();
-            out.push((at, event));
+            out.push((at, node));
         }
         if now < self.base {
             return;
@@ -70,22 +173,29 @@ impl<E: Copy + Ord> Timers<E> {
         let mut t = self.base;
         while let Some(found) = self.next_set(t, last) {
             let i = (found & MASK) as usize;
-            out.append(&mut self.slots[i]);
+            let mut cur = std::mem::replace(&mut self.heads[i], NIL);
             self.bits[i >> 6] &= !(1 << (i & 63));
+            while cur != NIL {
+                let node = Node(cur);
+                cur = std::mem::replace(self.next_of(node), UNLINKED);
+                out.push((found, node));
+            }
             t = found + 1;
         }
         self.base = now + 1;
-        // Far deadlines that are now inside the window move into it.
-        while let Some(&Reverse((at, event))) = self.far.peek() {
+        // Far deadlines that are now inside the window move into it, if they still stand.
+        while let Some(&Reverse((at, node))) = self.far.peek() {
             if at >= self.base + WINDOW {
                 break;
             }
             self.far.pop();
-            self.push(at, event);
+            if live(at, node) {
+                self.link(at, node);
+            }
         }
     }
 
-    /// The earliest deadline, if any.
+    /// The earliest deadline, if any (possibly a stale far-heap entry: early, never late).
     pub(crate) fn next_deadline(&self) -> Option<u64> {
         let wheel = self.next_set(self.base, self.base + WINDOW - 1);
         let far = self.far.peek().map(|Reverse((at, _))| *at);
@@ -118,14 +228,17 @@ mod tests {
     #[test]
     fn deadlines_come_out_in_order_across_the_window_and_the_heap() {
         let mut timers = Timers::new();
+        for _ in 0..100 {
+            timers.add_target();
+        }
         let t0 = 1_700_000_000_000u64;
         let mut want = Vec::new();
         for (k, at) in [5u64, 0, 70_000, 3_600_000, 64, 63, 65_535, 65_536, 1]
             .into_iter()
             .enumerate()
         {
-            timers.push(t0 + at, k);
-            want.push((t0 + at, k));
+            timers.push(t0 + at, Node::target(k as u32));
+            want.push((t0 + at, Node::target(k as u32)));
         }
         want.sort_unstable();
         let mut got = Vec::new();
@@ -135,28 +248,66 @@ mod tests {
             let mut out = Vec::new();
             // A spurious drain before the deadline yields nothing.
             if next > now {
-                timers.drain_due(next - 1, &mut out);
+                timers.drain_due(next - 1, &mut out, |_, _| true);
                 assert!(out.is_empty(), "{out:?} before {next}");
             }
             now = next;
-            timers.drain_due(now, &mut out);
+            timers.drain_due(now, &mut out, |_, _| true);
             assert!(!out.is_empty());
             assert!(out.iter().all(|(at, _)| *at == now));
             got.extend(out);
             // Pushing into the past or the near future while draining works.
             if got.len() == 3 {
-                timers.push(now - 5, 99);
-                timers.push(now + 2, 98);
-                want.push((now - 5, 99));
-                want.push((now + 2, 98));
+                timers.push(now - 5, Node::target(99));
+                timers.push(now + 2, Node::target(98));
+                want.push((now - 5, Node::target(99)));
+                want.push((now + 2, Node::target(98)));
                 want.sort_unstable();
                 let mut out = Vec::new();
-                timers.drain_due(now, &mut out);
-                assert_eq!(out, vec![(now - 5, 99)]);
+                timers.drain_due(now, &mut out, |_, _| true);
+                assert_eq!(out, vec![(now - 5, Node::target(99))]);
                 got.extend(out);
             }
         }
         got.sort_unstable();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn removed_and_stale_nodes_do_not_fire() {
+        let mut timers = Timers::new();
+        for _ in 0..4 {
+            timers.add_target();
+            timers.add_site();
+        }
+        let t0 = 10_000u64;
+        timers.drain_due(t0 - 1, &mut Vec::new(), |_, _| true);
+        // Three nodes in one slot; the middle, the head and the tail leave in turn.
+        for n in 0..3 {
+            timers.push(t0 + 7, Node::site(n));
+        }
+        timers.push(t0 + 7, Node::target(3));
+        timers.remove(t0 + 7, Node::site(1));
+        timers.remove(t0 + 7, Node::target(3));
+        // Removing what is not linked is harmless.
+        timers.remove(t0 + 7, Node::site(1));
+        timers.remove(t0 + 9, Node::target(2));
+        // A far entry that its owner no longer wants is dropped when it reaches the wheel.
+        timers.push(t0 + 100_000, Node::target(0));
+        timers.push(t0 + 100_001, Node::target(1));
+        let mut out = Vec::new();
+        timers.drain_due(t0 + 7, &mut out, |_, _| true);
+        out.sort_unstable();
+        assert_eq!(out, vec![(t0 + 7, Node::site(0)), (t0 + 7, Node::site(2))]);
+        // The removed node can be scheduled again.
+        timers.push(t0 + 8, Node::site(1));
+        out.clear();
+        timers.drain_due(t0 + 50_000, &mut out, |_, n| n != Node::target(1));
+        assert_eq!(out, vec![(t0 + 8, Node::site(1))]);
+        assert_eq!(timers.next_deadline(), Some(t0 + 100_000));
+        out.clear();
+        timers.drain_due(t0 + 200_000, &mut out, |_, _| true);
+        assert_eq!(out, vec![(t0 + 100_000, Node::target(0))]);
+        assert_eq!(timers.next_deadline(), None);
     }
 }
