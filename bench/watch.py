@@ -28,9 +28,13 @@ def main():
     ap.add_argument("--validators", action="store_true",
                     help="let the portal send ETags (unchanged pages come back as 304)")
     ap.add_argument("--perf", action="store_true", help="record with perf for the profile")
+    ap.add_argument("--new-every", default="30s",
+                    help="a new listing on one search per site this often; 'never' for none")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="notifio-watch-bench-")
-    extra = ["--page-bytes", "300000", "--new-every", "30s"]
+    extra = ["--page-bytes", "300000"]
+    if args.new_every != "never":
+        extra += ["--new-every", args.new_every]
     if not args.validators:
         extra.append("--no-validators")
     log_path = os.path.join(work, "portal.log")

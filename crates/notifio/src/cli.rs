@@ -175,8 +175,11 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {
     Ok(cfg)
 }
 
+/// One thread: a check is a few milliseconds of work at most, and on a multi-threaded runtime
+/// the hand-offs between workers (futex and eventfd wake-ups) cost more CPU per check than the
+/// check itself. File writes and the dashboard's store reads use the blocking pool.
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(e.into()))

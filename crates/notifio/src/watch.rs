@@ -629,13 +629,15 @@ impl Watcher {
             self.scheduler.abandon(check.id);
             return Ok(());
         };
-        self.store.begin()?;
-        let written = self.record_start(&check);
-        match written {
-            Ok(()) => self.store.commit()?,
-            Err(e) => {
-                self.store.rollback();
-                return Err(e);
+        if check.probe {
+            self.store.begin()?;
+            let written = self.record_start(&check);
+            match written {
+                Ok(()) => self.store.commit()?,
+                Err(e) => {
+                    self.store.rollback();
+                    return Err(e);
+                }
             }
         }
         // Conditional, and possibly skipped as the same page, only if every search this fetch
@@ -694,8 +696,12 @@ impl Watcher {
         Ok(())
     }
 
-    /// A check's start on disk: the probe (so status shows it and a crash mid-probe leaves the
-    /// site waiting, not clear) and its searches' states.
+    /// A probe's start on disk, so status shows it and a crash mid-probe leaves the site
+    /// waiting, not clear. (An ordinary check writes nothing until it finishes: its searches
+    /// stay "due" on disk meanwhile, and one transaction per check is half the cost of two.)
+    ///
+    /// No write transaction is ever held across an `await`: on the one-threaded runtime the
+    /// notification sender's connection would block the thread waiting for it.
     fn record_start(&mut self, check: &Check) -> Result<(), WatchError> {
         if check.probe {
             self.clear_sites.remove(&check.site);
