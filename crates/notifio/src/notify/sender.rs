@@ -232,6 +232,8 @@ fn open(path: &std::path::Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(5))?;
     conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))?;
+    // The sender touches a handful of outbox pages: a small page cache (default 2 MB).
+    conn.pragma_update(None, "cache_size", -256)?;
     conn.execute_batch(outbox::SCHEMA)?;
     Ok(conn)
 }
