@@ -175,10 +175,18 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {
     Ok(cfg)
 }
 
-/// One thread: a check is a few milliseconds of work at most, and on a multi-threaded runtime
-/// the hand-offs between workers (futex and eventfd wake-ups) cost more CPU per check than the
-/// check itself. File writes and the dashboard's store reads use the blocking pool.
+/// `watch` and `demo` run on all cores: a hostile page (a gzip bomb decoded up to the cap, a
+/// huge body) must not hold up the checks of other sites.
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Runtime(e.into()))
+}
+
+/// `check` is one batch pass, so it runs on one thread: the hand-offs between workers (futex
+/// and eventfd wake-ups) cost more CPU per check than they save in wall time there.
+fn one_thread_runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -237,7 +245,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             fresh,
         } => {
             let cfg = load_config(cli.config)?;
-            runtime()?.block_on(check(cfg, json, notify, force, fresh))
+            one_thread_runtime()?.block_on(check(cfg, json, notify, force, fresh))
         }
         Command::Watch => {
             let cfg = load_config(cli.config)?;

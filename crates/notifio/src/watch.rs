@@ -704,8 +704,9 @@ impl Watcher {
     /// waiting, not clear. (An ordinary check writes nothing until it finishes: its searches
     /// stay "due" on disk meanwhile, and one transaction per check is half the cost of two.)
     ///
-    /// No write transaction is ever held across an `await`: on the one-threaded runtime the
-    /// notification sender's connection would block the thread waiting for it.
+    /// No write transaction is ever held across an `await`: the notification sender's
+    /// connection would block a runtime thread waiting for it (on `check`'s one-threaded
+    /// runtime, the only one).
     fn record_start(&mut self, check: &Check) -> Result<(), WatchError> {
         if check.probe {
             self.clear_sites.remove(&check.site);

@@ -637,12 +637,39 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?;
             let mut link = tx.prepare_cached("INSERT OR IGNORE INTO search_listings (search_id, site, listing_id, first_seen) VALUES (?1, ?2, ?3, ?4)")?;
+            // Which of the page's listings each search already has: one indexed lookup per
+            // search instead of two INSERT OR IGNOREs per listing (a changed page usually
+            // differs by one listing). A search's listing is always in `listings` too: both
+            // rows are written in the same transaction and neither is ever deleted.
+            let page_ids =
+                serde_json::to_string(&listings.iter().map(|l| l.id.as_str()).collect::<Vec<_>>())?;
+            let mut known_stmt = tx.prepare_cached(
+                "SELECT listing_id FROM search_listings WHERE search_id = ?1 AND listing_id IN (SELECT value FROM json_each(?2))",
+            )?;
+            let mut known: Vec<std::collections::HashSet<String>> = Vec::new();
+            for (id, _, _) in rec.searches {
+                known.push(
+                    known_stmt
+                        .query_map(params![id, page_ids], |r| r.get(0))?
+                        .collect::<Result<_, _>>()?,
+                );
+            }
             for l in listings {
+                let missing: Vec<u32> = rec
+                    .searches
+                    .iter()
+                    .zip(&known)
+                    .filter(|(_, k)| !k.contains(&l.id))
+                    .map(|((id, _, _), _)| *id)
+                    .collect();
+                if missing.is_empty() {
+                    continue;
+                }
                 let fresh = insert_listing.execute(params![
                     site, l.id, rec.now, l.title, l.price, l.currency, l.rooms, l.area_m2, l.url,
                     l.image
                 ])? == 1;
-                for (id, _, _) in rec.searches {
+                for id in missing {
                     link.execute(params![id, site, l.id, rec.now])?;
                 }
                 if fresh {
