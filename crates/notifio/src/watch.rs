@@ -478,14 +478,8 @@ impl Watcher {
     /// Forgets every remembered page (`check --fresh`): each page is fetched in full and read
     /// again, and its listings are reported even if nothing changed.
     pub fn forget_pages(&mut self) {
-        for check_url in self
-            .config
-            .searches
-            .iter()
-            .map(|s| s.url.clone())
-            .collect::<Vec<_>>()
-        {
-            self.fetcher.set_validators(&check_url, None, None);
+        for s in &self.config.searches {
+            self.fetcher.set_validators(&s.url, None, None);
         }
         self.pages.clear();
     }
