@@ -1,7 +1,8 @@
 //! Notifications end to end: a real SMTP server (mailin-embedded) and a real HTTP server (axum)
 //! on 127.0.0.1, a real SQLite file shared by a "store" connection and the sender's own.
 
-use base64::Engine as _;
+mod util;
+
 use notifio::listing::Listing;
 use notifio::notify::{
     ChannelKind, Channels, Email, EmailError, EmailSettings, Mailbox, Notification, Sender,
@@ -9,10 +10,10 @@ use notifio::notify::{
 };
 use notifio_policy::{BackoffPolicy, Ladders, RefusalKind, RetryPolicy};
 use rusqlite::Connection;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use util::{free_port, parse_mail as parse_email, start_smtp};
 
 // ---------------------------------------------------------------- helpers
 
@@ -87,59 +88,6 @@ fn outbox_dump(db: &Path) -> String {
     out
 }
 
-#[derive(Clone, Default)]
-struct Capture {
-    received: Arc<Mutex<Vec<String>>>,
-    current: Vec<u8>,
-}
-
-impl mailin_embedded::Handler for Capture {
-    fn data_start(
-        &mut self,
-        _domain: &str,
-        _from: &str,
-        _is8bit: bool,
-        _to: &[String],
-    ) -> mailin_embedded::Response {
-        self.current.clear();
-        mailin_embedded::response::OK
-    }
-    fn data(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.current.extend_from_slice(buf);
-        Ok(())
-    }
-    fn data_end(&mut self) -> mailin_embedded::Response {
-        let msg = String::from_utf8_lossy(&std::mem::take(&mut self.current)).into_owned();
-        self.received.lock().unwrap().push(msg);
-        mailin_embedded::response::OK
-    }
-}
-
-/// A free loopback port with nothing listening on it (yet).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts a real SMTP server on `port`; it runs until the test process ends.
-fn start_smtp(port: u16) -> Arc<Mutex<Vec<String>>> {
-    let capture = Capture::default();
-    let received = capture.received.clone();
-    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
-    let mut server = mailin_embedded::Server::new(capture);
-    server
-        .with_name("test.localhost")
-        .with_num_threads(2)
-        .with_tcp_listener(listener);
-    std::thread::spawn(move || {
-        let _ = server.serve();
-    });
-    received
-}
-
 fn email_settings(port: u16, user: &str) -> EmailSettings {
     let at = if user.is_empty() {
         String::new()
@@ -158,91 +106,6 @@ fn email_channels(port: u16) -> Channels {
     let email =
         Email::with_password(email_settings(port, ""), None, Duration::from_secs(2)).unwrap();
     Channels::new().with_email(email)
-}
-
-/// A received message, decoded: headers unfolded, subject RFC 2047-decoded, text and HTML
-/// parts transfer-decoded.
-struct Received {
-    subject: String,
-    text: String,
-    html: String,
-}
-
-fn decode_words(s: &str) -> String {
-    let re = regex::Regex::new(r"=\?(?i:utf-8)\?([bBqQ])\?([^?]*)\?=").unwrap();
-    // Whitespace between two encoded words is not part of the text (RFC 2047 §6.2).
-    let joined = regex::Regex::new(r"\?=\s+=\?")
-        .unwrap()
-        .replace_all(s, "?==?");
-    re.replace_all(&joined, |c: &regex::Captures<'_>| {
-        let bytes = if c[1].eq_ignore_ascii_case("b") {
-            base64::engine::general_purpose::STANDARD
-                .decode(&c[2])
-                .unwrap()
-        } else {
-            quoted_printable::decode(c[2].replace('_', " "), quoted_printable::ParseMode::Robust)
-                .unwrap()
-        };
-        String::from_utf8(bytes).unwrap()
-    })
-    .into_owned()
-}
-
-fn split_head(raw: &str) -> (Vec<(String, String)>, &str) {
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
-    let mut headers: Vec<(String, String)> = Vec::new();
-    for line in head.split("\r\n") {
-        if line.starts_with([' ', '\t']) {
-            if let Some(last) = headers.last_mut() {
-                last.1.push_str(line);
-            }
-        } else if let Some((k, v)) = line.split_once(':') {
-            headers.push((k.to_ascii_lowercase(), v.trim().to_string()));
-        }
-    }
-    (headers, body)
-}
-
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
-
-fn parse_email(raw: &str) -> Received {
-    let (headers, body) = split_head(raw);
-    let subject = decode_words(header(&headers, "subject").unwrap());
-    let ctype = header(&headers, "content-type").unwrap();
-    assert!(ctype.starts_with("multipart/alternative"), "{ctype}");
-    let boundary = ctype.split("boundary=").nth(1).unwrap().trim_matches('"');
-    let (mut text, mut html) = (String::new(), String::new());
-    for part in body.split(&format!("--{boundary}")).skip(1) {
-        if part.starts_with("--") {
-            break;
-        }
-        let (ph, pb) = split_head(part.trim_start_matches("\r\n"));
-        let decoded = match header(&ph, "content-transfer-encoding").unwrap_or("7bit") {
-            "quoted-printable" => {
-                quoted_printable::decode(pb, quoted_printable::ParseMode::Robust).unwrap()
-            }
-            "base64" => base64::engine::general_purpose::STANDARD
-                .decode(pb.replace(['\r', '\n'], ""))
-                .unwrap(),
-            _ => pb.as_bytes().to_vec(),
-        };
-        let decoded = String::from_utf8(decoded).unwrap().replace("\r\n", "\n");
-        match header(&ph, "content-type").unwrap_or("") {
-            t if t.starts_with("text/plain") => text = decoded,
-            t if t.starts_with("text/html") => html = decoded,
-            _ => {}
-        }
-    }
-    Received {
-        subject,
-        text,
-        html,
-    }
 }
 
 fn sender(db: &Path, channels: Channels) -> Sender {
