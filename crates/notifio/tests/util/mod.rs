@@ -1,8 +1,7 @@
 //! Shared by `email_e2e.rs`, `notify.rs` and `reliability.rs`: the real `notifio` binary as a
 //! child process, a real SMTP server (mailin-embedded) on 127.0.0.1, read-only peeks into the
-//! state database,
-//! and a decoder for the messages the SMTP server receives. Everything is loopback and every
-//! wait is bounded, so a broken product fails a test instead of hanging it.
+//! state database, and a decoder for the messages the SMTP server receives. Everything is
+//! loopback and every wait is bounded, so a broken product fails a test instead of hanging it.
 #![allow(dead_code)] // each test file uses a different part of this module
 
 use base64::Engine as _;
