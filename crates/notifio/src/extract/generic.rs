@@ -5,7 +5,7 @@
 //! page's JSON-LD `ItemList`. Selectors and regexes are checked when the profile is built, so
 //! a typo is a config error at start, not a silent "no listings" at run time.
 
-use super::html::{CardRules, Field, RawCard, scan_cards, scoped};
+use super::html::{CardMark, CardRules, Field, RawCard, scan_cards, scoped};
 use super::parse::{
     FIELD_CAP, clean_text, decode_entities, non_empty, parse_area, parse_price, parse_rooms,
 };
@@ -62,9 +62,15 @@ impl Generic {
                 let field = |custom: &Option<String>, default: &str| {
                     inner(custom.as_deref().unwrap_or(default)).map(Some)
                 };
+                let id_attr = id_attr.clone().filter(|a| !a.trim().is_empty());
                 Mode::Cards(Box::new(CardRules {
                     card: card_selector,
-                    id_attr: id_attr.clone().filter(|a| !a.trim().is_empty()),
+                    // Cards without the id attribute yield no listing, so the page outside the
+                    // first and last marked element need not be read.
+                    mark: id_attr
+                        .as_deref()
+                        .and_then(|a| CardMark::for_selector(card, a)),
+                    id_attr,
                     link: inner("a[href]")?,
                     title: field(title, "[class*=\"title\"]")?,
                     price: field(price, "[class*=\"price\"]")?,
@@ -371,4 +377,34 @@ fn extract_json_ld(body: &[u8], page_url: &url::Url) -> Extraction {
         return Extraction::Listings(out);
     }
     nothing_found(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With an id attribute, only the part of the page between the first and last marked card
+    /// is read, and it yields the same cards as the whole page.
+    #[test]
+    fn the_card_region_yields_the_same_cards_as_the_whole_page() {
+        let page = include_bytes!("../../tests/fixtures/generic_cards.html");
+        let spec = ListingSpec::Selector {
+            selector: "article.listing".into(),
+            id_attr: Some("data-id".into()),
+            title: None,
+            price: None,
+        };
+        let Mode::Cards(rules) = Generic::new(&spec).unwrap().mode else {
+            panic!("a selector spec reads cards");
+        };
+        let mark = rules.mark.as_ref().unwrap();
+        assert!(super::super::html::card_region(page, mark).unwrap().len() < page.len());
+        let whole = CardRules {
+            mark: None,
+            ..(*rules).clone()
+        };
+        let narrowed = scan_cards(page, &rules).unwrap();
+        assert_eq!(narrowed, scan_cards(page, &whole).unwrap());
+        assert!(narrowed.len() >= 3);
+    }
 }

@@ -27,6 +27,165 @@ pub(crate) struct CardRules {
     /// Each match is one separate text ("2 hab.", "60 m²", "8 minutos").
     pub(crate) details: Option<Selector>,
     pub(crate) image: Option<Selector>,
+    /// What every card's start tag carries, when the card selector guarantees it: lets
+    /// [`scan_cards`] read only the part of the page that holds the cards.
+    pub(crate) mark: Option<CardMark>,
+}
+
+/// An attribute every card's start tag carries (and, if known, the card's tag name).
+#[derive(Clone, Debug)]
+pub(crate) struct CardMark {
+    /// The card's tag name, lowercase (`None`: any element).
+    pub(crate) tag: Option<Cow<'static, str>>,
+    /// The attribute name, lowercase.
+    pub(crate) attr: Cow<'static, str>,
+}
+
+impl CardMark {
+    /// The mark of a card selector that is one compound selector naming `attr` (the id
+    /// attribute), e.g. `article.listing` with `data-id`: every card that yields a listing
+    /// carries it. `None` for selector lists and combinators, where that is not certain.
+    pub(crate) fn for_selector(selector: &str, attr: &str) -> Option<Self> {
+        let selector = selector.trim();
+        let simple = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '#');
+        let attr = attr.trim().to_ascii_lowercase();
+        if attr.is_empty()
+            || !attr
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return None;
+        }
+        // Only a plain `tag.class#id` compound: anything else (lists, combinators, pseudo
+        // classes, attribute conditions that may negate) keeps the whole page.
+        if selector.is_empty() || !selector.chars().all(simple) {
+            return None;
+        }
+        let tag_len = selector.find(['.', '#']).unwrap_or(selector.len());
+        let tag = &selector[..tag_len];
+        Some(Self {
+            tag: (!tag.is_empty()).then(|| Cow::Owned(tag.to_ascii_lowercase())),
+            attr: Cow::Owned(attr),
+        })
+    }
+}
+
+/// Elements whose content is not markup: a `<` inside them is text.
+const RAW_TEXT: [&[u8]; 10] = [
+    b"script",
+    b"style",
+    b"textarea",
+    b"title",
+    b"xmp",
+    b"iframe",
+    b"noembed",
+    b"noframes",
+    b"noscript",
+    b"plaintext",
+];
+
+/// Whether `rest` (what follows a `<` or `</`) starts with tag name `name`, case-insensitively.
+fn names_tag(rest: &[u8], name: &[u8]) -> bool {
+    rest.len() > name.len()
+        && rest[..name.len()].eq_ignore_ascii_case(name)
+        && matches!(
+            rest[name.len()],
+            b' ' | b'\t' | b'\n' | b'\r' | b'\x0c' | b'/' | b'>'
+        )
+}
+
+/// Whether position `at` could be inside a comment, a CDATA section or a raw-text element
+/// (script, style, …) that started after `from` (a position known to be outside one):
+/// walking back, the nearest such start or end decides. Errs towards "yes", which only costs
+/// the caller a full read.
+fn maybe_in_raw_text(body: &[u8], from: usize, at: usize) -> bool {
+    let head = &body[..at];
+    for i in memchr::memrchr_iter(b'<', &head[from..]).map(|i| from + i) {
+        let rest = &head[i + 1..];
+        let (closing, name) = match rest.first() {
+            Some(b'/') => (true, &rest[1..]),
+            _ => (false, rest),
+        };
+        match name.first().map(u8::to_ascii_lowercase) {
+            Some(b'!') if rest.starts_with(b"![CDATA[") => return true,
+            // An unclosed comment.
+            Some(b'!')
+                if rest.starts_with(b"!--")
+                    && memchr::memmem::find(&rest[3..], b"-->").is_none() =>
+            {
+                return true;
+            }
+            // Only these letters start a raw-text element's name: most tags stop here.
+            Some(b's' | b't' | b'x' | b'i' | b'n' | b'p')
+                if RAW_TEXT.iter().any(|t| names_tag(name, t)) =>
+            {
+                return !closing;
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// If the bytes at `at` are attribute `attr` inside a start tag (of `tag`, if given), that
+/// tag's `<` position and name.
+fn card_tag_at<'b>(body: &'b [u8], at: usize, mark: &CardMark) -> Option<(usize, &'b [u8])> {
+    let after = body.get(at + mark.attr.len())?;
+    if !matches!(after, b'=' | b' ' | b'\t' | b'\n' | b'\r' | b'>' | b'/')
+        || !body.get(at.checked_sub(1)?)?.is_ascii_whitespace()
+    {
+        return None;
+    }
+    let lt = memchr::memrchr(b'<', &body[..at])?;
+    if memchr::memchr(b'>', &body[lt..at]).is_some() {
+        return None;
+    }
+    let name_len = body[lt + 1..at]
+        .iter()
+        .position(|b| !b.is_ascii_alphanumeric() && *b != b'-')?;
+    let name = &body[lt + 1..lt + 1 + name_len];
+    let wanted = mark
+        .tag
+        .as_deref()
+        .is_none_or(|t| name.eq_ignore_ascii_case(t.as_bytes()));
+    (name_len > 0 && wanted).then_some((lt, name))
+}
+
+/// The part of `body` that holds the cards: from the start tag of the first card to the end
+/// tag closing the last one. A result page wraps its cards in hundreds of kilobytes of head,
+/// inline scripts and footer (Idealista: the 32 cards are 246 KB of 775 KB), and lol_html
+/// tokenizes whatever it is given, so this is most of the saving on a large page. The card
+/// selectors need no ancestor outside a card, so the slice yields the same cards. `None` on
+/// any doubt (a card-like tag that may sit in a script or comment, no matching end tag): the
+/// caller then reads the whole page. A plain byte search, because no crate finds a tag's
+/// extent without tokenizing everything before it.
+pub(crate) fn card_region<'b>(body: &'b [u8], mark: &CardMark) -> Option<&'b [u8]> {
+    // Forward only: memchr's forward search is vectorised, its reverse search is not.
+    let mut cards = memchr::memmem::find_iter(body, mark.attr.as_bytes())
+        .filter_map(|at| card_tag_at(body, at, mark));
+    let first = cards.next()?;
+    let (before_last, last) = cards.fold((first, first), |(_, last), next| (last, next));
+    // The first card must not sit in a script or comment; the last one is checked back to the
+    // card before it (a card-like tag in a script between cards would show up there).
+    if maybe_in_raw_text(body, 0, first.0) || maybe_in_raw_text(body, before_last.0, last.0) {
+        return None;
+    }
+    // The end tag that closes the last card: count same-name tags from its start.
+    let (start, name) = last;
+    let mut depth = 0usize;
+    for lt in memchr::memchr_iter(b'<', &body[start..]).map(|i| start + i) {
+        let rest = &body[lt + 1..];
+        if names_tag(rest, name) {
+            depth += 1;
+        } else if rest.first() == Some(&b'/') && names_tag(&rest[1..], name) {
+            depth -= 1;
+            if depth == 0 {
+                let close = memchr::memchr(b'>', rest)?;
+                return Some(&body[first.0..=lt + 1 + close]);
+            }
+        }
+    }
+    None
 }
 
 /// Splits a selector list at its top-level commas (not those inside quotes or brackets).
@@ -78,7 +237,7 @@ pub(crate) enum Field {
 const FIELDS: usize = 5;
 
 /// What one card yielded, raw (entities decoded in attributes; texts still raw).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct RawCard {
     pub(crate) id: Option<String>,
     pub(crate) link: Option<String>,
@@ -191,6 +350,17 @@ fn field_text(
 
 /// Scans `body` for cards. Returns the cards in page order, or the parser's error.
 pub(crate) fn scan_cards(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>, String> {
+    if let Some(region) = rules.mark.as_ref().and_then(|m| card_region(body, m)) {
+        let cards = scan_all(region, rules)?;
+        // No card in the region (its marks were on other elements): read it all to be sure.
+        if !cards.is_empty() {
+            return Ok(cards);
+        }
+    }
+    scan_all(body, rules)
+}
+
+fn scan_all(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>, String> {
     let state: Shared = Rc::default();
     let mut handlers: Vec<(Cow<'_, Selector>, ElementContentHandlers<'_>)> = Vec::new();
 
@@ -374,5 +544,146 @@ mod tests {
             scoped("li.a, div[data-x=\"1,2\"]", "h2, [title=\"a,b\"]"),
             "li.a h2, li.a [title=\"a,b\"], div[data-x=\"1,2\"] h2, div[data-x=\"1,2\"] [title=\"a,b\"]"
         );
+    }
+
+    const MARK: &CardMark = &CardMark {
+        tag: Some(Cow::Borrowed("article")),
+        attr: Cow::Borrowed("data-element-id"),
+    };
+
+    fn rules(mark: Option<&CardMark>) -> CardRules {
+        let card = "article.card[data-element-id]";
+        CardRules {
+            card: card.parse().unwrap(),
+            id_attr: Some("data-element-id".into()),
+            link: scoped(card, "a[href]").parse().unwrap(),
+            title: None,
+            price: Some(scoped(card, ".price").parse().unwrap()),
+            rooms: None,
+            area: None,
+            details: None,
+            image: None,
+            mark: mark.cloned(),
+        }
+    }
+
+    fn ids(body: &str, mark: Option<&CardMark>) -> Vec<String> {
+        scan_cards(body.as_bytes(), &rules(mark))
+            .unwrap()
+            .into_iter()
+            .filter_map(|c| c.id)
+            .collect()
+    }
+
+    const CARD: &str = r#"<article class="card" data-element-id="1"><a href="/1">one</a><span class="price">10</span></article>"#;
+
+    #[test]
+    fn the_region_runs_from_the_first_card_to_the_end_tag_of_the_last() {
+        let body = format!(
+            "<html><head><script>var x = 1 < 2;</script></head><body><nav>menu</nav>{CARD}\n\
+             <article class=\"card\" data-element-id=\"2\"><article>nested</article>\
+             <a href=\"/2\">two</a></article><footer><div data-element-id=\"ad\"></div></footer>"
+        );
+        let region = card_region(body.as_bytes(), MARK).map(|r| std::str::from_utf8(r).unwrap());
+        assert_eq!(
+            region,
+            Some(
+                &format!(
+                    "{CARD}\n<article class=\"card\" data-element-id=\"2\"><article>nested</article>\
+                     <a href=\"/2\">two</a></article>"
+                )[..]
+            )
+        );
+        assert_eq!(ids(&body, Some(MARK)), ["1", "2"]);
+        // The attribute in text or on another tag is not a card.
+        let text = "<p>data-element-id=\"3\"</p><div data-element-id=\"4\"></div>";
+        assert_eq!(card_region(text.as_bytes(), MARK), None);
+    }
+
+    #[test]
+    fn a_card_like_tag_in_a_script_or_comment_means_the_whole_page_is_read() {
+        for before in [
+            "<script>tpl = '<article class=\"card\" data-element-id=\"0\">",
+            "<SCRIPT type=text/template><article class=\"card\" data-element-id=\"0\">",
+            "<!-- <article class=\"card\" data-element-id=\"0\">",
+            "<textarea><article class=\"card\" data-element-id=\"0\">",
+        ] {
+            let close = if before.starts_with("<!--") {
+                "-->"
+            } else if before.starts_with("<textarea") {
+                "</textarea>"
+            } else {
+                "</script>"
+            };
+            let body = format!("<body>{before}</article>{close}{CARD}</body>");
+            assert_eq!(card_region(body.as_bytes(), MARK), None, "{before}");
+            assert_eq!(ids(&body, Some(MARK)), ids(&body, None), "{before}");
+            assert_eq!(ids(&body, None), ["1"], "{before}");
+        }
+        // A closed script before the cards is fine.
+        let body = format!("<script>if (a <b) x = '</div>';</script>{CARD}");
+        assert!(card_region(body.as_bytes(), MARK).is_some());
+        // A template in a script after the last card: the whole page; between cards: the
+        // region, which reads that script as a script.
+        let template =
+            "<script>t='<article class=\"card\" data-element-id=\"9\"><a href=/9>';</script>";
+        let after = format!("{CARD}{template}");
+        assert_eq!(card_region(after.as_bytes(), MARK), None);
+        let between = format!("{CARD}{template}{}", CARD.replace("\"1\"", "\"2\""));
+        assert!(card_region(between.as_bytes(), MARK).is_some());
+        for body in [after, between] {
+            assert_eq!(ids(&body, Some(MARK)), ids(&body, None));
+            assert!(!ids(&body, None).contains(&"9".to_owned()));
+        }
+    }
+
+    #[test]
+    fn a_last_card_without_an_end_tag_means_the_whole_page_is_read() {
+        let body =
+            format!("{CARD}<article class=\"card\" data-element-id=\"2\"><a href=\"/2\">x</a>");
+        assert_eq!(card_region(body.as_bytes(), MARK), None);
+        assert_eq!(ids(&body, Some(MARK)), ["1", "2"]);
+    }
+
+    #[test]
+    fn only_a_plain_compound_card_selector_narrows_the_page() {
+        let mark = CardMark::for_selector("article.listing", "data-id").unwrap();
+        assert_eq!(mark.tag.as_deref(), Some("article"));
+        assert_eq!(mark.attr, "data-id");
+        let any = CardMark::for_selector(" .card#x ", " Data-ID ").unwrap();
+        assert_eq!((any.tag, &*any.attr), (None, "data-id"));
+        for selector in [
+            "li, div.card",
+            "ul > li",
+            "div li",
+            "li:not(.ad)",
+            "li[data-x]",
+            "",
+        ] {
+            assert!(
+                CardMark::for_selector(selector, "data-id").is_none(),
+                "{selector}"
+            );
+        }
+        assert!(CardMark::for_selector("li", "data id").is_none());
+    }
+
+    #[test]
+    fn a_region_without_cards_falls_back_to_the_whole_page() {
+        // The only marked element is not a card; the cards carry no id (so yield no listing,
+        // but they are still cards: the page is not "layout unknown").
+        let body =
+            "<div data-element-id=\"x\"></div><article class=\"card\"><a href=/1>1</a></article>";
+        let mark = CardMark {
+            tag: None,
+            attr: Cow::Borrowed("data-element-id"),
+        };
+        assert!(card_region(body.as_bytes(), &mark).is_some());
+        let rules = CardRules {
+            card: "article.card".parse().unwrap(),
+            ..rules(Some(&mark))
+        };
+        let cards = scan_cards(body.as_bytes(), &rules).unwrap();
+        assert_eq!(cards.len(), 1);
     }
 }

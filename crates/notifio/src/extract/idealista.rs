@@ -6,11 +6,12 @@
 //! Every normal page loads DataDome's `tags.js` and sets `ddjskey`, so only a page pointing
 //! at `captcha-delivery.com` or a redirect to `/checkvalidation` is a block.
 
-use super::html::{CardRules, Field, scan_cards, scoped};
+use super::html::{CardMark, CardRules, Field, scan_cards, scoped};
 use super::parse::{clean_text, non_empty, parse_area, parse_price, parse_rooms};
 use super::{Extraction, SiteProfile, absolute, nothing_found};
 use crate::listing::Listing;
 use notifio_policy::Markers;
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 /// The Idealista profile.
@@ -25,11 +26,15 @@ static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
         id_attr: Some("data-element-id".into()),
         link: inner("a.item-link[href]")?,
         title: None,
-        price: Some(inner(".item-price")?),
+        price: Some(inner("span.item-price")?),
         rooms: None,
         area: None,
-        details: Some(inner(".item-detail")?),
+        details: Some(inner("span.item-detail")?),
         image: Some(inner("img")?),
+        mark: Some(CardMark {
+            tag: Some(Cow::Borrowed("article")),
+            attr: Cow::Borrowed("data-element-id"),
+        }),
     })
 });
 
@@ -116,5 +121,44 @@ mod tests {
             Some("123")
         );
         assert_eq!(id_from_link("/obra-nueva/123/"), None);
+    }
+
+    /// Reading only the cards' part of the page yields exactly the cards of the whole page.
+    #[test]
+    fn the_card_region_yields_the_same_cards_as_the_whole_page() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/fixtures/idealista_es_search.html"
+        );
+        let real = match std::fs::read(path) {
+            Ok(page) => Some(page),
+            Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
+                panic!("shared fixture missing under CI: {e}")
+            }
+            Err(_) => None,
+        };
+        let edge = include_bytes!("../../tests/fixtures/idealista_edge_cases.html").to_vec();
+        let rules = RULES.as_ref().unwrap();
+        let whole = CardRules {
+            mark: None,
+            ..rules.clone()
+        };
+        for page in real.iter().chain([&edge]) {
+            let region =
+                super::super::html::card_region(page, rules.mark.as_ref().unwrap()).unwrap();
+            let narrowed = scan_cards(page, rules).unwrap();
+            assert_eq!(narrowed, scan_cards(page, &whole).unwrap());
+            assert!(narrowed.len() >= 3);
+            if page.len() > 100_000 {
+                // The real page: 30 cards in about a third of it.
+                assert_eq!(narrowed.len(), 30);
+                assert!(
+                    region.len() * 3 < page.len(),
+                    "{} of {}",
+                    region.len(),
+                    page.len()
+                );
+            }
+        }
     }
 }

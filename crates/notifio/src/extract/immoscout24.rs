@@ -6,13 +6,14 @@
 //! `data-obid` (older `.result-list-entry`, newer `.listing-card`) are read. Block pages
 //! (GeeTest "Ich bin kein Roboter", AWS WAF, Imperva) are challenge markers.
 
-use super::html::{CardRules, Field, scan_cards, scoped};
+use super::html::{CardMark, CardRules, Field, scan_cards, scoped};
 use super::parse::{clean_text, non_empty, parse_area, parse_number, parse_price, parse_rooms};
 use super::{Extraction, SiteProfile, absolute, nothing_found};
 use crate::listing::Listing;
 use memchr::memmem;
 use notifio_policy::Markers;
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 /// The ImmobilienScout24 profile.
@@ -34,6 +35,10 @@ static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
         // cards list their attributes in `dd` or elements named `*attribute*`.
         details: Some(inner("dd, [class*=\"attribute\"]")?),
         image: Some(inner("img")?),
+        mark: Some(CardMark {
+            tag: None,
+            attr: Cow::Borrowed("data-obid"),
+        }),
     })
 });
 
@@ -276,4 +281,27 @@ fn from_cards(body: &[u8], page_url: &url::Url) -> Extraction {
         });
     }
     Extraction::Listings(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reading only the cards' part of the page yields exactly the cards of the whole page,
+    /// whatever element the cards are (an `article` in the older layout, a `div` in the newer).
+    #[test]
+    fn the_card_region_yields_the_same_cards_as_the_whole_page() {
+        let page = include_bytes!("../../tests/fixtures/is24_cards.html");
+        let rules = RULES.as_ref().unwrap();
+        let whole = CardRules {
+            mark: None,
+            ..rules.clone()
+        };
+        let region = super::super::html::card_region(page, rules.mark.as_ref().unwrap()).unwrap();
+        assert!(region.len() < page.len());
+        let narrowed = scan_cards(page, rules).unwrap();
+        assert_eq!(narrowed, scan_cards(page, &whole).unwrap());
+        let ids: Vec<_> = narrowed.iter().filter_map(|c| c.id.as_deref()).collect();
+        assert_eq!(ids, ["111", "222"]);
+    }
 }

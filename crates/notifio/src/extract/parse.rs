@@ -11,16 +11,18 @@ use std::sync::LazyLock;
 /// Longest text kept for one field; protects memory against unclosed elements.
 pub(crate) const FIELD_CAP: usize = 4 * 1024;
 
+// ASCII word boundaries (`(?-u:\b)`): the regex crate's fast engines give up on Unicode ones
+// as soon as the text has a non-ASCII byte ("60 m²", "3ª planta"), which is most details.
 static ROOMS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)(\d+(?:[.,]\d+)?)\s*(?:habitaciones|habitación|habs?|dormitorios?|dorm|zimmer|zi|bedrooms?|beds?|bds?|rooms?|locali|camere|quartos?|pièces?|chambres?)\b",
+        r"(?i)(\d+(?:[.,]\d+)?)\s*(?:habitaciones|habitación|habs?|dormitorios?|dorm|zimmer|zi|bedrooms?|beds?|bds?|rooms?|locali|camere|quartos?|pièces?|chambres?)(?-u:\b)",
     )
     .unwrap_or_else(|e| unreachable!("static regex: {e}"))
 });
 
 // Portuguese typology: "T2" is two bedrooms.
 static TYPOLOGY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^T(\d{1,2})\b").unwrap_or_else(|e| unreachable!("static regex: {e}"))
+    Regex::new(r"^T(\d{1,2})(?-u:\b)").unwrap_or_else(|e| unreachable!("static regex: {e}"))
 });
 
 static AREA: LazyLock<Regex> = LazyLock::new(|| {
