@@ -130,7 +130,7 @@ fn main() {
     let mut now = T0;
     while now <= end {
         while let Some(c) = s.poll_due(Timestamp(now)) {
-            let site = c.searches[0].0 as usize / per_site;
+            let site = c.site.0 as usize;
             let book = &mut books[site];
             f.checks += 1;
             if book.last_start != 0 && now - book.last_start < spacing_ms {
@@ -157,7 +157,8 @@ fn main() {
             s.handle_outcome(c.id, outcome, retry_after, Timestamp(now));
             if outcome.refusal_kind().is_some() {
                 f.refusals += 1;
-                let e = s.registry().entry(&c.site).map_or(0, |e| e.next_retry_at.0);
+                let key = s.site_key(c.site);
+                let e = s.registry().entry(key).map_or(0, |e| e.next_retry_at.0);
                 f.longest_wait_ms = f.longest_wait_ms.max(e - now);
                 books[site].wait_until = e;
                 books[site].waiting = true;
