@@ -11,7 +11,7 @@
 //! URL are one fetch); and parking searches of waiting or session-expired sites.
 //!
 //! Internally: one timer queue of events (a search comes due, a site may send again) — an
-//! intrusive timing wheel, see `timers.rs` — and per site a sorted list of its due searches, most
+//! timing wheel, see `timers.rs` — and per site a sorted list of its due searches, most
 //! overdue first, threaded through the targets. Targets and sites are arrays indexed by `u32`,
 //! one cache line per record; the registry is only consulted for sites that have an entry, and a
 //! check's id encodes its target, so the common path of a check hashes nothing and allocates
@@ -307,7 +307,6 @@ impl Scheduler {
         });
         self.urls.push(spec.url.as_str().into());
         self.searches.push(Arc::new([spec.id]));
-        self.events.add_target();
         self.site_targets[site].push(t as u32);
         self.by_url.insert(spec.url, t);
         self.by_search.insert(spec.id, t);
@@ -340,7 +339,6 @@ impl Scheduler {
         });
         self.site_keys.push(key.clone());
         self.site_targets.push(Vec::new());
-        self.events.add_site();
         self.site_index.insert(key.clone(), i);
         i
     }
