@@ -355,7 +355,10 @@ mod tests {
         assert_eq!(timers.next_deadline(), Some(t0 + 5));
         let mut out = Vec::new();
         timers.drain_due(t0 + 99, &mut out, |_, _| true);
-        assert_eq!(out, [(t0 + 5, Node::target(12)), (t0 + 5, Node::target(10))]);
+        assert_eq!(
+            out,
+            [(t0 + 5, Node::target(12)), (t0 + 5, Node::target(10))]
+        );
         assert_eq!(timers.next_deadline(), Some(t0 + 100));
         out.clear();
         timers.drain_due(t0 + 100, &mut out, |_, _| true);
