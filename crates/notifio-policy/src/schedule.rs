@@ -410,15 +410,22 @@ impl Scheduler {
         None
     }
 
-    /// Reads, for each event of a batch, the target record its handling will need first (the
-    /// target itself, or the head of the site's due queue), all at once before handling any:
-    /// the loads are independent, so their cache misses overlap instead of coming one by one.
-    /// (A safe stand-in for a prefetch instruction.)
+    /// Reads, for each event of a batch, the records its handling will need (a target's own
+    /// record and its site's queue tail, for `enqueue`; a site's queue head, for `dequeue`),
+    /// all at once before handling any: the loads of different events are independent, so
+    /// their cache misses overlap instead of coming one by one. (A safe stand-in for a
+    /// prefetch instruction.)
     fn touch(&self, due: &[(u64, Node)]) {
         let mut acc = 0u32;
         for &(_, node) in due {
             let t = match node.split() {
-                Ok(t) => t,
+                Ok(t) => match self.targets.get(t as usize) {
+                    Some(target) => match self.sites.get(target.site as usize) {
+                        Some(site) => site.tail,
+                        None => continue,
+                    },
+                    None => continue,
+                },
                 Err(s) => self.sites[s as usize].head,
             };
             if let Some(target) = self.targets.get(t as usize) {
