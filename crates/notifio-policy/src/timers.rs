@@ -1,12 +1,12 @@
 //! The scheduler's timer queue: a two-level timing wheel over the next ~65 s (1 ms slots for
-//! the current 64 ms, 64 ms buckets after that), with a binary heap for anything further out
+//! the current ~1 s, ~1 s buckets after that), with a binary heap for anything further out
 //! (backoff waits, long intervals) or already past.
 //!
 //! Why this shape: a simulated day is ~288 million checks and each needs a timer, so push and
 //! pop must be O(1) and allocation-free, and at 100,000 searches they must not miss the cache.
-//! A check re-arms its search ~30 s ahead; pushing appends to that 64 ms bucket's vector,
-//! whose last cache line is written every few ms and so stays in cache, and a bucket is moved
-//! into the 1 ms slots in one sequential pass when its time comes. (A wheel of 1 ms slots
+//! A check re-arms its search ~30 s ahead; pushing appends to that bucket's vector, whose last
+//! cache line is written every few pushes and so stays in cache, and a bucket is moved into
+//! the 1 ms slots in one sequential pass when its time comes. (A wheel of 1 ms slots
 //! holding linked lists threaded through the nodes took a cache miss per node on both ends.)
 //! Vectors keep their capacity, so once they have grown nothing allocates. Hand-written
 //! because the timer crates we know either own the clock or allocate per timer.
@@ -14,10 +14,12 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// Slots per bucket (1 ms each).
-const SLOTS: u64 = 64;
+/// Slots per bucket (1 ms each). Large buckets keep pushes ~30 s ahead on a few buckets, so
+/// their last cache lines stay hot; a bucket's entries spread over 1,024 slots whose vectors
+/// (~60 KB) stay in cache too.
+const SLOTS: u64 = 1024;
 /// Buckets in the wheel; the wheel spans `WINDOW` ms.
-const BUCKETS: u64 = 1024;
+const BUCKETS: u64 = 64;
 const WINDOW: u64 = SLOTS * BUCKETS;
 
 /// Tag bit of a site node; a target node is the target's index.
@@ -68,7 +70,7 @@ pub(crate) struct Timers {
     /// The current bucket's 1 ms slots: nodes in push order.
     slots: Box<[Vec<u32>]>,
     /// One bit per slot: non-empty.
-    slot_bits: u64,
+    slot_bits: Box<[u64]>,
     /// Per bucket (by `(start / SLOTS) % BUCKETS`): its entries in push order (see [`entry`]).
     buckets: Box<[Vec<u64>]>,
     /// One bit per bucket: non-empty.
@@ -83,7 +85,7 @@ impl Timers {
             base: 0,
             cur: 0,
             slots: vec![Vec::new(); SLOTS as usize].into_boxed_slice(),
-            slot_bits: 0,
+            slot_bits: vec![0; (SLOTS / 64) as usize].into_boxed_slice(),
             buckets: vec![Vec::new(); BUCKETS as usize].into_boxed_slice(),
             bucket_bits: vec![0; (BUCKETS / 64) as usize].into_boxed_slice(),
             far: BinaryHeap::new(),
@@ -97,7 +99,7 @@ impl Timers {
         } else if at - self.cur < SLOTS {
             let k = at - self.cur;
             self.slots[k as usize].push(node.0);
-            self.slot_bits |= 1 << k;
+            self.slot_bits[(k >> 6) as usize] |= 1 << (k & 63);
         } else {
             let b = ((at / SLOTS) % BUCKETS) as usize;
             self.buckets[b].push(entry(at, node));
@@ -118,7 +120,7 @@ impl Timers {
             if let Some(i) = slot.iter().rposition(|&n| n == node.0) {
                 slot.remove(i);
                 if slot.is_empty() {
-                    self.slot_bits &= !(1 << k);
+                    self.slot_bits[(k >> 6) as usize] &= !(1 << (k & 63));
                 }
             }
         } else {
@@ -160,18 +162,22 @@ impl Timers {
         }
         loop {
             let end = now.min(self.cur + SLOTS - 1);
-            // The slots in [base, end]: bits at or above `base - cur`, up to `end - cur`.
-            let hi = end - self.cur;
-            let mask = (u64::MAX << (self.base - self.cur)) & (u64::MAX >> (63 - hi));
-            let mut word = self.slot_bits & mask;
-            self.slot_bits &= !mask;
-            while word != 0 {
-                let k = u64::from(word.trailing_zeros());
-                word &= word - 1;
-                let slot = &mut self.slots[k as usize];
-                let at = self.cur + k;
-                out.extend(slot.iter().rev().map(|&n| (at, Node(n))));
-                slot.clear();
+            // The slots in [base, end], a word of bits at a time.
+            let (lo, hi) = (self.base - self.cur, end - self.cur);
+            for w in lo / 64..=hi / 64 {
+                let from = if w == lo / 64 { lo % 64 } else { 0 };
+                let to = if w == hi / 64 { hi % 64 } else { 63 };
+                let mask = (u64::MAX << from) & (u64::MAX >> (63 - to));
+                let mut word = self.slot_bits[w as usize] & mask;
+                self.slot_bits[w as usize] &= !mask;
+                while word != 0 {
+                    let k = w * 64 + u64::from(word.trailing_zeros());
+                    word &= word - 1;
+                    let slot = &mut self.slots[k as usize];
+                    let at = self.cur + k;
+                    out.extend(slot.iter().rev().map(|&n| (at, Node(n))));
+                    slot.clear();
+                }
             }
             if end == now {
                 self.base = now + 1;
@@ -201,7 +207,7 @@ impl Timers {
     /// Makes the bucket starting at `start` the current one: its entries move into the slots
     /// (which are empty). `start` is at most one bucket past any bucket with entries.
     fn enter_bucket(&mut self, start: u64) {
-        debug_assert_eq!(self.slot_bits, 0);
+        debug_assert!(self.slot_bits.iter().all(|&w| w == 0));
         self.cur = start;
         let b = ((start / SLOTS) % BUCKETS) as usize;
         if self.bucket_bits[b >> 6] & (1 << (b & 63)) == 0 {
@@ -212,7 +218,7 @@ impl Timers {
         for &e in &bucket {
             let k = e >> 32;
             self.slots[k as usize].push(e as u32);
-            self.slot_bits |= 1 << k;
+            self.slot_bits[(k >> 6) as usize] |= 1 << (k & 63);
         }
         bucket.clear();
         self.buckets[b] = bucket;
@@ -236,8 +242,15 @@ impl Timers {
 
     /// The earliest deadline, if any (possibly a stale entry: early, never late).
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        let wheel = if self.slot_bits != 0 {
-            Some(self.cur + u64::from(self.slot_bits.trailing_zeros()))
+        // Slots before `base` are empty: the first set bit is the earliest slot deadline.
+        let first = (self.base - self.cur) / 64;
+        let slot = self.slot_bits[first as usize..]
+            .iter()
+            .zip(first..)
+            .find(|&(&w, _)| w != 0)
+            .map(|(&w, i)| self.cur + i * 64 + u64::from(w.trailing_zeros()));
+        let wheel = if slot.is_some() {
+            slot
         } else {
             self.next_bucket().and_then(|start| {
                 let b = ((start / SLOTS) % BUCKETS) as usize;
@@ -338,34 +351,34 @@ mod tests {
     #[test]
     fn buckets_move_into_slots_in_order_and_removal_works_at_both_levels() {
         let mut timers = Timers::new();
-        let t0 = 1_000_000u64; // a bucket boundary
+        let t0 = 1 << 20; // a bucket boundary
         timers.drain_due(t0 - 1, &mut Vec::new(), |_, _| true);
         // Ten nodes in one ms a bucket ahead, three in the current bucket, one 60 s ahead.
         for n in 0..10 {
-            timers.push(t0 + 100, Node::target(n));
+            timers.push(t0 + SLOTS + 100, Node::target(n));
         }
         for n in 10..13 {
             timers.push(t0 + 5, Node::target(n));
         }
         timers.push(t0 + 60_000, Node::site(1));
-        timers.remove(t0 + 100, Node::target(4));
+        timers.remove(t0 + SLOTS + 100, Node::target(4));
         timers.remove(t0 + 5, Node::target(11));
         timers.remove(t0 + 60_000, Node::site(1));
         timers.remove(t0 + 60_000, Node::site(1));
         assert_eq!(timers.next_deadline(), Some(t0 + 5));
         let mut out = Vec::new();
-        timers.drain_due(t0 + 99, &mut out, |_, _| true);
+        timers.drain_due(t0 + SLOTS + 99, &mut out, |_, _| true);
         assert_eq!(
             out,
             [(t0 + 5, Node::target(12)), (t0 + 5, Node::target(10))]
         );
-        assert_eq!(timers.next_deadline(), Some(t0 + 100));
+        assert_eq!(timers.next_deadline(), Some(t0 + SLOTS + 100));
         out.clear();
-        timers.drain_due(t0 + 100, &mut out, |_, _| true);
+        timers.drain_due(t0 + SLOTS + 100, &mut out, |_, _| true);
         let want: Vec<_> = (0..10)
             .rev()
             .filter(|&n| n != 4)
-            .map(|n| (t0 + 100, Node::target(n)))
+            .map(|n| (t0 + SLOTS + 100, Node::target(n)))
             .collect();
         assert_eq!(out, want, "last pushed first");
         assert_eq!(timers.next_deadline(), None, "the removed site is gone");
