@@ -12,10 +12,12 @@
 //!
 //! Internally: one timer queue of events (a search comes due, a site may send again) — an
 //! timing wheel, see `timers.rs` — and per site a sorted list of its due searches, most
-//! overdue first, threaded through the targets. Targets and sites are arrays indexed by `u32`,
-//! one cache line per record; the registry is only consulted for sites that have an entry, and a
-//! check's id encodes its target, so the common path of a check hashes nothing and allocates
-//! nothing. Nothing is scanned.
+//! overdue first, threaded through the targets. Targets and sites are arrays of 32-byte records
+//! indexed by `u32`, with the cold parts (URLs, search ids, site keys) in parallel arrays; a
+//! [`Check`] is a small `Copy` value (no reference counts); the registry is only consulted for
+//! sites that have an entry, and a check's id encodes its target, so the common path of a check
+//! hashes nothing and allocates nothing. Nothing is scanned. The cost at 100,000 searches is
+//! cache misses on the records, so a batch of due events reads its records ahead together.
 
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
