@@ -31,6 +31,8 @@ pub use retry::{
     AttemptResult, RequestClass, RetryConfigError, RetryDecision, RetryPolicies, RetryPolicy,
 };
 pub use retry_after::parse_retry_after;
-pub use schedule::{Check, CheckId, Reaction, Scheduler, SchedulerConfig, SearchId, SearchSpec};
+pub use schedule::{
+    Check, CheckId, Reaction, Scheduler, SchedulerConfig, SearchId, SearchSpec, SiteIndex,
+};
 pub use site::{SiteKey, SiteKeyError};
 pub use time::{Timestamp, format_duration};

@@ -1,23 +1,27 @@
-//! The scheduler's timer queue: an intrusive timing wheel of 1 ms slots over the next ~65 s,
-//! with a binary heap for anything further out (backoff waits, long intervals) or already past.
+//! The scheduler's timer queue: a two-level timing wheel over the next ~65 s (1 ms slots for
+//! the current ~1 s, ~1 s buckets after that), with a binary heap for anything further out
+//! (backoff waits, long intervals) or already past.
 //!
 //! Why this shape: a simulated day is ~288 million checks and each needs a timer, so push and
-//! pop must be O(1) and allocation-free. A slot holds only the head of a singly linked list
-//! threaded through a `next` array indexed by node (a node is a search target or a site), so
-//! pushing writes two `u32`s and nothing allocates once the arrays have grown. Hand-written
+//! pop must be O(1) and allocation-free, and at 100,000 searches they must not miss the cache.
+//! A check re-arms its search ~30 s ahead; pushing appends to that bucket's vector, whose last
+//! cache line is written every few pushes and so stays in cache, and a bucket is moved into
+//! the 1 ms slots in one sequential pass when its time comes. (A wheel of 1 ms slots
+//! holding linked lists threaded through the nodes took a cache miss per node on both ends.)
+//! Vectors keep their capacity, so once they have grown nothing allocates. Hand-written
 //! because the timer crates we know either own the clock or allocate per timer.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-const SLOT_BITS: u32 = 16;
-const WINDOW: u64 = 1 << SLOT_BITS;
-const MASK: u64 = WINDOW - 1;
+/// Slots per bucket (1 ms each). Large buckets keep pushes ~30 s ahead on a few buckets, so
+/// their last cache lines stay hot; a bucket's entries spread over 1,024 slots whose vectors
+/// (~60 KB) stay in cache too.
+const SLOTS: u64 = 1024;
+/// Buckets in the wheel; the wheel spans `WINDOW` ms.
+const BUCKETS: u64 = 64;
+const WINDOW: u64 = SLOTS * BUCKETS;
 
-/// End of a slot's list.
-const NIL: u32 = u32::MAX;
-/// In no slot's list (it may still have entries in the far heap).
-const UNLINKED: u32 = u32::MAX - 1;
 /// Tag bit of a site node; a target node is the target's index.
 const SITE: u32 = 1 << 31;
 
@@ -46,22 +50,31 @@ impl Node {
     }
 }
 
-/// Nodes keyed by a millisecond deadline. A node is in at most one wheel slot; the far heap is
-/// deleted from lazily (the owner says which of its entries are still live). Nodes with equal
-/// deadlines come out in no particular order; different deadlines come out in deadline order
-/// per drain.
+/// A bucket entry: the deadline's offset in its bucket (high half) and the node (low half).
+fn entry(at: u64, node: Node) -> u64 {
+    ((at % SLOTS) << 32) | u64::from(node.0)
+}
+
+/// Nodes keyed by a millisecond deadline. Nothing is deduplicated or deleted eagerly except
+/// by [`Timers::remove`]: a node pushed twice comes out twice, and the owner says which
+/// entries still stand (its liveness check), as it does for far-heap entries when they enter
+/// the wheel. Nodes with equal deadlines come out in no particular order (in fact the last
+/// pushed first); different deadlines come out in deadline order per drain.
 #[derive(Debug, Clone)]
 pub(crate) struct Timers {
-    /// Every wheel slot for a time before `base` has been drained; the wheel holds exactly the
-    /// linked nodes with a deadline in `[base, base + WINDOW)`.
+    /// Every deadline before `base` has been drained.
     base: u64,
-    /// Per slot: the first node of its list, or `NIL`.
-    heads: Box<[u32]>,
+    /// The start of `base`'s bucket (`base` rounded down to `SLOTS`): `slots` hold the
+    /// deadlines in `[base, cur + SLOTS)`, `buckets` those in `[cur + SLOTS, cur + WINDOW)`.
+    cur: u64,
+    /// The current bucket's 1 ms slots: nodes in push order.
+    slots: Box<[Vec<u32>]>,
     /// One bit per slot: non-empty.
-    bits: Box<[u64]>,
-    /// Per target node / per site node: the next node in its slot, `NIL`, or `UNLINKED`.
-    target_next: Vec<u32>,
-    site_next: Vec<u32>,
+    slot_bits: Box<[u64]>,
+    /// Per bucket (by `(start / SLOTS) % BUCKETS`): its entries in push order (see [`entry`]).
+    buckets: Box<[Vec<u64>]>,
+    /// One bit per bucket: non-empty.
+    bucket_bits: Box<[u64]>,
     /// Deadlines outside the wheel's window (far future, or pushed already past).
     far: BinaryHeap<Reverse<(u64, Node)>>,
 }
@@ -70,78 +83,56 @@ impl Timers {
     pub(crate) fn new() -> Self {
         Self {
             base: 0,
-            heads: vec![NIL; WINDOW as usize].into_boxed_slice(),
-            bits: vec![0; (WINDOW / 64) as usize].into_boxed_slice(),
-            target_next: Vec::new(),
-            site_next: Vec::new(),
+            cur: 0,
+            slots: vec![Vec::new(); SLOTS as usize].into_boxed_slice(),
+            slot_bits: vec![0; (SLOTS / 64) as usize].into_boxed_slice(),
+            buckets: vec![Vec::new(); BUCKETS as usize].into_boxed_slice(),
+            bucket_bits: vec![0; (BUCKETS / 64) as usize].into_boxed_slice(),
             far: BinaryHeap::new(),
         }
     }
 
-    /// Makes room for target node `t` (call once per target, in index order).
-    pub(crate) fn add_target(&mut self) {
-        self.target_next.push(UNLINKED);
-    }
-
-    /// Makes room for site node `s` (call once per site, in index order).
-    pub(crate) fn add_site(&mut self) {
-        self.site_next.push(UNLINKED);
-    }
-
-    fn next_of(&mut self, node: Node) -> &mut u32 {
-        match node.split() {
-            Ok(t) => &mut self.target_next[t as usize],
-            Err(s) => &mut self.site_next[s as usize],
-        }
-    }
-
-    /// Schedules `node` at `at`. The node must not be in a wheel slot already (see `remove`).
+    /// Schedules `node` at `at`.
     pub(crate) fn push(&mut self, at: u64, node: Node) {
-        if at >= self.base && at - self.base < WINDOW {
-            debug_assert_eq!(*self.next_of(node), UNLINKED, "{node:?} pushed twice");
-            self.link(at, node);
-        } else {
+        if at < self.base || at - self.cur >= WINDOW {
             self.far.push(Reverse((at, node)));
-        }
-    }
-
-    /// Puts `node` at the front of `at`'s slot, unless it is linked already.
-    fn link(&mut self, at: u64, node: Node) {
-        let i = (at & MASK) as usize;
-        let head = self.heads[i];
-        let next = self.next_of(node);
-        if *next != UNLINKED {
-            return;
-        }
-        *next = head;
-        self.heads[i] = node.0;
-        self.bits[i >> 6] |= 1 << (i & 63);
-    }
-
-    /// Takes `node` out of the wheel slot of `at`, if it is linked there. (A far-heap entry is
-    /// left in place: the owner's liveness check drops it later.)
-    pub(crate) fn remove(&mut self, at: u64, node: Node) {
-        let after = *self.next_of(node);
-        if after == UNLINKED {
-            return;
-        }
-        let i = (at & MASK) as usize;
-        if self.heads[i] == node.0 {
-            self.heads[i] = after;
+        } else if at - self.cur < SLOTS {
+            let k = at - self.cur;
+            self.slots[k as usize].push(node.0);
+            self.slot_bits[(k >> 6) as usize] |= 1 << (k & 63);
         } else {
-            let mut cur = self.heads[i];
-            while cur != NIL {
-                let next = self.next_of(Node(cur));
-                if *next == node.0 {
-                    *next = after;
-                    break;
-                }
-                cur = *next;
-            }
+            let b = ((at / SLOTS) % BUCKETS) as usize;
+            self.buckets[b].push(entry(at, node));
+            self.bucket_bits[b >> 6] |= 1 << (b & 63);
         }
-        *self.next_of(node) = UNLINKED;
-        if self.heads[i] == NIL {
-            self.bits[i >> 6] &= !(1 << (i & 63));
+    }
+
+    /// Takes `node` out of the wheel at `at`, if it is there (the newest entry, if it is there
+    /// twice). (A far-heap entry is left in place: the owner's liveness check drops it later.)
+    pub(crate) fn remove(&mut self, at: u64, node: Node) {
+        if at < self.base || at - self.cur >= WINDOW {
+            return;
+        }
+        // `remove`, not `swap_remove`: the others keep their order (determinism).
+        if at - self.cur < SLOTS {
+            let k = at - self.cur;
+            let slot = &mut self.slots[k as usize];
+            if let Some(i) = slot.iter().rposition(|&n| n == node.0) {
+                slot.remove(i);
+                if slot.is_empty() {
+                    self.slot_bits[(k >> 6) as usize] &= !(1 << (k & 63));
+                }
+            }
+        } else {
+            let b = ((at / SLOTS) % BUCKETS) as usize;
+            let bucket = &mut self.buckets[b];
+            let e = entry(at, node);
+            if let Some(i) = bucket.iter().rposition(|&x| x == e) {
+                bucket.remove(i);
+                if bucket.is_empty() {
+                    self.bucket_bits[b >> 6] &= !(1 << (b & 63));
+                }
+            }
         }
     }
 
@@ -169,55 +160,108 @@ impl Timers {
         if now < self.base {
             return;
         }
-        let last = now.min(self.base + WINDOW - 1);
-        let mut t = self.base;
-        while let Some(found) = self.next_set(t, last) {
-            let i = (found & MASK) as usize;
-            let mut cur = std::mem::replace(&mut self.heads[i], NIL);
-            self.bits[i >> 6] &= !(1 << (i & 63));
-            while cur != NIL {
-                let node = Node(cur);
-                cur = std::mem::replace(self.next_of(node), UNLINKED);
-                out.push((found, node));
+        loop {
+            let end = now.min(self.cur + SLOTS - 1);
+            // The slots in [base, end], a word of bits at a time.
+            let (lo, hi) = (self.base - self.cur, end - self.cur);
+            for w in lo / 64..=hi / 64 {
+                let from = if w == lo / 64 { lo % 64 } else { 0 };
+                let to = if w == hi / 64 { hi % 64 } else { 63 };
+                let mask = (u64::MAX << from) & (u64::MAX >> (63 - to));
+                let mut word = self.slot_bits[w as usize] & mask;
+                self.slot_bits[w as usize] &= !mask;
+                while word != 0 {
+                    let k = w * 64 + u64::from(word.trailing_zeros());
+                    word &= word - 1;
+                    let slot = &mut self.slots[k as usize];
+                    let at = self.cur + k;
+                    out.extend(slot.iter().rev().map(|&n| (at, Node(n))));
+                    slot.clear();
+                }
             }
-            t = found + 1;
+            if end == now {
+                self.base = now + 1;
+                if self.base % SLOTS == 0 {
+                    self.enter_bucket(self.base);
+                }
+                break;
+            }
+            // On to the next bucket with entries, or straight to `now`'s if none comes first.
+            let next = self.next_bucket().filter(|&start| start <= now);
+            let start = next.unwrap_or(now - now % SLOTS);
+            self.enter_bucket(start);
+            self.base = start;
         }
-        self.base = now + 1;
         // Far deadlines that are now inside the window move into it, if they still stand.
         while let Some(&Reverse((at, node))) = self.far.peek() {
-            if at >= self.base + WINDOW {
+            if at - self.cur >= WINDOW {
                 break;
             }
             self.far.pop();
             if live(at, node) {
-                self.link(at, node);
+                self.push(at, node);
             }
         }
     }
 
-    /// The earliest deadline, if any (possibly a stale far-heap entry: early, never late).
+    /// Makes the bucket starting at `start` the current one: its entries move into the slots
+    /// (which are empty). `start` is at most one bucket past any bucket with entries.
+    fn enter_bucket(&mut self, start: u64) {
+        debug_assert!(self.slot_bits.iter().all(|&w| w == 0));
+        self.cur = start;
+        let b = ((start / SLOTS) % BUCKETS) as usize;
+        if self.bucket_bits[b >> 6] & (1 << (b & 63)) == 0 {
+            return;
+        }
+        self.bucket_bits[b >> 6] &= !(1 << (b & 63));
+        let mut bucket = std::mem::take(&mut self.buckets[b]);
+        for &e in &bucket {
+            let k = e >> 32;
+            self.slots[k as usize].push(e as u32);
+            self.slot_bits[(k >> 6) as usize] |= 1 << (k & 63);
+        }
+        bucket.clear();
+        self.buckets[b] = bucket;
+    }
+
+    /// The start of the first bucket after the current one that has entries.
+    fn next_bucket(&self) -> Option<u64> {
+        let first = self.cur / SLOTS + 1;
+        let mut k = 0;
+        while k < BUCKETS - 1 {
+            let b = ((first + k) % BUCKETS) as usize;
+            let word = self.bucket_bits[b >> 6] >> (b & 63);
+            if word != 0 {
+                let found = k + u64::from(word.trailing_zeros());
+                return (found < BUCKETS - 1).then_some((first + found) * SLOTS);
+            }
+            k += 64 - (b & 63) as u64;
+        }
+        None
+    }
+
+    /// The earliest deadline, if any (possibly a stale entry: early, never late).
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        let wheel = self.next_set(self.base, self.base + WINDOW - 1);
+        // Slots before `base` are empty: the first set bit is the earliest slot deadline.
+        let first = (self.base - self.cur) / 64;
+        let slot = self.slot_bits[first as usize..]
+            .iter()
+            .zip(first..)
+            .find(|&(&w, _)| w != 0)
+            .map(|(&w, i)| self.cur + i * 64 + u64::from(w.trailing_zeros()));
+        let wheel = if slot.is_some() {
+            slot
+        } else {
+            self.next_bucket().and_then(|start| {
+                let b = ((start / SLOTS) % BUCKETS) as usize;
+                self.buckets[b].iter().map(|&e| start + (e >> 32)).min()
+            })
+        };
         let far = self.far.peek().map(|Reverse((at, _))| *at);
         match (wheel, far) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
-    }
-
-    /// The first time in `[from, to]` whose slot is non-empty (`to - from < WINDOW`).
-    fn next_set(&self, from: u64, to: u64) -> Option<u64> {
-        let mut t = from;
-        while t <= to {
-            let i = (t & MASK) as usize;
-            let word = self.bits[i >> 6] >> (i & 63);
-            if word != 0 {
-                let found = t + u64::from(word.trailing_zeros());
-                return (found <= to).then_some(found);
-            }
-            t += 64 - (i & 63) as u64;
-        }
-        None
     }
 }
 
@@ -228,9 +272,6 @@ mod tests {
     #[test]
     fn deadlines_come_out_in_order_across_the_window_and_the_heap() {
         let mut timers = Timers::new();
-        for _ in 0..100 {
-            timers.add_target();
-        }
         let t0 = 1_700_000_000_000u64;
         let mut want = Vec::new();
         for (k, at) in [5u64, 0, 70_000, 3_600_000, 64, 63, 65_535, 65_536, 1]
@@ -276,10 +317,6 @@ mod tests {
     #[test]
     fn removed_and_stale_nodes_do_not_fire() {
         let mut timers = Timers::new();
-        for _ in 0..4 {
-            timers.add_target();
-            timers.add_site();
-        }
         let t0 = 10_000u64;
         timers.drain_due(t0 - 1, &mut Vec::new(), |_, _| true);
         // Three nodes in one slot; the middle, the head and the tail leave in turn.
@@ -309,5 +346,48 @@ mod tests {
         timers.drain_due(t0 + 200_000, &mut out, |_, _| true);
         assert_eq!(out, vec![(t0 + 100_000, Node::target(0))]);
         assert_eq!(timers.next_deadline(), None);
+    }
+
+    #[test]
+    fn buckets_move_into_slots_in_order_and_removal_works_at_both_levels() {
+        let mut timers = Timers::new();
+        let t0 = 1 << 20; // a bucket boundary
+        timers.drain_due(t0 - 1, &mut Vec::new(), |_, _| true);
+        // Ten nodes in one ms a bucket ahead, three in the current bucket, one 60 s ahead.
+        for n in 0..10 {
+            timers.push(t0 + SLOTS + 100, Node::target(n));
+        }
+        for n in 10..13 {
+            timers.push(t0 + 5, Node::target(n));
+        }
+        timers.push(t0 + 60_000, Node::site(1));
+        timers.remove(t0 + SLOTS + 100, Node::target(4));
+        timers.remove(t0 + 5, Node::target(11));
+        timers.remove(t0 + 60_000, Node::site(1));
+        timers.remove(t0 + 60_000, Node::site(1));
+        assert_eq!(timers.next_deadline(), Some(t0 + 5));
+        let mut out = Vec::new();
+        timers.drain_due(t0 + SLOTS + 99, &mut out, |_, _| true);
+        assert_eq!(
+            out,
+            [(t0 + 5, Node::target(12)), (t0 + 5, Node::target(10))]
+        );
+        assert_eq!(timers.next_deadline(), Some(t0 + SLOTS + 100));
+        out.clear();
+        timers.drain_due(t0 + SLOTS + 100, &mut out, |_, _| true);
+        let want: Vec<_> = (0..10)
+            .rev()
+            .filter(|&n| n != 4)
+            .map(|n| (t0 + SLOTS + 100, Node::target(n)))
+            .collect();
+        assert_eq!(out, want, "last pushed first");
+        assert_eq!(timers.next_deadline(), None, "the removed site is gone");
+        // A jump of hours with nothing pending, then pushes land in the new window.
+        timers.drain_due(t0 + 7_200_000, &mut Vec::new(), |_, _| true);
+        timers.push(t0 + 7_200_070, Node::site(2));
+        assert_eq!(timers.next_deadline(), Some(t0 + 7_200_070));
+        out.clear();
+        timers.drain_due(t0 + 7_300_000, &mut out, |_, _| true);
+        assert_eq!(out, [(t0 + 7_200_070, Node::site(2))]);
     }
 }

@@ -9,9 +9,12 @@
 //!   starts on one site are at least `spacing` apart;
 //! - nothing is due before `poll_timeout()`: `poll_due(t)` for any `t < poll_timeout()` is `None`.
 
+mod common;
+
+use common::{Check, PollCheck};
 use notifio_policy::{
-    BackoffPolicy, Check, CheckId, Ladders, Outcome, RefusalKind, Registry, Scheduler,
-    SchedulerConfig, SearchId, SearchSpec, SiteKey, Timestamp,
+    BackoffPolicy, CheckId, Ladders, Outcome, RefusalKind, Registry, Scheduler, SchedulerConfig,
+    SearchId, SearchSpec, SiteKey, Timestamp,
 };
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -160,7 +163,7 @@ impl Harness {
 
     /// poll_due until None, checking every issued check.
     fn drain(&mut self) -> Result<(), TestCaseError> {
-        while let Some(c) = self.s.poll_due(self.now) {
+        while let Some(c) = self.s.poll_check(self.now) {
             self.issued += 1;
             match self.s.registry().entry(&c.site) {
                 Some(e) => {
@@ -210,7 +213,7 @@ impl Harness {
                     prop_assert!(at < t);
                     self.now = at;
                     prop_assert!(
-                        self.s.poll_due(at).is_none(),
+                        self.s.poll_check(at).is_none(),
                         "something was due at {} before poll_timeout {}",
                         at,
                         t

@@ -17,9 +17,12 @@
 //! - `soonest()`/`poll_timeout()` → `poll_timeout_is_none_with_nothing_to_do`
 
 use notifio_policy::schedule::{SearchState, SiteState};
+mod common;
+
+use common::{Check, PollCheck};
 use notifio_policy::{
-    BackoffPolicy, Check, Entry, Outcome, Reaction, RefusalKind, Registry, Scheduler,
-    SchedulerConfig, SearchId, SearchSpec, SiteKey, Timestamp,
+    BackoffPolicy, Entry, Outcome, Reaction, RefusalKind, Registry, Scheduler, SchedulerConfig,
+    SearchId, SearchSpec, SiteKey, Timestamp,
 };
 use std::time::Duration;
 
@@ -70,7 +73,7 @@ impl Sim {
     /// Issues everything due now.
     fn poll(&mut self) -> Vec<Check> {
         let mut out = Vec::new();
-        while let Some(c) = self.s.poll_due(self.now) {
+        while let Some(c) = self.s.poll_check(self.now) {
             self.log.push((self.now, c.clone()));
             out.push(c);
         }
@@ -168,20 +171,20 @@ fn five_searches_on_one_refusing_site_see_one_request_per_rung() {
 fn exactly_one_probe_when_a_wait_expires() {
     let mut s = sched(16);
     five_on_one_site(&mut s);
-    let first = s.poll_due(T0).unwrap();
+    let first = s.poll_check(T0).unwrap();
     assert!(!first.probe);
-    assert!(s.poll_due(T0).is_none(), "one in flight per site");
+    assert!(s.poll_check(T0).is_none(), "one in flight per site");
     s.handle_outcome(first.id, Outcome::RateLimited, Some(d(5 * MIN)), T0);
     let until = T0 + d(5 * MIN);
     assert_eq!(s.registry().soonest(), Some(until));
     // Nothing before the wait ends, however often we poll.
     let mut t = T0;
     while t < until {
-        assert!(s.poll_due(t).is_none(), "request at {t} inside the wait");
+        assert!(s.poll_check(t).is_none(), "request at {t} inside the wait");
         t = s.poll_timeout().unwrap().max(t + d(1));
     }
     assert_eq!(s.poll_timeout(), Some(until));
-    let probe = s.poll_due(until).unwrap();
+    let probe = s.poll_check(until).unwrap();
     assert!(probe.probe);
     assert_eq!(
         *probe.searches,
@@ -192,7 +195,7 @@ fn exactly_one_probe_when_a_wait_expires() {
     assert_eq!(s.search_state(SearchId(0)).unwrap().0, SearchState::Probing);
     // However long the probe takes, nobody else goes.
     for later in [until, until + d(10 * SEC), until + d(2 * 60 * MIN)] {
-        assert!(s.poll_due(later).is_none());
+        assert!(s.poll_check(later).is_none());
     }
     assert_eq!(s.in_flight(), 1);
 }
@@ -201,10 +204,10 @@ fn exactly_one_probe_when_a_wait_expires() {
 fn a_failed_probe_climbs_the_ladder_and_keeps_the_siblings_parked() {
     let mut s = sched(16);
     five_on_one_site(&mut s);
-    let c = s.poll_due(T0).unwrap();
+    let c = s.poll_check(T0).unwrap();
     s.handle_outcome(c.id, Outcome::Denied, None, T0);
     let e1 = s.registry().entry(&c.site).unwrap().clone();
-    let probe = s.poll_due(e1.next_retry_at).unwrap();
+    let probe = s.poll_check(e1.next_retry_at).unwrap();
     assert!(probe.probe);
     let r = s.handle_outcome(probe.id, Outcome::Denied, None, e1.next_retry_at);
     let Some(Reaction::SiteWaiting {
@@ -215,10 +218,10 @@ fn a_failed_probe_climbs_the_ladder_and_keeps_the_siblings_parked() {
     };
     assert_eq!(entry.failures, 2);
     assert_eq!(searches, 5);
-    assert!(s.poll_due(entry.next_retry_at - d(1)).is_none());
-    let probe2 = s.poll_due(entry.next_retry_at).unwrap();
+    assert!(s.poll_check(entry.next_retry_at - d(1)).is_none());
+    let probe2 = s.poll_check(entry.next_retry_at).unwrap();
     assert!(probe2.probe);
-    assert!(s.poll_due(entry.next_retry_at + d(MIN)).is_none());
+    assert!(s.poll_check(entry.next_retry_at + d(MIN)).is_none());
 }
 
 #[test]
@@ -250,17 +253,17 @@ fn after_the_probe_succeeds_siblings_go_out_spacing_apart() {
 fn spacing_and_one_in_flight_per_site() {
     let mut s = sched(16);
     five_on_one_site(&mut s);
-    let a = s.poll_due(T0).unwrap();
-    assert!(s.poll_due(T0).is_none());
+    let a = s.poll_check(T0).unwrap();
+    assert!(s.poll_check(T0).is_none());
     // Even after the spacing has passed, nothing while the first is in flight.
-    assert!(s.poll_due(T0 + d(10 * SEC)).is_none());
+    assert!(s.poll_check(T0 + d(10 * SEC)).is_none());
     s.handle_outcome(a.id, Outcome::Ok, None, T0 + d(10 * SEC));
-    let b = s.poll_due(T0 + d(10 * SEC)).unwrap();
+    let b = s.poll_check(T0 + d(10 * SEC)).unwrap();
     s.handle_outcome(b.id, Outcome::Ok, None, T0 + d(10 * SEC) + d(100));
     // Start to start ≥ spacing, even though b finished quickly.
-    assert!(s.poll_due(T0 + d(12 * SEC) - d(1)).is_none());
+    assert!(s.poll_check(T0 + d(12 * SEC) - d(1)).is_none());
     assert_eq!(s.poll_timeout(), Some(T0 + d(12 * SEC)));
-    assert!(s.poll_due(T0 + d(12 * SEC)).is_some());
+    assert!(s.poll_check(T0 + d(12 * SEC)).is_some());
 }
 
 #[test]
@@ -271,10 +274,10 @@ fn per_site_spacing_overrides_apply() {
         .insert(SiteKey::from_url(A).unwrap(), d(5 * SEC));
     let mut s = Scheduler::new(config, Registry::default(), 1);
     five_on_one_site(&mut s);
-    let a = s.poll_due(T0).unwrap();
+    let a = s.poll_check(T0).unwrap();
     s.handle_outcome(a.id, Outcome::Ok, None, T0);
-    assert!(s.poll_due(T0 + d(4999)).is_none());
-    assert!(s.poll_due(T0 + d(5 * SEC)).is_some());
+    assert!(s.poll_check(T0 + d(4999)).is_none());
+    assert!(s.poll_check(T0 + d(5 * SEC)).is_some());
 }
 
 #[test]
@@ -286,12 +289,12 @@ fn the_concurrency_cap_holds() {
             T0,
         );
     }
-    let first: Vec<_> = std::iter::from_fn(|| s.poll_due(T0)).collect();
+    let first: Vec<_> = std::iter::from_fn(|| s.poll_check(T0)).collect();
     assert_eq!(first.len(), 3);
     assert_eq!(s.in_flight(), 3);
-    assert!(s.poll_due(T0 + d(60 * SEC)).is_none());
+    assert!(s.poll_check(T0 + d(60 * SEC)).is_none());
     s.handle_outcome(first[0].id, Outcome::Ok, None, T0 + d(SEC));
-    let next: Vec<_> = std::iter::from_fn(|| s.poll_due(T0 + d(SEC))).collect();
+    let next: Vec<_> = std::iter::from_fn(|| s.poll_check(T0 + d(SEC))).collect();
     assert_eq!(next.len(), 1, "one slot freed, one check");
     let sites: std::collections::HashSet<_> =
         first.iter().chain(&next).map(|c| c.site.clone()).collect();
@@ -304,11 +307,11 @@ fn identical_urls_are_fetched_once() {
     let url = "https://www.idealista.com/alquiler/madrid/";
     s.add_search(spec(1, url, 30 * SEC), T0);
     s.add_search(spec(2, url, 45 * SEC), T0);
-    let c = s.poll_due(T0).unwrap();
+    let c = s.poll_check(T0).unwrap();
     assert_eq!(*c.searches, [SearchId(1), SearchId(2)]);
-    assert!(s.poll_due(T0 + d(10 * SEC)).is_none());
+    assert!(s.poll_check(T0 + d(10 * SEC)).is_none());
     s.handle_outcome(c.id, Outcome::Ok, None, T0);
-    assert!(s.poll_due(T0).is_none());
+    assert!(s.poll_check(T0).is_none());
     // The shorter interval wins: due again within 30s ±10%.
     let next = s.poll_timeout().unwrap();
     assert!(
@@ -392,16 +395,16 @@ fn search_gone_stops_that_search_only() {
 fn a_404_on_the_probe_still_reports_search_gone() {
     let mut s = sched(16);
     five_on_one_site(&mut s);
-    let c = s.poll_due(T0).unwrap();
+    let c = s.poll_check(T0).unwrap();
     s.handle_outcome(c.id, Outcome::Error, None, T0);
     let at = s.registry().entry(&c.site).unwrap().next_retry_at;
-    let p = s.poll_due(at).unwrap();
+    let p = s.poll_check(at).unwrap();
     assert!(p.probe);
     let r = s.handle_outcome(p.id, Outcome::SearchGone, None, at);
     assert!(matches!(r, Some(Reaction::SearchGone { .. })), "{r:?}");
     // The site answered, so it is clear and the siblings go.
     assert!(s.registry().entry(&c.site).is_none());
-    assert!(s.poll_due(at + d(2 * SEC)).is_some());
+    assert!(s.poll_check(at + d(2 * SEC)).is_some());
 }
 
 #[test]
@@ -466,14 +469,50 @@ fn restored_entries_keep_a_site_waiting_after_restart() {
 fn poll_timeout_is_none_with_nothing_to_do() {
     let mut s = sched(4);
     assert_eq!(s.poll_timeout(), None);
-    assert!(s.poll_due(T0).is_none());
+    assert!(s.poll_check(T0).is_none());
     s.add_search(spec(1, A, 30 * SEC), T0 + d(SEC));
     assert_eq!(s.poll_timeout(), Some(T0 + d(SEC)));
-    assert!(s.poll_due(T0).is_none());
-    let c = s.poll_due(T0 + d(SEC)).unwrap();
+    assert!(s.poll_check(T0).is_none());
+    let c = s.poll_check(T0 + d(SEC)).unwrap();
     // In flight and nothing else scheduled: the driver waits for the outcome.
     assert_eq!(s.poll_timeout(), None);
     s.abandon(c.id);
-    assert!(s.poll_due(T0 + d(SEC)).is_none(), "spacing still applies");
-    assert!(s.poll_due(T0 + d(3 * SEC)).is_some());
+    assert!(s.poll_check(T0 + d(SEC)).is_none(), "spacing still applies");
+    assert!(s.poll_check(T0 + d(3 * SEC)).is_some());
+}
+
+#[test]
+fn a_check_resolves_to_its_url_searches_and_site_key() {
+    let mut s = sched(16);
+    let a = "https://www.idealista.com/alquiler/madrid/";
+    let b = "https://www.fotocasa.es/es/alquiler/";
+    s.add_search(spec(1, a, 30 * SEC), T0);
+    s.add_search(spec(2, b, 30 * SEC), T0);
+    s.add_search(spec(3, a, 30 * SEC), T0);
+    let checks: Vec<_> = std::iter::from_fn(|| s.poll_due(T0)).collect();
+    assert_eq!(checks.len(), 2);
+    for c in &checks {
+        let url = s.check_url(c.id).unwrap().to_string();
+        let key = s.site_key(c.site).clone();
+        assert_eq!(key, SiteKey::from_url(&url).unwrap());
+        assert_eq!(s.site_index(&key), Some(c.site));
+        let searches = s.check_searches(c.id).unwrap().to_vec();
+        if url == a {
+            assert_eq!(searches, [SearchId(1), SearchId(3)]);
+        } else {
+            assert_eq!((url.as_str(), searches.as_slice()), (b, &[SearchId(2)][..]));
+        }
+        // Still answerable after the outcome: the target outlives the check.
+        s.handle_outcome(c.id, Outcome::Ok, None, T0);
+        assert_eq!(s.check_url(c.id).unwrap().as_ref(), url);
+    }
+    assert_ne!(checks[0].site, checks[1].site);
+    assert_eq!(
+        s.check_url(notifio_policy::CheckId(u64::from(u32::MAX))),
+        None
+    );
+    assert_eq!(
+        s.site_index(&SiteKey::from_url("https://example.org/").unwrap()),
+        None
+    );
 }

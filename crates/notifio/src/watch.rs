@@ -15,7 +15,7 @@ use crate::notify::{ChannelKind, Notification};
 use crate::store::{CheckRecord, PageMemo, SearchSync, Store, StoreError};
 use notifio_policy::schedule::{SearchState, SiteState};
 use notifio_policy::{
-    Check, CheckId, Entry, Outcome, Reaction, Registry, RequestClass, Scheduler, SchedulerConfig,
+    CheckId, Entry, Outcome, Reaction, Registry, RequestClass, Scheduler, SchedulerConfig,
     SearchId, SearchSpec, SiteKey, Timestamp, classify,
 };
 use std::collections::{HashMap, HashSet};
@@ -129,6 +129,30 @@ impl AppMetrics {
             "# HELP notifio_checks_in_flight Checks in flight.\n# TYPE notifio_checks_in_flight gauge\nnotifio_checks_in_flight {}",
             self.in_flight.load(Ordering::Relaxed)
         );
+    }
+}
+
+/// A check from [`Scheduler::poll_due`] with its site key, URL and searches looked up once
+/// (the scheduler hands out a small `Copy` check; one lookup per real fetch costs nothing).
+#[derive(Debug, Clone)]
+struct Check {
+    id: CheckId,
+    site: SiteKey,
+    url: Arc<str>,
+    searches: Arc<[SearchId]>,
+    probe: bool,
+}
+
+impl Check {
+    /// `None` only for an id the scheduler never issued (cannot happen for a fresh check).
+    fn resolve(scheduler: &Scheduler, c: notifio_policy::Check) -> Option<Self> {
+        Some(Self {
+            id: c.id,
+            site: scheduler.site_key(c.site).clone(),
+            url: Arc::clone(scheduler.check_url(c.id)?),
+            searches: Arc::clone(scheduler.check_searches(c.id)?),
+            probe: c.probe,
+        })
     }
 }
 
@@ -528,8 +552,11 @@ impl Watcher {
                 break;
             }
             let t = now();
-            while let Some(check) = self.scheduler.poll_due(t) {
-                self.start(check, &tx, &cancel)?;
+            while let Some(c) = self.scheduler.poll_due(t) {
+                match Check::resolve(&self.scheduler, c) {
+                    Some(check) => self.start(check, &tx, &cancel)?,
+                    None => self.scheduler.abandon(c.id),
+                }
             }
             if mode == Mode::OnePass {
                 self.collect_waiting(&mut results);
