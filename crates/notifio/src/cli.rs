@@ -184,6 +184,18 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::Runtime(e.into()))
 }
 
+/// Runs `job` as a task on the runtime's workers rather than on the calling thread: the
+/// watcher's loop and the checks it spawns then hand off inside the worker pool (usually on the
+/// same thread) instead of waking the main thread for every finished check.
+fn on_workers(
+    rt: tokio::runtime::Runtime,
+    job: impl Future<Output = anyhow::Result<()>> + Send + 'static,
+) -> Result<(), Failure> {
+    rt.block_on(async { tokio::spawn(job).await })
+        .map_err(|e| Failure::Runtime(anyhow::anyhow!("the watcher stopped: {e}")))?
+        .map_err(Failure::Runtime)
+}
+
 /// `check` is one batch pass, so it runs on one thread: the hand-offs between workers (futex
 /// and eventfd wake-ups) cost more CPU per check than they save in wall time there.
 fn one_thread_runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -249,17 +261,15 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Watch => {
             let cfg = load_config(cli.config)?;
-            runtime()?
-                .block_on(crate::demo::watch_until_signal(cfg, None))
-                .map_err(Failure::Runtime)
+            on_workers(runtime()?, crate::demo::watch_until_signal(cfg, None))
         }
         Command::Demo {
             speed,
             duration,
             dashboard,
-        } => runtime()?
-            .block_on(crate::demo::run(speed, duration, &dashboard))
-            .map_err(Failure::Runtime),
+        } => on_workers(runtime()?, async move {
+            crate::demo::run(speed, duration, &dashboard).await
+        }),
     }
 }
 

@@ -12,13 +12,13 @@ use crate::extract::{self, Extraction, SiteProfile};
 use crate::fetch::{FetchConfig, FetchRequest, Fetched, Fetcher};
 use crate::listing::Listing;
 use crate::notify::{ChannelKind, Notification};
-use crate::store::{CheckRecord, PageMemo, SearchSync, Store, StoreError};
+use crate::store::{CheckRecord, PageMemo, Recorded, RoutineCheck, SearchSync, Store, StoreError};
 use notifio_policy::schedule::{SearchState, SiteState};
 use notifio_policy::{
     CheckId, Entry, Outcome, Reaction, Registry, RequestClass, Scheduler, SchedulerConfig,
     SearchId, SearchSpec, SiteKey, Timestamp, classify,
 };
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -40,6 +40,9 @@ const ONE_PASS_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// How often the retry-metrics snapshot `notifio status` shows is written (not every check).
 const META_EVERY: Duration = Duration::from_secs(1);
+/// How long an ordinary check's history row and search state may wait in memory before they
+/// are written (with every other one kept meanwhile, in one transaction).
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 /// After this long refused, the user is told once per episode.
 pub const BLOCKED_ALERT_AFTER: Duration = Duration::from_secs(30 * 60);
@@ -240,6 +243,14 @@ pub struct Watcher {
     /// A notification was enqueued in the open transaction: wake the sender once it commits
     /// (woken earlier, it would look before the row is visible and go back to sleep).
     wake_sender: bool,
+    /// Ordinary checks' history rows not yet written (see [`Watcher::finish`]).
+    pending_checks: Vec<RoutineCheck>,
+    /// Search states not yet written; a state written directly since replaces its entry.
+    pending_states: BTreeMap<u32, (&'static str, Option<u64>)>,
+    /// When the oldest pending row was kept.
+    pending_since: Option<Instant>,
+    /// While set, search states go to `pending_states` instead of the store.
+    deferring: bool,
 }
 
 /// Why the watcher could not start or had to stop.
@@ -496,6 +507,10 @@ impl Watcher {
             clear_sites: HashSet::new(),
             meta_written: None,
             wake_sender: false,
+            pending_checks: Vec::new(),
+            pending_states: BTreeMap::new(),
+            pending_since: None,
+            deferring: false,
         })
     }
 
@@ -568,12 +583,21 @@ impl Watcher {
                 .scheduler
                 .poll_timeout()
                 .map(|at| at.saturating_since(now()));
+            let flush_in = self.flush_in();
+            let sleep = match (sleep, flush_in) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             tokio::select! {
                 () = cancel.cancelled() => break,
                 Some(done) = rx.recv() => {
                     self.finish(done, mode, &mut results)?;
                 }
-                () = sleep_or_forever(sleep) => {}
+                () = sleep_or_forever(sleep) => {
+                    if self.flush_in() == Some(Duration::ZERO) {
+                        self.flush()?;
+                    }
+                }
             }
         }
         // Shutdown: let in-flight checks finish (they see the token) and record them.
@@ -589,7 +613,7 @@ impl Watcher {
             self.scheduler.abandon(id);
             self.persist_site(&check.site)?;
         }
-        self.write_meta()?;
+        self.flush()?;
         let mut order: Vec<_> = results.into_iter().collect();
         order.sort_by_key(|(id, _)| id.0);
         Ok(order.into_iter().map(|(_, r)| r).collect())
@@ -763,7 +787,14 @@ impl Watcher {
     ) -> Result<(), WatchError> {
         let row = (search_state_name(state), next.map(Timestamp::as_millis));
         if self.written_states.get(&id) != Some(&row) {
-            self.store.set_search_state(id, row.0, row.1)?;
+            if self.deferring {
+                self.pending_states.insert(id, row);
+                self.pending_since.get_or_insert_with(Instant::now);
+            } else {
+                // Newer than any kept state of this search, which must not overwrite it later.
+                self.pending_states.remove(&id);
+                self.store.set_search_state(id, row.0, row.1)?;
+            }
             self.written_states.insert(id, row);
         }
         Ok(())
@@ -777,14 +808,40 @@ impl Watcher {
     }
 
     /// Records a finished check: every write it causes is one transaction.
+    ///
+    /// An ordinary check (no new page to read, no change to its site's backoff or session)
+    /// writes only a history row and its search's next check time. Those wait in memory and go
+    /// to disk together at most [`FLUSH_EVERY`] later, or before the next check that writes
+    /// anything else: most checks then cost no commit of their own. A crash loses at most that
+    /// second of history; what politeness and delivery depend on (backoff entries, listings,
+    /// the outbox) is never kept back.
     fn finish(
         &mut self,
         done: Done,
         mode: Mode,
         results: &mut HashMap<SearchId, PassResult>,
     ) -> Result<(), WatchError> {
+        self.running.remove(&done.check.id);
+        self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let t = now();
+        let reaction =
+            self.scheduler
+                .handle_outcome(done.check.id, done.outcome, done.fetched.retry_after, t);
+        if reaction.is_none() && done.listings.is_none() && self.clear_on_disk(&done.check.site) {
+            self.finish_in_tx(done, mode, results, t, reaction, true)?;
+            if self
+                .pending_since
+                .is_some_and(|since| since.elapsed() >= FLUSH_EVERY)
+            {
+                self.flush()?;
+            }
+            return Ok(());
+        }
         self.store.begin()?;
-        match self.finish_in_tx(done, mode, results) {
+        let written = self
+            .write_pending()
+            .and_then(|()| self.finish_in_tx(done, mode, results, t, reaction, false));
+        match written {
             Ok(()) => {
                 self.store.commit()?;
                 if std::mem::take(&mut self.wake_sender) {
@@ -799,11 +856,57 @@ impl Watcher {
         }
     }
 
+    /// Writes the rows ordinary checks kept in memory, and the metrics snapshot, in one
+    /// transaction.
+    fn flush(&mut self) -> Result<(), WatchError> {
+        self.store.begin()?;
+        match self.write_pending().and_then(|()| self.write_meta()) {
+            Ok(()) => Ok(self.store.commit()?),
+            Err(e) => {
+                self.store.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    /// When the kept rows must be written (`None`: there are none).
+    fn flush_in(&self) -> Option<Duration> {
+        self.pending_since
+            .map(|since| FLUSH_EVERY.saturating_sub(since.elapsed()))
+    }
+
+    fn write_pending(&mut self) -> Result<(), WatchError> {
+        if self.pending_since.take().is_none() {
+            return Ok(());
+        }
+        let checks = std::mem::take(&mut self.pending_checks);
+        let states: Vec<(u32, &str, Option<u64>)> = std::mem::take(&mut self.pending_states)
+            .into_iter()
+            .map(|(id, (state, next))| (id, state, next))
+            .collect();
+        self.store
+            .record_routine(&checks, &states, self.config.watch.history)?;
+        Ok(())
+    }
+
+    /// Whether the disk already says `site` is clear: no backoff row, no expired session (so
+    /// [`Self::persist_site`] would write nothing for it but search states).
+    fn clear_on_disk(&self, site: &SiteKey) -> bool {
+        let registry = self.scheduler.registry();
+        registry.entry(site).is_none()
+            && !registry.is_probing(site)
+            && self.scheduler.site_state(site) != SiteState::SessionExpired
+            && self.clear_sites.contains(site)
+    }
+
     fn finish_in_tx(
         &mut self,
         done: Done,
         mode: Mode,
         results: &mut HashMap<SearchId, PassResult>,
+        t: Timestamp,
+        reaction: Option<Reaction>,
+        routine: bool,
     ) -> Result<(), WatchError> {
         let Done {
             check,
@@ -813,13 +916,15 @@ impl Watcher {
             fingerprint,
             same_page,
         } = done;
-        self.running.remove(&check.id);
-        self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
-        let t = now();
-        let reaction = self
-            .scheduler
-            .handle_outcome(check.id, outcome, fetched.retry_after, t);
         // The registry change reaches the disk before anything else can be sent.
+        if routine {
+            self.deferring = true;
+            let persisted = self.persist_site(&check.site);
+            self.deferring = false;
+            persisted?;
+        } else {
+            self.persist_site(&check.site)?;
+        }
         self.persist_site(&check.site)?;
 
         let search_rows: Vec<(u32, String, bool)> = check
@@ -828,22 +933,37 @@ impl Watcher {
             .filter_map(|id| self.searches.get(id))
             .map(|s| (s.db_id, s.name.clone(), s.notify_existing))
             .collect();
-        let recorded = self.store.record_check(&CheckRecord {
-            searches: &search_rows,
-            site: &check.site,
-            outcome: outcome.as_str(),
-            status: fetched.status,
-            attempts: fetched.attempts,
-            latency_ms: u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX),
-            listings: listings.as_deref(),
-            now: t.as_millis(),
-            channels: if mode == Mode::OnePass && self.channels.is_empty() {
-                &[]
-            } else {
-                &self.channels
-            },
-            history: self.config.watch.history,
-        })?;
+        let recorded = if routine {
+            let latency_ms = u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX);
+            self.pending_checks
+                .extend(search_rows.iter().map(|(id, _, _)| RoutineCheck {
+                    search_id: *id,
+                    at: t.as_millis(),
+                    outcome: outcome.as_str(),
+                    status: fetched.status,
+                    attempts: fetched.attempts,
+                    latency_ms,
+                }));
+            self.pending_since.get_or_insert_with(Instant::now);
+            Recorded::default()
+        } else {
+            self.store.record_check(&CheckRecord {
+                searches: &search_rows,
+                site: &check.site,
+                outcome: outcome.as_str(),
+                status: fetched.status,
+                attempts: fetched.attempts,
+                latency_ms: u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX),
+                listings: listings.as_deref(),
+                now: t.as_millis(),
+                channels: if mode == Mode::OnePass && self.channels.is_empty() {
+                    &[]
+                } else {
+                    &self.channels
+                },
+                history: self.config.watch.history,
+            })?
+        };
         if recorded.enqueued {
             self.wake_sender = true;
         }
@@ -937,7 +1057,8 @@ impl Watcher {
                 });
             }
         }
-        if self.meta_written.is_none_or(|t| t.elapsed() >= META_EVERY) {
+        // An ordinary check's flush writes the snapshot.
+        if !routine && self.meta_written.is_none_or(|t| t.elapsed() >= META_EVERY) {
             self.write_meta()?;
         }
         Ok(())

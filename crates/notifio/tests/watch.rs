@@ -532,3 +532,85 @@ async fn an_unchanged_page_is_not_read_again_even_by_a_new_process() {
     assert!(fifth.iter().all(|r| !r.unchanged && !r.listings.is_empty()));
     portal.shutdown().await;
 }
+
+/// Ordinary checks (a 304, nothing new) keep their history rows in memory and write them
+/// together: far fewer commits than checks. Nothing is lost: the rows reach the disk within
+/// about a second while the watcher runs, and all of them on a clean stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordinary_checks_share_commits_and_every_row_reaches_the_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let portal = Portal::start(vec![portal_site("flats")]).await.unwrap();
+    let text = config_text(dir.path(), &portal, "flats", 4, "100ms").replace(
+        "spacing = \"100ms\"",
+        "spacing = \"20ms\"",
+    );
+    let cfg = load(dir.path(), &text);
+    let mut watcher = Watcher::new(cfg, vec![ChannelKind::Mailbox], false).unwrap();
+    let mut rx = watcher.subscribe();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move { watcher.run(stop).await });
+
+    // The first pass reads four new pages (each commits on its own).
+    let mut checks = 0usize;
+    while checks < 4 {
+        next_matching(&mut rx, Duration::from_secs(10), |e| {
+            matches!(e, WatchEvent::CheckDone { .. })
+        })
+        .await;
+        checks += 1;
+    }
+    // Then count commits (another connection sees `data_version` change on each) against
+    // ordinary checks for a while.
+    let reader = Store::open_existing(&Store::file_in(dir.path())).unwrap();
+    let version = || -> i64 {
+        reader
+            .conn()
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    let (mut commits, mut last, mut ordinary) = (0usize, version(), 0usize);
+    let until = tokio::time::Instant::now() + Duration::from_millis(2500);
+    while tokio::time::Instant::now() < until {
+        if let Ok(Ok(WatchEvent::CheckDone { .. })) =
+            tokio::time::timeout(Duration::from_millis(5), rx.recv()).await
+        {
+            ordinary += 1;
+        }
+        let v = version();
+        if v != last {
+            commits += 1;
+            last = v;
+        }
+    }
+    assert!(ordinary >= 10, "checks went on: {ordinary}");
+    assert!(
+        commits * 3 <= ordinary,
+        "{commits} commits for {ordinary} ordinary checks: they should share commits"
+    );
+    // Written without a stop, within about a second.
+    let written = || -> usize {
+        reader
+            .conn()
+            .query_row("SELECT COUNT(*) FROM checks", [], |r| r.get::<_, i64>(0))
+            .unwrap() as usize
+    };
+    let seen = checks + ordinary;
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while written() < seen {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("kept rows are written within a few seconds while watching");
+    // A clean stop writes every one (checks that finish after the last event are counted too).
+    cancel.cancel();
+    while let Ok(ev) = rx.recv().await {
+        if matches!(ev, WatchEvent::CheckDone { .. }) {
+            ordinary += 1;
+        }
+    }
+    task.await.unwrap().unwrap();
+    assert_eq!(written(), checks + ordinary, "one history row per check");
+    portal.shutdown().await;
+}

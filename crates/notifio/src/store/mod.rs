@@ -101,6 +101,24 @@ pub struct CheckRecord<'a> {
     pub history: usize,
 }
 
+/// One search's share of an ordinary check that found nothing to announce and changed no
+/// site state: its history row, written later with others (see [`Store::record_routine`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoutineCheck {
+    /// The search.
+    pub search_id: u32,
+    /// When the check finished.
+    pub at: u64,
+    /// Outcome name.
+    pub outcome: &'static str,
+    /// HTTP status, if any.
+    pub status: Option<u16>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Latency in ms.
+    pub latency_ms: u64,
+}
+
 /// What recording a check found.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Recorded {
@@ -357,6 +375,42 @@ impl Store {
     /// On SQL failure (nothing is written then).
     pub fn record_check(&mut self, rec: &CheckRecord<'_>) -> Result<Recorded, StoreError> {
         self.in_tx(|tx| record_check_in(tx, rec))
+    }
+
+    /// Writes ordinary checks' history rows (in order) and search states that were kept in
+    /// memory, in the caller's transaction or one of its own: one commit for many checks
+    /// instead of one each (each commit appends every page it touched to the WAL).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn record_routine(
+        &mut self,
+        checks: &[RoutineCheck],
+        states: &[(u32, &str, Option<u64>)],
+        history: usize,
+    ) -> Result<(), StoreError> {
+        self.in_tx(|tx| {
+            for c in checks {
+                write_history(
+                    tx,
+                    c.search_id,
+                    c.at,
+                    c.outcome,
+                    c.status,
+                    c.attempts,
+                    c.latency_ms,
+                    0,
+                    history,
+                )?;
+            }
+            let mut state = tx.prepare_cached(
+                "UPDATE searches SET state = ?2, next_check_at = ?3 WHERE id = ?1",
+            )?;
+            for (id, name, next) in states {
+                state.execute(params![id, name, next])?;
+            }
+            Ok(())
+        })
     }
 
     /// The remembered last good page of every search that has one.
@@ -688,31 +742,47 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
             out.enqueued = true;
         }
     }
-    {
-        let mut hist = tx.prepare_cached(
-            "INSERT INTO checks (search_id, at, outcome, status, attempts, latency_ms, new_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    for (id, _, _) in rec.searches {
+        write_history(
+            tx,
+            *id,
+            rec.now,
+            rec.outcome,
+            rec.status,
+            rec.attempts,
+            rec.latency_ms,
+            out.new.len(),
+            rec.history,
         )?;
-        let mut last = tx.prepare_cached(
-            "UPDATE searches SET last_checked_at = ?2, last_outcome = ?3 WHERE id = ?1",
-        )?;
-        let mut prune = tx.prepare_cached(
-            "DELETE FROM checks WHERE search_id = ?1 AND id <= (SELECT id FROM checks WHERE search_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-        )?;
-        for (id, _, _) in rec.searches {
-            hist.execute(params![
-                id,
-                rec.now,
-                rec.outcome,
-                rec.status,
-                rec.attempts,
-                rec.latency_ms,
-                out.new.len()
-            ])?;
-            last.execute(params![id, rec.now, rec.outcome])?;
-            prune.execute(params![id, rec.history])?;
-        }
     }
     Ok(out)
+}
+
+/// One search's check-history row, its last check and outcome, and the pruning to the last
+/// `history` rows.
+#[allow(clippy::too_many_arguments)]
+fn write_history(
+    tx: &Connection,
+    search_id: u32,
+    at: u64,
+    outcome: &str,
+    status: Option<u16>,
+    attempts: u32,
+    latency_ms: u64,
+    new_count: usize,
+    history: usize,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO checks (search_id, at, outcome, status, attempts, latency_ms, new_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![search_id, at, outcome, status, attempts, latency_ms, new_count])?;
+    tx.prepare_cached("UPDATE searches SET last_checked_at = ?2, last_outcome = ?3 WHERE id = ?1")?
+        .execute(params![search_id, at, outcome])?;
+    tx.prepare_cached(
+        "DELETE FROM checks WHERE search_id = ?1 AND id <= (SELECT id FROM checks WHERE search_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+    )?
+    .execute(params![search_id, history])?;
+    Ok(())
 }
 
 /// Creates the file with mode 0600 before SQLite opens it, so the database is never readable
