@@ -162,54 +162,67 @@ pub enum SiteState {
     SessionExpired,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum TargetState {
-    Idle,
-    Queued,
-    InFlight,
-    Gone,
-}
-
 /// "No time": no wake-up pending.
 const NEVER: u64 = u64::MAX;
-/// End of a site's due queue.
+/// No slot in flight.
 const NIL: u32 = u32::MAX;
+/// Bits of a slot's index in its key and in a [`CheckId`]: at most 65,536 URLs per site.
+const SLOT_BITS: u32 = 16;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+/// The latest due time a key can hold (ms; the year 10889): later ones saturate to it.
+const DUE_MAX: u64 = (1 << (64 - SLOT_BITS)) - 2;
+/// The key of a target whose page is gone: above every real key.
+const GONE: u64 = u64::MAX;
+/// How far ahead (ms) `poll_due` reads the records of sites whose wake-ups are coming.
+const READ_AHEAD_MS: u64 = 24;
 
-/// One URL to fetch, answering one or more searches: what a check touches, in 32 bytes so
-/// that two share a cache line and 100,000 of them take 3.2 MB. The URL and the search ids
-/// are cold (only the driver reads them) and live in `Scheduler::urls` / `searches`.
-#[derive(Debug)]
-#[repr(align(32))]
-struct Target {
-    /// When it is next due (ms); while queued, its place in the site's queue.
-    next_due: u64,
-    /// The interval in ms (the shortest of its searches'; saturates at ~49 days).
-    interval_ms: u32,
-    /// The sequence number of the check in flight (the high half of its `CheckId`).
-    seq: u32,
-    site: u32,
-    /// The next target in its site's due queue, or `NIL`.
-    queue_next: u32,
-    state: TargetState,
-    probe: bool,
+/// A slot's key: its due time, then its index, so the smallest key is the target to check next,
+/// ties going to the one added first, exactly as a min-heap of (due, index) would pop them.
+fn key(due: u64, slot: usize) -> u64 {
+    (due.min(DUE_MAX) << SLOT_BITS) | slot as u64
 }
 
-/// A site as the hot path needs it (32 bytes; its key is cold, in `Scheduler::site_keys`).
+fn key_due(key: u64) -> u64 {
+    key >> SLOT_BITS
+}
+
+/// One URL to fetch, answering one or more searches, as its site holds it (16 bytes, in one
+/// array per site). The URL and the search ids are cold (only the driver reads them) and live
+/// in `Scheduler::urls` / `searches`, indexed by `target`.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    /// `key(next due, slot)`, or `GONE`. While the slot is in flight: the due time it went
+    /// out with (a refusal puts it back unchanged, in front of the others).
+    key: u64,
+    /// The interval in ms (the shortest of its searches'; saturates at ~49 days).
+    interval_ms: u32,
+    /// The index of its URL and searches.
+    target: u32,
+}
+
+/// A site, the unit of timing: it owns its targets' due times and is the only thing in the
+/// timer wheel (64 bytes; its key is cold, in `Scheduler::site_keys`).
 #[derive(Debug)]
-#[repr(align(32))]
+#[repr(align(64))]
 struct SiteSlot {
     /// No start before this (last start + spacing; 0 before the first start).
     next_start: u64,
-    /// Spacing in ms (saturates at ~49 days).
-    spacing_ms: u32,
     /// The pending wake-up (`NEVER` if none): its node is in the timer wheel at this time, or
     /// a far-heap entry for it exists.
     wake_at: u64,
-    /// The due queue: targets ready to go, sorted by (due, index), threaded through
-    /// `Target::queue_next`. Usually 0-2 long, so a sorted list beats a heap.
-    head: u32,
-    tail: u32,
-    in_flight: bool,
+    /// The smallest key among the slots that are not in flight (`GONE` if none). Kept while
+    /// nothing is in flight; recomputed when the check in flight ends.
+    next_key: u64,
+    /// Its targets, in the order they were added.
+    slots: Vec<Slot>,
+    /// Spacing in ms (saturates at ~49 days).
+    spacing_ms: u32,
+    /// The slot in flight, or `NIL` (one in flight per site).
+    flight: u32,
+    /// The sequence number of the site's latest check (the top of its `CheckId`).
+    seq: u16,
+    /// The check in flight is the single probe after a wait.
+    probe: bool,
     paused: bool,
     in_ready: bool,
     /// The registry may have an entry (or a probe) for this site. When false the registry is
@@ -217,31 +230,47 @@ struct SiteSlot {
     gated: bool,
 }
 
-const _: () = assert!(size_of::<Target>() == 32);
-const _: () = assert!(size_of::<SiteSlot>() == 32);
+const _: () = assert!(size_of::<Slot>() == 16);
+const _: () = assert!(size_of::<SiteSlot>() == 64);
+
+/// A check's id: the site (low 32 bits), the slot (next 16) and the site's sequence number
+/// (top 16), so an outcome finds its site without a map and a stale id does not match.
+fn check_id(site: usize, slot: u32, seq: u16) -> CheckId {
+    CheckId((u64::from(seq) << 48) | (u64::from(slot) << 32) | site as u64)
+}
+
+/// `(site, slot, seq)` of a check id.
+fn split_id(id: CheckId) -> (usize, u32, u16) {
+    (
+        (id.0 & 0xFFFF_FFFF) as usize,
+        ((id.0 >> 32) & SLOT_MASK) as u32,
+        (id.0 >> 48) as u16,
+    )
+}
 
 /// The pure scheduler. See the module docs.
 #[derive(Debug)]
 pub struct Scheduler {
     config: SchedulerConfig,
     registry: Registry,
-    targets: Vec<Target>,
     /// Per target: its URL and the searches it answers (cold: read by the driver only).
     urls: Vec<Arc<str>>,
     searches: Vec<Arc<[SearchId]>>,
+    /// Per target: its site and its slot there.
+    homes: Vec<(u32, u32)>,
     by_url: HashMap<String, usize>,
     by_search: HashMap<SearchId, usize>,
     sites: Vec<SiteSlot>,
     /// Per site: its key (cold).
     site_keys: Vec<SiteKey>,
-    /// Per site: its targets (cold: only counted when a site starts waiting).
-    site_targets: Vec<Vec<u32>>,
     site_index: HashMap<SiteKey, usize>,
     events: Timers,
     scratch: Vec<(u64, Node)>,
+    /// Sites whose wake-up came and that may have something to send, in the order they came.
     ready: VecDeque<u32>,
     in_flight: usize,
-    next_check: u32,
+    /// Wake-ups up to here have had their site records read ahead.
+    read_until: u64,
     rng: SmallRng,
 }
 
@@ -259,60 +288,73 @@ impl Scheduler {
         Self {
             config,
             registry,
-            targets: Vec::new(),
             urls: Vec::new(),
             searches: Vec::new(),
+            homes: Vec::new(),
             by_url: HashMap::new(),
             by_search: HashMap::new(),
             sites: Vec::new(),
             site_keys: Vec::new(),
-            site_targets: Vec::new(),
             site_index: HashMap::new(),
             events: Timers::new(),
             scratch: Vec::new(),
             ready: VecDeque::new(),
             in_flight: 0,
-            next_check: 0,
+            read_until: 0,
             rng: SmallRng::seed_from_u64(seed),
         }
     }
 
     /// Adds a search. A search whose URL is already scheduled joins that fetch (single-flight);
     /// the shorter interval wins.
+    ///
+    /// # Panics
+    /// With more than 65,536 distinct URLs on one site.
     pub fn add_search(&mut self, spec: SearchSpec, now: Timestamp) {
         let due = spec.first_due.unwrap_or(now);
         if let Some(&t) = self.by_url.get(&spec.url) {
             let searches = &mut self.searches[t];
             *searches = searches.iter().copied().chain([spec.id]).collect();
-            let target = &mut self.targets[t];
-            target.interval_ms = target.interval_ms.min(millis32(spec.interval));
             self.by_search.insert(spec.id, t);
-            if target.state == TargetState::Gone {
+            let (s, slot) = self.homes[t];
+            let (s, slot) = (s as usize, slot as usize);
+            let entry = &mut self.sites[s].slots[slot];
+            entry.interval_ms = entry.interval_ms.min(millis32(spec.interval));
+            if entry.key == GONE {
                 // A search added again for a page that was gone gets a fresh chance.
-                target.state = TargetState::Idle;
-                target.next_due = due.0;
-                self.events.push(due.0, Node::target(t as u32));
+                entry.key = key(due.0, slot);
+                self.came_due(s, key(due.0, slot));
             }
             return;
         }
-        let site = self.site_slot(&spec.site);
-        let t = self.targets.len();
+        let s = self.site_slot(&spec.site);
+        let t = self.urls.len();
         assert!(t < (1 << 31), "more than 2^31 search URLs");
-        self.targets.push(Target {
-            next_due: due.0,
+        let slot = self.sites[s].slots.len();
+        assert!(
+            slot <= SLOT_MASK as usize,
+            "more than 65,536 search URLs on one site"
+        );
+        self.sites[s].slots.push(Slot {
+            key: key(due.0, slot),
             interval_ms: millis32(spec.interval),
-            seq: 0,
-            site: site as u32,
-            queue_next: NIL,
-            state: TargetState::Idle,
-            probe: false,
+            target: t as u32,
         });
         self.urls.push(spec.url.as_str().into());
         self.searches.push(Arc::new([spec.id]));
-        self.site_targets[site].push(t as u32);
+        self.homes.push((s as u32, slot as u32));
         self.by_url.insert(spec.url, t);
         self.by_search.insert(spec.id, t);
-        self.events.push(due.0, Node::target(t as u32));
+        self.came_due(s, key(due.0, slot));
+    }
+
+    /// A slot of idle site `s` got key `k`: the site's next check may come sooner.
+    fn came_due(&mut self, s: usize, k: u64) {
+        let site = &mut self.sites[s];
+        if site.flight == NIL && k < site.next_key {
+            site.next_key = k;
+            self.arm(s);
+        }
     }
 
     fn site_slot(&mut self, key: &SiteKey) -> usize {
@@ -330,17 +372,18 @@ impl Scheduler {
         let gated = self.registry.entry(key).is_some();
         self.sites.push(SiteSlot {
             next_start: 0,
-            spacing_ms: millis32(spacing),
             wake_at: NEVER,
-            head: NIL,
-            tail: NIL,
-            in_flight: false,
+            next_key: GONE,
+            slots: Vec::new(),
+            spacing_ms: millis32(spacing),
+            flight: NIL,
+            seq: 0,
+            probe: false,
             paused: false,
             in_ready: false,
             gated,
         });
         self.site_keys.push(key.clone());
-        self.site_targets.push(Vec::new());
         self.site_index.insert(key.clone(), i);
         i
     }
@@ -351,11 +394,18 @@ impl Scheduler {
         &self.registry
     }
 
+    /// The target check `id` is for, if this scheduler issued it.
+    fn target_of(&self, id: CheckId) -> Option<usize> {
+        let (s, slot, _) = split_id(id);
+        let slot = self.sites.get(s)?.slots.get(slot as usize)?;
+        Some(slot.target as usize)
+    }
+
     /// The page check `id` fetches, for any id this scheduler issued (in flight or not);
     /// `None` for an id it never issued. Cloning the `Arc` does not copy the URL.
     #[must_use]
     pub fn check_url(&self, id: CheckId) -> Option<&Arc<str>> {
-        self.urls.get((id.0 & 0xFFFF_FFFF) as usize)
+        self.urls.get(self.target_of(id)?)
     }
 
     /// Every search check `id` answers (more than one when searches share a URL), for any id
@@ -363,7 +413,7 @@ impl Scheduler {
     /// same URL joins this list.
     #[must_use]
     pub fn check_searches(&self, id: CheckId) -> Option<&Arc<[SearchId]>> {
-        self.searches.get((id.0 & 0xFFFF_FFFF) as usize)
+        self.searches.get(self.target_of(id)?)
     }
 
     /// The key of a site this scheduler numbered (see [`SiteIndex`]).
@@ -386,21 +436,24 @@ impl Scheduler {
     pub fn poll_due(&mut self, now: Timestamp) -> Option<Check> {
         if self.events.any_due(now.0) {
             let mut due = std::mem::take(&mut self.scratch);
-            let (targets, sites) = (&self.targets, &self.sites);
+            let sites = &self.sites;
             self.events
                 .drain_due(now.0, &mut due, |at, node| match node.split() {
-                    Ok(t) => {
-                        let target = &targets[t as usize];
-                        target.state == TargetState::Idle && target.next_due == at
-                    }
                     Err(s) => sites[s as usize].wake_at == at,
+                    Ok(_) => false,
                 });
-            self.touch(&due);
             for &(at, node) in &due {
-                self.handle_event(at, node);
+                if let Err(s) = node.split() {
+                    let site = &mut self.sites[s as usize];
+                    if site.wake_at == at {
+                        site.wake_at = NEVER;
+                        self.mark_ready(s as usize);
+                    }
+                }
             }
             due.clear();
             self.scratch = due;
+            self.read_ahead(now.0);
         }
         while self.in_flight < self.config.concurrency {
             let s = self.ready.pop_front()? as usize;
@@ -412,59 +465,49 @@ impl Scheduler {
         None
     }
 
-    /// Reads, for each event of a batch, the records its handling will need (a target's own
-    /// record and its site's queue tail, for `enqueue`; a site's queue head, for `dequeue`),
-    /// all at once before handling any: the loads of different events are independent, so
-    /// their cache misses overlap instead of coming one by one. (A safe stand-in for a
-    /// prefetch instruction.)
-    fn touch(&self, due: &[(u64, Node)]) {
-        let mut acc = 0u32;
-        for &(_, node) in due {
-            let t = match node.split() {
-                Ok(t) => match self.targets.get(t as usize) {
-                    Some(target) => match self.sites.get(target.site as usize) {
-                        Some(site) => site.tail,
-                        None => continue,
-                    },
-                    None => continue,
-                },
-                Err(s) => self.sites[s as usize].head,
-            };
-            if let Some(target) = self.targets.get(t as usize) {
-                acc ^= target.queue_next;
+    /// Reads the records of the sites whose wake-ups come in the next few milliseconds (the
+    /// site and its slots), so that when they come their cache misses have already been taken,
+    /// overlapped with each other and with this work, instead of one by one. (A safe stand-in
+    /// for a prefetch instruction: the loads are independent and nothing waits on them.)
+    fn read_ahead(&mut self, now: u64) {
+        let from = self.read_until.max(now + 1);
+        let until = now + READ_AHEAD_MS;
+        if from > until {
+            return;
+        }
+        let mut acc = 0u64;
+        for at in from..=until {
+            for &node in self.events.nodes_at(at) {
+                if let Err(s) = Node::from_raw(node).split()
+                    && let Some(site) = self.sites.get(s as usize)
+                {
+                    acc ^= site.next_key;
+                    for slot in site.slots.iter().step_by(4) {
+                        acc ^= slot.key;
+                    }
+                }
             }
         }
+        self.read_until = until + 1;
         std::hint::black_box(acc);
     }
 
-    fn handle_event(&mut self, at: u64, node: Node) {
-        match node.split() {
-            Ok(t) => {
-                let target = &mut self.targets[t as usize];
-                if target.state == TargetState::Idle && target.next_due == at {
-                    target.state = TargetState::Queued;
-                    let site = target.site as usize;
-                    self.enqueue(site, t);
-                    self.mark_ready(site);
-                }
-            }
-            Err(s) => {
-                let site = &mut self.sites[s as usize];
-                if site.wake_at == at {
-                    site.wake_at = NEVER;
-                    self.mark_ready(s as usize);
-                }
-            }
+    /// Puts the site in the ready queue if it may have something to send.
+    fn mark_ready(&mut self, s: usize) {
+        let site = &mut self.sites[s];
+        if !site.in_ready && site.flight == NIL && !site.paused && site.next_key != GONE {
+            site.in_ready = true;
+            self.ready.push_back(s as u32);
         }
     }
 
-    /// Puts the site in the ready queue if it has something to send (a site with an empty due
-    /// queue could not dispatch anything, so it is not worth a visit).
-    fn mark_ready(&mut self, s: usize) {
-        let site = &mut self.sites[s];
-        if !site.in_ready && site.head != NIL {
-            site.in_ready = true;
-            self.ready.push_back(s as u32);
+    /// Schedules idle site `s`'s wake-up for its next check: the later of its next allowed
+    /// start and its earliest due target. (A registry wait is found when it wakes.)
+    fn arm(&mut self, s: usize) {
+        let site = &self.sites[s];
+        if site.flight == NIL && !site.paused && site.next_key != GONE {
+            let at = site.next_start.max(key_due(site.next_key));
+            self.set_wake(s, at);
         }
     }
 
@@ -480,64 +523,29 @@ impl Scheduler {
         }
     }
 
-    /// Inserts target `t` into site `s`'s due queue, ordered by (due, index) like a min-heap
-    /// would pop them. Appending (the usual case: things come due in time order) and putting a
-    /// requeued check back in front are O(1).
-    fn enqueue(&mut self, s: usize, t: u32) {
-        let key = (self.targets[t as usize].next_due, t);
+    /// The smallest key among site `s`'s slots that are not in flight.
+    fn refresh(&mut self, s: usize) {
         let site = &mut self.sites[s];
-        let targets = &mut self.targets;
-        if site.head == NIL {
-            targets[t as usize].queue_next = NIL;
-            site.head = t;
-            site.tail = t;
-            return;
-        }
-        let tail = site.tail;
-        if key >= (targets[tail as usize].next_due, tail) {
-            targets[tail as usize].queue_next = t;
-            targets[t as usize].queue_next = NIL;
-            site.tail = t;
-            return;
-        }
-        let mut prev = site.head;
-        if key < (targets[prev as usize].next_due, prev) {
-            targets[t as usize].queue_next = prev;
-            site.head = t;
-            return;
-        }
-        // Somewhere in the middle: `key` is below the tail's, so the walk ends before it.
-        loop {
-            let next = targets[prev as usize].queue_next;
-            if key < (targets[next as usize].next_due, next) {
-                targets[t as usize].queue_next = next;
-                targets[prev as usize].queue_next = t;
-                return;
-            }
-            prev = next;
-        }
-    }
-
-    fn dequeue(&mut self, s: usize) -> Option<u32> {
-        let site = &mut self.sites[s];
-        let t = site.head;
-        if t == NIL {
-            return None;
-        }
-        site.head = self.targets[t as usize].queue_next;
-        if site.head == NIL {
-            site.tail = NIL;
-        }
-        Some(t)
+        let flight = site.flight as usize;
+        site.next_key = site
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != flight)
+            .map(|(_, slot)| slot.key)
+            .min()
+            .unwrap_or(GONE);
     }
 
     fn try_dispatch(&mut self, s: usize, now: Timestamp) -> Option<Check> {
         let site = &self.sites[s];
-        if site.head == NIL || site.paused || site.in_flight {
+        if site.flight != NIL || site.paused || site.next_key == GONE {
             return None;
         }
-        if now.0 < site.next_start {
-            self.set_wake(s, site.next_start);
+        let due = key_due(site.next_key);
+        let at = site.next_start.max(due);
+        if now.0 < at {
+            self.set_wake(s, at);
             return None;
         }
         let probe = if site.gated {
@@ -553,25 +561,18 @@ impl Scheduler {
         } else {
             false
         };
-        let t = self.dequeue(s)?;
         let site = &mut self.sites[s];
-        site.in_flight = true;
+        let slot = (site.next_key & SLOT_MASK) as u32;
+        site.flight = slot;
+        site.probe = probe;
+        site.seq = site.seq.wrapping_add(1);
         site.next_start = now.0.saturating_add(u64::from(site.spacing_ms));
-        // The id carries the target's index (low 32 bits) and a sequence number, so an outcome
-        // finds its check without a map; a stale or unknown id does not match `target.seq`.
-        let seq = self.next_check;
-        let id = CheckId((u64::from(seq) << 32) | u64::from(t));
-        self.next_check = seq.wrapping_add(1);
-        let target = &mut self.targets[t as usize];
-        target.state = TargetState::InFlight;
-        target.probe = probe;
-        target.seq = seq;
         self.in_flight += 1;
         Some(Check {
-            id,
+            id: check_id(s, slot, site.seq),
             site: SiteIndex(s as u32),
             probe,
-            due: Timestamp(target.next_due),
+            due: Timestamp(due),
         })
     }
 
@@ -584,10 +585,9 @@ impl Scheduler {
         retry_after: Option<Duration>,
         now: Timestamp,
     ) -> Option<Reaction> {
-        let t = self.take_in_flight(id)?;
-        let s = self.targets[t].site as usize;
+        let (s, slot, _) = self.take_in_flight(id)?;
         let reaction = if let Some(kind) = outcome.refusal_kind() {
-            self.requeue(t);
+            // The slot keeps its due time: it goes back in front of its siblings.
             Some(self.record_refusal(s, kind, retry_after, now))
         } else {
             let cleared = if self.sites[s].gated {
@@ -603,7 +603,6 @@ impl Scheduler {
             match outcome {
                 Outcome::SessionExpired => {
                     self.sites[s].paused = true;
-                    self.requeue(t);
                     Some(Reaction::SessionExpired {
                         site: self.site_keys[s].clone(),
                     })
@@ -611,18 +610,20 @@ impl Scheduler {
                 Outcome::SearchGone => {
                     // The search's fate matters more to the user than the site clearing (which
                     // status views show anyway), so a probe that finds a 404 reports SearchGone.
-                    self.targets[t].state = TargetState::Gone;
+                    let entry = &mut self.sites[s].slots[slot];
+                    entry.key = GONE;
                     Some(Reaction::SearchGone {
-                        searches: self.searches[t].to_vec(),
+                        searches: self.searches[entry.target as usize].to_vec(),
                     })
                 }
                 _ => {
-                    self.reschedule(t, now);
+                    self.reschedule(s, slot, now);
                     cleared
                 }
             }
         };
-        self.mark_ready(s);
+        self.refresh(s);
+        self.arm(s);
         reaction
     }
 
@@ -640,9 +641,10 @@ impl Scheduler {
             .registry
             .record(&key, kind, now, retry_after, random)
             .clone();
-        let searches = self.site_targets[s]
+        let searches = self.sites[s]
+            .slots
             .iter()
-            .map(|&t| self.searches[t as usize].len())
+            .map(|slot| self.searches[slot.target as usize].len())
             .sum();
         Reaction::SiteWaiting {
             site: key,
@@ -654,60 +656,45 @@ impl Scheduler {
     /// The check was abandoned without an outcome (shutdown): the search goes back in the queue
     /// and a probe, if it was one, is released.
     pub fn abandon(&mut self, id: CheckId) {
-        let probe = self
-            .targets
-            .get((id.0 & 0xFFFF_FFFF) as usize)
-            .is_some_and(|t| t.probe);
-        let Some(t) = self.take_in_flight(id) else {
+        let Some((s, _, probe)) = self.take_in_flight(id) else {
             return;
         };
-        let s = self.targets[t].site as usize;
         if probe {
             self.registry.abandon_probe(&self.site_keys[s]);
         }
-        self.requeue(t);
-        self.mark_ready(s);
+        self.refresh(s);
+        self.arm(s);
     }
 
-    /// Ends check `id` if it is in flight: returns its target.
-    fn take_in_flight(&mut self, id: CheckId) -> Option<usize> {
-        let t = (id.0 & 0xFFFF_FFFF) as usize;
-        let target = self.targets.get_mut(t)?;
-        if target.state != TargetState::InFlight || u64::from(target.seq) != id.0 >> 32 {
+    /// Ends check `id` if it is in flight: returns its site, its slot and whether it was the
+    /// probe.
+    fn take_in_flight(&mut self, id: CheckId) -> Option<(usize, usize, bool)> {
+        let (s, slot, seq) = split_id(id);
+        let site = self.sites.get_mut(s)?;
+        if site.flight != slot || site.seq != seq {
             return None;
         }
-        target.probe = false;
-        let s = target.site as usize;
-        self.sites[s].in_flight = false;
+        site.flight = NIL;
+        let probe = std::mem::take(&mut site.probe);
         self.in_flight -= 1;
-        Some(t)
+        Some((s, slot as usize, probe))
     }
 
-    fn requeue(&mut self, t: usize) {
-        let target = &mut self.targets[t];
-        target.state = TargetState::Queued;
-        let site = target.site as usize;
-        self.enqueue(site, t as u32);
-    }
-
-    fn reschedule(&mut self, t: usize, now: Timestamp) {
+    fn reschedule(&mut self, s: usize, slot: usize, now: Timestamp) {
         let j = self.config.interval_jitter;
         let factor = 1.0 - j + self.rng.random::<f64>() * 2.0 * j;
-        let target = &mut self.targets[t];
+        let entry = &mut self.sites[s].slots[slot];
         // `+ 0.5` then truncate: rounds like `f64::round` for the non-negative values here
         // (a negative product saturates to 0 either way) without a libm call.
-        let ms = (f64::from(target.interval_ms) * factor + 0.5) as u64;
-        let next = now.0.saturating_add(ms);
-        target.next_due = next;
-        target.state = TargetState::Idle;
-        self.events.push(next, Node::target(t as u32));
+        let ms = (f64::from(entry.interval_ms) * factor + 0.5) as u64;
+        entry.key = key(now.0.saturating_add(ms), slot);
     }
 
     /// The user refreshed the site's cookies: resume its searches.
     pub fn resume_site(&mut self, site: &SiteKey) {
         if let Some(&s) = self.site_index.get(site) {
             self.sites[s].paused = false;
-            self.mark_ready(s);
+            self.arm(s);
         }
     }
 
@@ -739,28 +726,25 @@ impl Scheduler {
     #[must_use]
     pub fn search_state(&self, id: SearchId) -> Option<(SearchState, Option<Timestamp>)> {
         let &t = self.by_search.get(&id)?;
-        let target = &self.targets[t];
-        let site = &self.sites[target.site as usize];
-        if target.state == TargetState::Gone {
+        let (s, slot) = self.homes[t];
+        let site = &self.sites[s as usize];
+        let entry = &site.slots[slot as usize];
+        if entry.key == GONE {
             return Some((SearchState::SearchGone, None));
         }
         if site.paused {
             return Some((SearchState::SessionExpired, None));
         }
-        if target.state == TargetState::InFlight && target.probe {
+        let in_flight = site.flight == slot;
+        if in_flight && site.probe {
             return Some((SearchState::Probing, None));
         }
-        if let Some(entry) = self.registry.entry(&self.site_keys[target.site as usize]) {
-            return Some((
-                SearchState::Waiting,
-                Some(entry.next_retry_at.max(Timestamp(target.next_due))),
-            ));
+        let due = Timestamp(key_due(entry.key));
+        if let Some(entry) = self.registry.entry(&self.site_keys[s as usize]) {
+            return Some((SearchState::Waiting, Some(entry.next_retry_at.max(due))));
         }
         // `next_start` is 0 before the site's first check: then only the due time counts.
-        let next = match target.state {
-            TargetState::InFlight => None,
-            _ => Some(Timestamp(site.next_start.max(target.next_due))),
-        };
+        let next = (!in_flight).then(|| Timestamp(site.next_start).max(due));
         Some((SearchState::Ok, next))
     }
 

@@ -30,6 +30,7 @@ const SITE: u32 = 1 << 31;
 pub(crate) struct Node(u32);
 
 impl Node {
+    #[cfg(test)]
     pub(crate) fn target(t: u32) -> Self {
         debug_assert!(t < SITE);
         Self(t)
@@ -38,6 +39,11 @@ impl Node {
     pub(crate) fn site(s: u32) -> Self {
         debug_assert!(s < SITE);
         Self(s | SITE)
+    }
+
+    /// A node as [`Timers::nodes_at`] lists it.
+    pub(crate) fn from_raw(raw: u32) -> Self {
+        Self(raw)
     }
 
     /// `Ok(target)` or `Err(site)`.
@@ -75,6 +81,9 @@ pub(crate) struct Timers {
     buckets: Box<[Vec<u64>]>,
     /// One bit per bucket: non-empty.
     bucket_bits: Box<[u64]>,
+    /// Per bucket: the earliest deadline pushed into it since it was last emptied (a removal
+    /// leaves it as it was: early, never late), so `next_deadline` need not scan a bucket.
+    bucket_min: Box<[u64]>,
     /// Deadlines outside the wheel's window (far future, or pushed already past).
     far: BinaryHeap<Reverse<(u64, Node)>>,
 }
@@ -88,6 +97,7 @@ impl Timers {
             slot_bits: vec![0; (SLOTS / 64) as usize].into_boxed_slice(),
             buckets: vec![Vec::new(); BUCKETS as usize].into_boxed_slice(),
             bucket_bits: vec![0; (BUCKETS / 64) as usize].into_boxed_slice(),
+            bucket_min: vec![u64::MAX; BUCKETS as usize].into_boxed_slice(),
             far: BinaryHeap::new(),
         }
     }
@@ -104,6 +114,16 @@ impl Timers {
             let b = ((at / SLOTS) % BUCKETS) as usize;
             self.buckets[b].push(entry(at, node));
             self.bucket_bits[b >> 6] |= 1 << (b & 63);
+            self.bucket_min[b] = self.bucket_min[b].min(at);
+        }
+    }
+
+    /// The nodes due at `at`, if `at` is in the current bucket's 1 ms slots (else none):
+    /// what is coming soon, for the owner to read ahead.
+    pub(crate) fn nodes_at(&self, at: u64) -> &[u32] {
+        match at.checked_sub(self.cur) {
+            Some(k) if at >= self.base && k < SLOTS => &self.slots[k as usize],
+            _ => &[],
         }
     }
 
@@ -131,6 +151,7 @@ impl Timers {
                 bucket.remove(i);
                 if bucket.is_empty() {
                     self.bucket_bits[b >> 6] &= !(1 << (b & 63));
+                    self.bucket_min[b] = u64::MAX;
                 }
             }
         }
@@ -214,6 +235,7 @@ impl Timers {
             return;
         }
         self.bucket_bits[b >> 6] &= !(1 << (b & 63));
+        self.bucket_min[b] = u64::MAX;
         let mut bucket = std::mem::take(&mut self.buckets[b]);
         for &e in &bucket {
             let k = e >> 32;
@@ -252,10 +274,8 @@ impl Timers {
         let wheel = if slot.is_some() {
             slot
         } else {
-            self.next_bucket().and_then(|start| {
-                let b = ((start / SLOTS) % BUCKETS) as usize;
-                self.buckets[b].iter().map(|&e| start + (e >> 32)).min()
-            })
+            self.next_bucket()
+                .map(|start| self.bucket_min[((start / SLOTS) % BUCKETS) as usize])
         };
         let far = self.far.peek().map(|Reverse((at, _))| *at);
         match (wheel, far) {
