@@ -27,7 +27,7 @@ use crate::time::Timestamp;
 use crate::timers::{Node, Timers};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -165,8 +165,9 @@ pub enum SiteState {
 /// "No time": no wake-up pending.
 const NEVER: u64 = u64::MAX;
 /// No slot in flight.
-const NIL: u32 = u32::MAX;
-/// Bits of a slot's index in its key and in a [`CheckId`]: at most 65,536 URLs per site.
+const NIL: u16 = u16::MAX;
+/// Bits of a slot's index in its key and in a [`CheckId`]: at most 65,535 URLs per site (the
+/// last index is `NIL`).
 const SLOT_BITS: u32 = 16;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 /// The latest due time a key can hold (ms; the year 10889): later ones saturate to it.
@@ -186,24 +187,56 @@ fn key_due(key: u64) -> u64 {
     key >> SLOT_BITS
 }
 
-/// One URL to fetch, answering one or more searches, as its site holds it (16 bytes, in one
-/// array per site). The URL and the search ids are cold (only the driver reads them) and live
-/// in `Scheduler::urls` / `searches`, indexed by `target`.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    /// `key(next due, slot)`, or `GONE`. While the slot is in flight: the due time it went
-    /// out with (a refusal puts it back unchanged, in front of the others).
-    key: u64,
-    /// The interval in ms (the shortest of its searches'; saturates at ~49 days).
-    interval_ms: u32,
-    /// The index of its URL and searches.
-    target: u32,
+/// How many targets' keys a site keeps inside its record; more spill to the heap.
+const INLINE: usize = 10;
+
+/// A site's targets' keys (`key(next due, slot)`, or `GONE`), by slot: inside the record for
+/// up to [`INLINE`] targets, so a check reads one 128-byte record and nothing else. While a
+/// slot is in flight its key is the due time it went out with (a refusal puts it back
+/// unchanged, in front of its siblings). Hand-written rather than `smallvec` to keep the
+/// record at 128 bytes and the crate's dependencies few.
+#[derive(Debug)]
+enum Keys {
+    Inline { len: u8, keys: [u64; INLINE] },
+    Heap(Vec<u64>),
+}
+
+impl Keys {
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Keys::Inline { len, keys } => &keys[..usize::from(*len)],
+            Keys::Heap(keys) => keys,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u64] {
+        match self {
+            Keys::Inline { len, keys } => &mut keys[..usize::from(*len)],
+            Keys::Heap(keys) => keys,
+        }
+    }
+
+    fn push(&mut self, key: u64) {
+        match self {
+            Keys::Inline { len, keys } if usize::from(*len) < INLINE => {
+                keys[usize::from(*len)] = key;
+                *len += 1;
+            }
+            Keys::Inline { keys, .. } => {
+                let mut heap = keys.to_vec();
+                heap.push(key);
+                *self = Keys::Heap(heap);
+            }
+            Keys::Heap(keys) => keys.push(key),
+        }
+    }
 }
 
 /// A site, the unit of timing: it owns its targets' due times and is the only thing in the
-/// timer wheel (64 bytes; its key is cold, in `Scheduler::site_keys`).
+/// timer wheel. 128 bytes, everything a check reads; its key, its targets' indices and their
+/// intervals are cold, in `Scheduler::site_keys` / `site_targets` / `site_intervals`.
 #[derive(Debug)]
-#[repr(align(64))]
+#[repr(align(128))]
 struct SiteSlot {
     /// No start before this (last start + spacing; 0 before the first start).
     next_start: u64,
@@ -213,12 +246,14 @@ struct SiteSlot {
     /// The smallest key among the slots that are not in flight (`GONE` if none). Kept while
     /// nothing is in flight; recomputed when the check in flight ends.
     next_key: u64,
-    /// Its targets, in the order they were added.
-    slots: Vec<Slot>,
+    keys: Keys,
+    /// Every target's interval in ms if they all have the same (the usual case), else
+    /// `MIXED` and each slot's is in `Scheduler::site_intervals` (saturates at ~49 days).
+    interval_ms: u32,
     /// Spacing in ms (saturates at ~49 days).
     spacing_ms: u32,
-    /// The slot in flight, or `NIL` (one in flight per site).
-    flight: u32,
+    /// The slot in flight, or `NIL`.
+    flight: u16,
     /// The sequence number of the site's latest check (the top of its `CheckId`).
     seq: u16,
     /// The check in flight is the single probe after a wait.
@@ -230,20 +265,22 @@ struct SiteSlot {
     gated: bool,
 }
 
-const _: () = assert!(size_of::<Slot>() == 16);
-const _: () = assert!(size_of::<SiteSlot>() == 64);
+/// `SiteSlot::interval_ms` when its targets' intervals differ.
+const MIXED: u32 = u32::MAX;
+
+const _: () = assert!(size_of::<SiteSlot>() == 128);
 
 /// A check's id: the site (low 32 bits), the slot (next 16) and the site's sequence number
 /// (top 16), so an outcome finds its site without a map and a stale id does not match.
-fn check_id(site: usize, slot: u32, seq: u16) -> CheckId {
+fn check_id(site: usize, slot: u16, seq: u16) -> CheckId {
     CheckId((u64::from(seq) << 48) | (u64::from(slot) << 32) | site as u64)
 }
 
 /// `(site, slot, seq)` of a check id.
-fn split_id(id: CheckId) -> (usize, u32, u16) {
+fn split_id(id: CheckId) -> (usize, u16, u16) {
     (
         (id.0 & 0xFFFF_FFFF) as usize,
-        ((id.0 >> 32) & SLOT_MASK) as u32,
+        ((id.0 >> 32) & SLOT_MASK) as u16,
         (id.0 >> 48) as u16,
     )
 }
@@ -258,6 +295,10 @@ pub struct Scheduler {
     searches: Vec<Arc<[SearchId]>>,
     /// Per target: its site and its slot there.
     homes: Vec<(u32, u32)>,
+    /// Per site, by slot: its target (cold: for the driver's look-ups and counts).
+    site_targets: Vec<Vec<u32>>,
+    /// Per site, by slot: its interval in ms (read only for sites whose intervals differ).
+    site_intervals: Vec<Vec<u32>>,
     by_url: HashMap<String, usize>,
     by_search: HashMap<SearchId, usize>,
     sites: Vec<SiteSlot>,
@@ -266,8 +307,10 @@ pub struct Scheduler {
     site_index: HashMap<SiteKey, usize>,
     events: Timers,
     scratch: Vec<(u64, Node)>,
-    /// Sites whose wake-up came and that may have something to send, in the order they came.
-    ready: VecDeque<u32>,
+    /// Sites whose wake-up came and that may have something to send, in the order they came:
+    /// `ready[ready_head..]` (a vector and a cursor: cheaper than a ring, and emptied often).
+    ready: Vec<u32>,
+    ready_head: usize,
     in_flight: usize,
     /// Wake-ups up to here have had their site records read ahead.
     read_until: u64,
@@ -291,6 +334,8 @@ impl Scheduler {
             urls: Vec::new(),
             searches: Vec::new(),
             homes: Vec::new(),
+            site_targets: Vec::new(),
+            site_intervals: Vec::new(),
             by_url: HashMap::new(),
             by_search: HashMap::new(),
             sites: Vec::new(),
@@ -298,7 +343,8 @@ impl Scheduler {
             site_index: HashMap::new(),
             events: Timers::new(),
             scratch: Vec::new(),
-            ready: VecDeque::new(),
+            ready: Vec::new(),
+            ready_head: 0,
             in_flight: 0,
             read_until: 0,
             rng: SmallRng::seed_from_u64(seed),
@@ -309,7 +355,7 @@ impl Scheduler {
     /// the shorter interval wins.
     ///
     /// # Panics
-    /// With more than 65,536 distinct URLs on one site.
+    /// With more than 65,535 distinct URLs on one site.
     pub fn add_search(&mut self, spec: SearchSpec, now: Timestamp) {
         let due = spec.first_due.unwrap_or(now);
         if let Some(&t) = self.by_url.get(&spec.url) {
@@ -318,11 +364,13 @@ impl Scheduler {
             self.by_search.insert(spec.id, t);
             let (s, slot) = self.homes[t];
             let (s, slot) = (s as usize, slot as usize);
-            let entry = &mut self.sites[s].slots[slot];
-            entry.interval_ms = entry.interval_ms.min(millis32(spec.interval));
-            if entry.key == GONE {
+            let interval = &mut self.site_intervals[s][slot];
+            *interval = (*interval).min(millis32(spec.interval));
+            self.set_common_interval(s);
+            let entry = &mut self.sites[s].keys.as_mut_slice()[slot];
+            if *entry == GONE {
                 // A search added again for a page that was gone gets a fresh chance.
-                entry.key = key(due.0, slot);
+                *entry = key(due.0, slot);
                 self.came_due(s, key(due.0, slot));
             }
             return;
@@ -330,22 +378,32 @@ impl Scheduler {
         let s = self.site_slot(&spec.site);
         let t = self.urls.len();
         assert!(t < (1 << 31), "more than 2^31 search URLs");
-        let slot = self.sites[s].slots.len();
+        let slot = self.site_targets[s].len();
         assert!(
-            slot <= SLOT_MASK as usize,
-            "more than 65,536 search URLs on one site"
+            slot < SLOT_MASK as usize,
+            "more than 65,535 search URLs on one site"
         );
-        self.sites[s].slots.push(Slot {
-            key: key(due.0, slot),
-            interval_ms: millis32(spec.interval),
-            target: t as u32,
-        });
+        self.sites[s].keys.push(key(due.0, slot));
+        self.site_targets[s].push(t as u32);
+        self.site_intervals[s].push(millis32(spec.interval));
+        self.set_common_interval(s);
         self.urls.push(spec.url.as_str().into());
         self.searches.push(Arc::new([spec.id]));
         self.homes.push((s as u32, slot as u32));
         self.by_url.insert(spec.url, t);
         self.by_search.insert(spec.id, t);
         self.came_due(s, key(due.0, slot));
+    }
+
+    /// Keeps site `s`'s shared interval in its record, or marks it `MIXED`.
+    fn set_common_interval(&mut self, s: usize) {
+        let intervals = &self.site_intervals[s];
+        let first = intervals.first().copied().unwrap_or(0);
+        self.sites[s].interval_ms = if intervals.iter().all(|&i| i == first) {
+            first
+        } else {
+            MIXED
+        };
     }
 
     /// A slot of idle site `s` got key `k`: the site's next check may come sooner.
@@ -374,7 +432,11 @@ impl Scheduler {
             next_start: 0,
             wake_at: NEVER,
             next_key: GONE,
-            slots: Vec::new(),
+            keys: Keys::Inline {
+                len: 0,
+                keys: [GONE; INLINE],
+            },
+            interval_ms: 0,
             spacing_ms: millis32(spacing),
             flight: NIL,
             seq: 0,
@@ -384,6 +446,8 @@ impl Scheduler {
             gated,
         });
         self.site_keys.push(key.clone());
+        self.site_targets.push(Vec::new());
+        self.site_intervals.push(Vec::new());
         self.site_index.insert(key.clone(), i);
         i
     }
@@ -397,8 +461,8 @@ impl Scheduler {
     /// The target check `id` is for, if this scheduler issued it.
     fn target_of(&self, id: CheckId) -> Option<usize> {
         let (s, slot, _) = split_id(id);
-        let slot = self.sites.get(s)?.slots.get(slot as usize)?;
-        Some(slot.target as usize)
+        let &t = self.site_targets.get(s)?.get(slot as usize)?;
+        Some(t as usize)
     }
 
     /// The page check `id` fetches, for any id this scheduler issued (in flight or not);
@@ -456,7 +520,18 @@ impl Scheduler {
             self.read_ahead(now.0);
         }
         while self.in_flight < self.config.concurrency {
-            let s = self.ready.pop_front()? as usize;
+            let Some(&s) = self.ready.get(self.ready_head) else {
+                self.ready.clear();
+                self.ready_head = 0;
+                return None;
+            };
+            self.ready_head += 1;
+            if self.ready_head >= 4096 && self.ready_head * 2 >= self.ready.len() {
+                // The cap has kept the queue from emptying for a while: drop the used prefix.
+                self.ready.drain(..self.ready_head);
+                self.ready_head = 0;
+            }
+            let s = s as usize;
             self.sites[s].in_ready = false;
             if let Some(check) = self.try_dispatch(s, now) {
                 return Some(check);
@@ -481,10 +556,9 @@ impl Scheduler {
                 if let Err(s) = Node::from_raw(node).split()
                     && let Some(site) = self.sites.get(s as usize)
                 {
+                    // The record's two cache lines.
                     acc ^= site.next_key;
-                    for slot in site.slots.iter().step_by(4) {
-                        acc ^= slot.key;
-                    }
+                    acc ^= site.keys.as_slice().last().copied().unwrap_or(0);
                 }
             }
         }
@@ -497,7 +571,7 @@ impl Scheduler {
         let site = &mut self.sites[s];
         if !site.in_ready && site.flight == NIL && !site.paused && site.next_key != GONE {
             site.in_ready = true;
-            self.ready.push_back(s as u32);
+            self.ready.push(s as u32);
         }
     }
 
@@ -523,18 +597,11 @@ impl Scheduler {
         }
     }
 
-    /// The smallest key among site `s`'s slots that are not in flight.
+    /// Recomputes idle site `s`'s smallest key (nothing is in flight, so every slot counts).
     fn refresh(&mut self, s: usize) {
         let site = &mut self.sites[s];
-        let flight = site.flight as usize;
-        site.next_key = site
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != flight)
-            .map(|(_, slot)| slot.key)
-            .min()
-            .unwrap_or(GONE);
+        debug_assert_eq!(site.flight, NIL);
+        site.next_key = site.keys.as_slice().iter().fold(GONE, |k, &key| k.min(key));
     }
 
     fn try_dispatch(&mut self, s: usize, now: Timestamp) -> Option<Check> {
@@ -562,7 +629,7 @@ impl Scheduler {
             false
         };
         let site = &mut self.sites[s];
-        let slot = (site.next_key & SLOT_MASK) as u32;
+        let slot = (site.next_key & SLOT_MASK) as u16;
         site.flight = slot;
         site.probe = probe;
         site.seq = site.seq.wrapping_add(1);
@@ -610,10 +677,10 @@ impl Scheduler {
                 Outcome::SearchGone => {
                     // The search's fate matters more to the user than the site clearing (which
                     // status views show anyway), so a probe that finds a 404 reports SearchGone.
-                    let entry = &mut self.sites[s].slots[slot];
-                    entry.key = GONE;
+                    self.sites[s].keys.as_mut_slice()[slot] = GONE;
+                    let t = self.site_targets[s][slot] as usize;
                     Some(Reaction::SearchGone {
-                        searches: self.searches[entry.target as usize].to_vec(),
+                        searches: self.searches[t].to_vec(),
                     })
                 }
                 _ => {
@@ -641,10 +708,9 @@ impl Scheduler {
             .registry
             .record(&key, kind, now, retry_after, random)
             .clone();
-        let searches = self.sites[s]
-            .slots
+        let searches = self.site_targets[s]
             .iter()
-            .map(|slot| self.searches[slot.target as usize].len())
+            .map(|&t| self.searches[t as usize].len())
             .sum();
         Reaction::SiteWaiting {
             site: key,
@@ -683,11 +749,15 @@ impl Scheduler {
     fn reschedule(&mut self, s: usize, slot: usize, now: Timestamp) {
         let j = self.config.interval_jitter;
         let factor = 1.0 - j + self.rng.random::<f64>() * 2.0 * j;
-        let entry = &mut self.sites[s].slots[slot];
+        let site = &mut self.sites[s];
+        let interval = match site.interval_ms {
+            MIXED => self.site_intervals[s][slot],
+            common => common,
+        };
         // `+ 0.5` then truncate: rounds like `f64::round` for the non-negative values here
         // (a negative product saturates to 0 either way) without a libm call.
-        let ms = (f64::from(entry.interval_ms) * factor + 0.5) as u64;
-        entry.key = key(now.0.saturating_add(ms), slot);
+        let ms = (f64::from(interval) * factor + 0.5) as u64;
+        site.keys.as_mut_slice()[slot] = key(now.0.saturating_add(ms), slot);
     }
 
     /// The user refreshed the site's cookies: resume its searches.
@@ -710,7 +780,7 @@ impl Scheduler {
     /// events): a spurious poll is harmless.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        if !self.ready.is_empty() && self.in_flight < self.config.concurrency {
+        if self.ready_head < self.ready.len() && self.in_flight < self.config.concurrency {
             return Some(Timestamp(0));
         }
         self.events.next_deadline().map(Timestamp)
@@ -728,18 +798,18 @@ impl Scheduler {
         let &t = self.by_search.get(&id)?;
         let (s, slot) = self.homes[t];
         let site = &self.sites[s as usize];
-        let entry = &site.slots[slot as usize];
-        if entry.key == GONE {
+        let entry = site.keys.as_slice()[slot as usize];
+        if entry == GONE {
             return Some((SearchState::SearchGone, None));
         }
         if site.paused {
             return Some((SearchState::SessionExpired, None));
         }
-        let in_flight = site.flight == slot;
+        let in_flight = u32::from(site.flight) == slot;
         if in_flight && site.probe {
             return Some((SearchState::Probing, None));
         }
-        let due = Timestamp(key_due(entry.key));
+        let due = Timestamp(key_due(entry));
         if let Some(entry) = self.registry.entry(&self.site_keys[s as usize]) {
             return Some((SearchState::Waiting, Some(entry.next_retry_at.max(due))));
         }
