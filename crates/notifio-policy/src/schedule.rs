@@ -218,6 +218,16 @@ impl Keys {
         }
     }
 
+    /// The smallest key (`GONE` if none).
+    fn min(&self) -> u64 {
+        match self {
+            // All `INLINE` entries (the unused ones are `GONE`): a fixed length unrolls into
+            // compares and conditional moves, without branches to mispredict.
+            Keys::Inline { keys, .. } => keys.iter().fold(GONE, |m, &k| m.min(k)),
+            Keys::Heap(keys) => keys.iter().fold(GONE, |m, &k| m.min(k)),
+        }
+    }
+
     fn push(&mut self, key: u64) {
         match self {
             Keys::Inline { len, keys } if usize::from(*len) < INLINE => {
@@ -602,15 +612,7 @@ impl Scheduler {
     fn refresh(&mut self, s: usize) {
         let site = &mut self.sites[s];
         debug_assert_eq!(site.flight, NIL);
-        // A plain loop: the iterator `min` is vectorised into slow 64-bit compares on baseline
-        // x86-64 (no `pcmpgtq`), several times the cost of a compare and a move per key.
-        let mut min = GONE;
-        for &k in site.keys.as_slice() {
-            if k < min {
-                min = k;
-            }
-        }
-        site.next_key = min;
+        site.next_key = site.keys.min();
     }
 
     fn try_dispatch(&mut self, s: usize, now: Timestamp) -> Option<Check> {
