@@ -318,7 +318,6 @@ pub struct Scheduler {
     site_keys: Vec<SiteKey>,
     site_index: HashMap<SiteKey, usize>,
     events: Timers,
-    scratch: Vec<(u64, Node)>,
     /// Sites whose wake-up came and that may have something to send, in the order they came:
     /// `ready[ready_head..]` (a vector and a cursor: cheaper than a ring, and emptied often).
     ready: Vec<u32>,
@@ -354,7 +353,6 @@ impl Scheduler {
             site_keys: Vec::new(),
             site_index: HashMap::new(),
             events: Timers::new(),
-            scratch: Vec::new(),
             ready: Vec::new(),
             ready_head: 0,
             in_flight: 0,
@@ -511,24 +509,21 @@ impl Scheduler {
     /// until `None`, then sleep until [`Self::poll_timeout`].
     pub fn poll_due(&mut self, now: Timestamp) -> Option<Check> {
         if self.events.any_due(now.0) {
-            let mut due = std::mem::take(&mut self.scratch);
-            let sites = &self.sites;
-            self.events
-                .drain_due(now.0, &mut due, |at, node| match node.split() {
-                    Err(s) => sites[s as usize].wake_at == at,
-                    Ok(_) => false,
-                });
-            for &(at, node) in &due {
-                if let Err(s) = node.split() {
-                    let site = &mut self.sites[s as usize];
-                    if site.wake_at == at {
-                        site.wake_at = NEVER;
-                        self.mark_ready(s as usize);
-                    }
+            let (sites, ready) = (&mut self.sites, &mut self.ready);
+            self.events.drain_each(now.0, |at, node, due| {
+                let Err(s) = node.split() else {
+                    return false;
+                };
+                let site = &mut sites[s as usize];
+                if site.wake_at != at {
+                    return false; // stale: replaced by an earlier wake-up, or already taken
                 }
-            }
-            due.clear();
-            self.scratch = due;
+                if due {
+                    site.wake_at = NEVER;
+                    Self::mark_ready(site, ready, s);
+                }
+                true
+            });
             self.read_ahead(now.0);
         }
         while self.in_flight < self.config.concurrency {
@@ -577,12 +572,11 @@ impl Scheduler {
         std::hint::black_box(acc);
     }
 
-    /// Puts the site in the ready queue if it may have something to send.
-    fn mark_ready(&mut self, s: usize) {
-        let site = &mut self.sites[s];
+    /// Puts site `s` in the ready queue if it may have something to send.
+    fn mark_ready(site: &mut SiteSlot, ready: &mut Vec<u32>, s: u32) {
         if !site.in_ready && site.flight == NIL && !site.paused && site.next_key != GONE {
             site.in_ready = true;
-            self.ready.push(s as u32);
+            ready.push(s);
         }
     }
 
@@ -780,6 +774,7 @@ impl Scheduler {
         Some((s, slot as usize, probe))
     }
 
+    #[inline]
     fn reschedule(&mut self, s: usize, slot: usize, now: Timestamp) {
         let j = self.config.interval_jitter;
         let factor = 1.0 - j + self.rng.random::<f64>() * 2.0 * j;

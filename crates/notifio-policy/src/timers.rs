@@ -103,9 +103,10 @@ impl Timers {
     }
 
     /// Schedules `node` at `at`.
+    #[inline]
     pub(crate) fn push(&mut self, at: u64, node: Node) {
         if at < self.base || at - self.cur >= WINDOW {
-            self.far.push(Reverse((at, node)));
+            self.push_far(at, node);
         } else if at - self.cur < SLOTS {
             let k = at - self.cur;
             self.slots[k as usize].push(node.0);
@@ -116,6 +117,12 @@ impl Timers {
             self.bucket_bits[b >> 6] |= 1 << (b & 63);
             self.bucket_min[b] = self.bucket_min[b].min(at);
         }
+    }
+
+    /// Outside the window: kept out of line, as it is rare and the heap's sift is not small.
+    #[inline(never)]
+    fn push_far(&mut self, at: u64, node: Node) {
+        self.far.push(Reverse((at, node)));
     }
 
     /// The nodes due at `at`, if `at` is in the current bucket's 1 ms slots (else none):
@@ -165,18 +172,35 @@ impl Timers {
     /// Moves every node with a deadline `<= now` into `out`, with its deadline. `live` says
     /// whether a far-heap entry still stands when it moves into the wheel; entries that come
     /// out here may still be stale, so the owner checks them again.
+    #[cfg(test)]
     pub(crate) fn drain_due(
         &mut self,
         now: u64,
         out: &mut Vec<(u64, Node)>,
         mut live: impl FnMut(u64, Node) -> bool,
     ) {
+        self.drain_each(now, |at, node, due| {
+            if due {
+                out.push((at, node));
+                true
+            } else {
+                live(at, node)
+            }
+        });
+    }
+
+    /// Takes out every node with a deadline `<= now` and hands it to `visit(at, node, true)`
+    /// (in deadline order; last pushed first within a millisecond), without a buffer in
+    /// between. `visit(at, node, false)` asks whether a far-heap entry still stands when it
+    /// moves into the wheel. Entries that come out may still be stale, so the owner checks
+    /// them again.
+    pub(crate) fn drain_each(&mut self, now: u64, mut visit: impl FnMut(u64, Node, bool) -> bool) {
         while let Some(&Reverse((at, node))) = self.far.peek() {
             if at > now {
                 break;
             }
             self.far.pop();
-            out.push((at, node));
+            visit(at, node, true);
         }
         if now < self.base {
             return;
@@ -196,7 +220,9 @@ impl Timers {
                     word &= word - 1;
                     let slot = &mut self.slots[k as usize];
                     let at = self.cur + k;
-                    out.extend(slot.iter().rev().map(|&n| (at, Node(n))));
+                    for &n in slot.iter().rev() {
+                        visit(at, Node(n), true);
+                    }
                     slot.clear();
                 }
             }
@@ -219,7 +245,7 @@ impl Timers {
                 break;
             }
             self.far.pop();
-            if live(at, node) {
+            if visit(at, node, false) {
                 self.push(at, node);
             }
         }
