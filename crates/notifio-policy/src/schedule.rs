@@ -10,14 +10,17 @@
 //! wait expires one search goes back in, not five); single-flight (two searches with the same
 //! URL are one fetch); and parking searches of waiting or session-expired sites.
 //!
-//! Internally: one timer queue of events (a search comes due, a site may send again) — an
-//! timing wheel, see `timers.rs` — and per site a sorted list of its due searches, most
-//! overdue first, threaded through the targets. Targets and sites are arrays of 32-byte records
-//! indexed by `u32`, with the cold parts (URLs, search ids, site keys) in parallel arrays; a
-//! [`Check`] is a small `Copy` value (no reference counts); the registry is only consulted for
-//! sites that have an entry, and a check's id encodes its target, so the common path of a check
-//! hashes nothing and allocates nothing. Nothing is scanned. The cost at 100,000 searches is
-//! cache misses on the records, so a batch of due events reads its records ahead together.
+//! Internally the site is the unit of timing: only sites are in the timer wheel (`timers.rs`),
+//! one wake-up each, at the later of its next allowed start (spacing) and its earliest due
+//! search; a registry wait is found when it wakes. Each site owns its searches' due times as
+//! keys `(due << 16) | slot` in its own 128-byte record (up to ten inline, more on the heap),
+//! so the next search is the smallest key (ties to the one added first) and a check reads one
+//! record: no per-search record, no per-site queue. While a check is out the site has no
+//! wake-up; its outcome sets that search's next due time and re-arms the site. A [`Check`] is
+//! a small `Copy` value whose id encodes site, slot and a sequence number, so the common path
+//! hashes nothing and allocates nothing; URLs, search ids and site keys are cold, in parallel
+//! arrays. `poll_due` reads ahead the records of the sites due in the next few milliseconds so
+//! their cache misses overlap (docs/benchmarks/scheduler.md has the figures).
 
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
@@ -206,15 +209,15 @@ enum Keys {
 impl Keys {
     fn as_slice(&self) -> &[u64] {
         match self {
-            Keys::Inline { len, keys } => &keys[..usize::from(*len)],
-            Keys::Heap(keys) => keys,
+            Self::Inline { len, keys } => &keys[..usize::from(*len)],
+            Self::Heap(keys) => keys,
         }
     }
 
     fn as_mut_slice(&mut self) -> &mut [u64] {
         match self {
-            Keys::Inline { len, keys } => &mut keys[..usize::from(*len)],
-            Keys::Heap(keys) => keys,
+            Self::Inline { len, keys } => &mut keys[..usize::from(*len)],
+            Self::Heap(keys) => keys,
         }
     }
 
@@ -223,23 +226,23 @@ impl Keys {
         match self {
             // All `INLINE` entries (the unused ones are `GONE`): a fixed length unrolls into
             // compares and conditional moves, without branches to mispredict.
-            Keys::Inline { keys, .. } => keys.iter().fold(GONE, |m, &k| m.min(k)),
-            Keys::Heap(keys) => keys.iter().fold(GONE, |m, &k| m.min(k)),
+            Self::Inline { keys, .. } => keys.iter().fold(GONE, |m, &k| m.min(k)),
+            Self::Heap(keys) => keys.iter().fold(GONE, |m, &k| m.min(k)),
         }
     }
 
     fn push(&mut self, key: u64) {
         match self {
-            Keys::Inline { len, keys } if usize::from(*len) < INLINE => {
+            Self::Inline { len, keys } if usize::from(*len) < INLINE => {
                 keys[usize::from(*len)] = key;
                 *len += 1;
             }
-            Keys::Inline { keys, .. } => {
+            Self::Inline { keys, .. } => {
                 let mut heap = keys.to_vec();
                 heap.push(key);
-                *self = Keys::Heap(heap);
+                *self = Self::Heap(heap);
             }
-            Keys::Heap(keys) => keys.push(key),
+            Self::Heap(keys) => keys.push(key),
         }
     }
 }

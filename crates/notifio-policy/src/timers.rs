@@ -3,8 +3,8 @@
 //! (backoff waits, long intervals) or already past.
 //!
 //! Why this shape: a simulated day is ~288 million checks and each needs a timer, so push and
-//! pop must be O(1) and allocation-free, and at 100,000 searches they must not miss the cache.
-//! A check re-arms its search ~30 s ahead; pushing appends to that bucket's vector, whose last
+//! pop must be O(1) and allocation-free, and at 10,000 sites they must not miss the cache.
+//! A check re-arms its site ~2-30 s ahead; pushing appends to that bucket's vector, whose last
 //! cache line is written every few pushes and so stays in cache, and a bucket is moved into
 //! the 1 ms slots in one sequential pass when its time comes. (A wheel of 1 ms slots
 //! holding linked lists threaded through the nodes took a cache miss per node on both ends.)
