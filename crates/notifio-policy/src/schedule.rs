@@ -285,6 +285,17 @@ const MIXED: u32 = u32::MAX;
 
 const _: () = assert!(size_of::<SiteSlot>() == 128);
 
+/// `now` + `interval_ms` × a factor drawn uniformly from `[1 - jitter, 1 + jitter)`: when a
+/// search that was just checked is due again. One draw from `rng` per call.
+#[inline]
+fn jittered(rng: &mut SmallRng, jitter: f64, interval_ms: u32, now: Timestamp) -> u64 {
+    let factor = 1.0 - jitter + rng.random::<f64>() * 2.0 * jitter;
+    // `+ 0.5` then truncate: rounds like `f64::round` for the non-negative values here
+    // (a negative product saturates to 0 either way) without a libm call.
+    let ms = (f64::from(interval_ms) * factor + 0.5) as u64;
+    now.0.saturating_add(ms)
+}
+
 /// A check's id: the site (low 32 bits), the slot (next 16) and the site's sequence number
 /// (top 16), so an outcome finds its site without a map and a stale id does not match.
 fn check_id(site: usize, slot: u16, seq: u16) -> CheckId {
@@ -594,14 +605,19 @@ impl Scheduler {
     }
 
     fn set_wake(&mut self, s: usize, at: u64) {
-        let site = &mut self.sites[s];
+        Self::wake(&mut self.sites[s], &mut self.events, s, at);
+    }
+
+    /// Site `s` (`site`) wakes up at `at`, unless it already wakes up sooner.
+    #[inline]
+    fn wake(site: &mut SiteSlot, events: &mut Timers, s: usize, at: u64) {
         if at < site.wake_at {
             let node = Node::site(s as u32);
             if site.wake_at != NEVER {
-                self.events.remove(site.wake_at, node);
+                events.remove(site.wake_at, node);
             }
             site.wake_at = at;
-            self.events.push(at, node);
+            events.push(at, node);
         }
     }
 
@@ -661,14 +677,26 @@ impl Scheduler {
         now: Timestamp,
     ) -> Option<Reaction> {
         let (s, slot, _) = self.take_in_flight(id)?;
-        // The common case first: an answer from a site that was not waiting.
-        if !self.sites[s].gated
-            && outcome.refusal_kind().is_none()
-            && !matches!(outcome, Outcome::SessionExpired | Outcome::SearchGone)
+        // The common case first, on the site's record alone: an answer from a site that was
+        // neither waiting nor paused (a paused site must not wake). The search is due again an
+        // interval (± jitter) from now.
+        let site = &mut self.sites[s];
+        if !site.gated
+            && !site.paused
+            && matches!(
+                outcome,
+                Outcome::Ok | Outcome::Unchanged | Outcome::LayoutUnknown
+            )
         {
-            self.reschedule(s, slot, now);
-            self.refresh(s);
-            self.arm(s);
+            let interval = match site.interval_ms {
+                MIXED => self.site_intervals[s][slot],
+                common => common,
+            };
+            let next = jittered(&mut self.rng, self.config.interval_jitter, interval, now);
+            site.keys.as_mut_slice()[slot] = key(next, slot);
+            site.next_key = site.keys.min();
+            let at = site.next_start.max(key_due(site.next_key));
+            Self::wake(site, &mut self.events, s, at);
             return None;
         }
         self.outcome_slow(s, slot, outcome, retry_after, now)
@@ -777,19 +805,14 @@ impl Scheduler {
         Some((s, slot as usize, probe))
     }
 
-    #[inline]
     fn reschedule(&mut self, s: usize, slot: usize, now: Timestamp) {
-        let j = self.config.interval_jitter;
-        let factor = 1.0 - j + self.rng.random::<f64>() * 2.0 * j;
         let site = &mut self.sites[s];
         let interval = match site.interval_ms {
             MIXED => self.site_intervals[s][slot],
             common => common,
         };
-        // `+ 0.5` then truncate: rounds like `f64::round` for the non-negative values here
-        // (a negative product saturates to 0 either way) without a libm call.
-        let ms = (f64::from(interval) * factor + 0.5) as u64;
-        site.keys.as_mut_slice()[slot] = key(now.0.saturating_add(ms), slot);
+        let next = jittered(&mut self.rng, self.config.interval_jitter, interval, now);
+        site.keys.as_mut_slice()[slot] = key(next, slot);
     }
 
     /// The user refreshed the site's cookies: resume its searches.

@@ -8,6 +8,8 @@
 //!   `searches_with_different_intervals_on_one_site_keep_their_own`
 //! - a check id names one check: once abandoned, its id is not the next check's →
 //!   `an_abandoned_checks_id_does_not_end_the_next_check`
+//! - a site paused while its check is out stays quiet after the answer, until resumed →
+//!   `a_site_paused_while_its_check_is_out_stays_quiet_until_resumed`
 
 mod common;
 
@@ -168,4 +170,27 @@ fn an_abandoned_checks_id_does_not_end_the_next_check() {
     assert_eq!(s.in_flight(), 0);
     // The URL is still known under either id.
     assert_eq!(s.check_url(a.id), s.check_url(b.id));
+}
+
+#[test]
+fn a_site_paused_while_its_check_is_out_stays_quiet_until_resumed() {
+    let mut s = sched();
+    s.add_search(spec(1, &url(1), 30 * SEC), T0);
+    s.add_search(spec(2, &url(2), 30 * SEC), T0);
+    let c = s.poll_check(T0).unwrap();
+    assert_eq!(*c.searches, [SearchId(1)]);
+    s.pause_site(&c.site);
+    s.handle_outcome(c.id, Outcome::Ok, None, T0 + d(SEC));
+    let quiet = run(&mut s, T0 + d(SEC), T0 + d(10 * MIN));
+    assert!(quiet.is_empty(), "{quiet:?}");
+    assert_eq!(
+        s.search_state(SearchId(2)),
+        Some((SearchState::SessionExpired, None))
+    );
+    let now = T0 + d(10 * MIN);
+    s.resume_site(&c.site);
+    let log = run(&mut s, now, now + d(3 * SEC));
+    // The most overdue first, at once; the other one spacing later.
+    let t = now.as_millis();
+    assert_eq!(log, [(t, SearchId(2)), (t + 2 * SEC, SearchId(1))]);
 }
