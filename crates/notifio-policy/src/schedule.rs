@@ -10,14 +10,17 @@
 //! wait expires one search goes back in, not five); single-flight (two searches with the same
 //! URL are one fetch); and parking searches of waiting or session-expired sites.
 //!
-//! Internally: one timer queue of events (a search comes due, a site may send again) — an
-//! timing wheel, see `timers.rs` — and per site a sorted list of its due searches, most
-//! overdue first, threaded through the targets. Targets and sites are arrays of 32-byte records
-//! indexed by `u32`, with the cold parts (URLs, search ids, site keys) in parallel arrays; a
-//! [`Check`] is a small `Copy` value (no reference counts); the registry is only consulted for
-//! sites that have an entry, and a check's id encodes its target, so the common path of a check
-//! hashes nothing and allocates nothing. Nothing is scanned. The cost at 100,000 searches is
-//! cache misses on the records, so a batch of due events reads its records ahead together.
+//! Internally the site is the unit of timing: only sites are in the timer wheel (`timers.rs`),
+//! one wake-up each, at the later of its next allowed start (spacing) and its earliest due
+//! search; a registry wait is found when it wakes. Each site owns its searches' due times as
+//! keys `(due << 16) | slot` in its own 128-byte record (up to ten inline, more on the heap),
+//! so the next search is the smallest key (ties to the one added first) and a check reads one
+//! record: no per-search record, no per-site queue. While a check is out the site has no
+//! wake-up; its outcome sets that search's next due time and re-arms the site. A [`Check`] is
+//! a small `Copy` value whose id encodes site, slot and a sequence number, so the common path
+//! hashes nothing and allocates nothing; URLs, search ids and site keys are cold, in parallel
+//! arrays. `poll_due` reads ahead the records of the sites due in the next few milliseconds so
+//! their cache misses overlap (docs/benchmarks/scheduler.md has the figures).
 
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
@@ -27,7 +30,7 @@ use crate::time::Timestamp;
 use crate::timers::{Node, Timers};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -162,54 +165,114 @@ pub enum SiteState {
     SessionExpired,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum TargetState {
-    Idle,
-    Queued,
-    InFlight,
-    Gone,
-}
-
 /// "No time": no wake-up pending.
 const NEVER: u64 = u64::MAX;
-/// End of a site's due queue.
-const NIL: u32 = u32::MAX;
+/// No slot in flight.
+const NIL: u16 = u16::MAX;
+/// Bits of a slot's index in its key and in a [`CheckId`]: at most 65,535 URLs per site (the
+/// last index is `NIL`).
+const SLOT_BITS: u32 = 16;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+/// The latest due time a key can hold (ms; the year 10889): later ones saturate to it.
+const DUE_MAX: u64 = (1 << (64 - SLOT_BITS)) - 2;
+/// The key of a target whose page is gone: above every real key.
+const GONE: u64 = u64::MAX;
+/// `poll_due` reads ahead the records of the sites whose wake-ups come in the next
+/// `READ_AHEAD_MS`, a chunk of that many milliseconds at a time (so that many misses overlap
+/// in one tight loop), starting a chunk when the previous one is due within `READ_AHEAD_MS`.
+const READ_AHEAD_MS: u64 = 16;
 
-/// One URL to fetch, answering one or more searches: what a check touches, in 32 bytes so
-/// that two share a cache line and 100,000 of them take 3.2 MB. The URL and the search ids
-/// are cold (only the driver reads them) and live in `Scheduler::urls` / `searches`.
-#[derive(Debug)]
-#[repr(align(32))]
-struct Target {
-    /// When it is next due (ms); while queued, its place in the site's queue.
-    next_due: u64,
-    /// The interval in ms (the shortest of its searches'; saturates at ~49 days).
-    interval_ms: u32,
-    /// The sequence number of the check in flight (the high half of its `CheckId`).
-    seq: u32,
-    site: u32,
-    /// The next target in its site's due queue, or `NIL`.
-    queue_next: u32,
-    state: TargetState,
-    probe: bool,
+/// A slot's key: its due time, then its index, so the smallest key is the target to check next,
+/// ties going to the one added first, exactly as a min-heap of (due, index) would pop them.
+fn key(due: u64, slot: usize) -> u64 {
+    (due.min(DUE_MAX) << SLOT_BITS) | slot as u64
 }
 
-/// A site as the hot path needs it (32 bytes; its key is cold, in `Scheduler::site_keys`).
+fn key_due(key: u64) -> u64 {
+    key >> SLOT_BITS
+}
+
+/// How many targets' keys a site keeps inside its record; more spill to the heap.
+const INLINE: usize = 10;
+
+/// A site's targets' keys (`key(next due, slot)`, or `GONE`), by slot: inside the record for
+/// up to [`INLINE`] targets, so a check reads one 128-byte record and nothing else. While a
+/// slot is in flight its key is the due time it went out with (a refusal puts it back
+/// unchanged, in front of its siblings). Hand-written rather than `smallvec` to keep the
+/// record at 128 bytes and the crate's dependencies few.
 #[derive(Debug)]
-#[repr(align(32))]
+enum Keys {
+    Inline { len: u8, keys: [u64; INLINE] },
+    Heap(Vec<u64>),
+}
+
+impl Keys {
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Self::Inline { len, keys } => &keys[..usize::from(*len)],
+            Self::Heap(keys) => keys,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u64] {
+        match self {
+            Self::Inline { len, keys } => &mut keys[..usize::from(*len)],
+            Self::Heap(keys) => keys,
+        }
+    }
+
+    /// The smallest key (`GONE` if none).
+    fn min(&self) -> u64 {
+        match self {
+            // All `INLINE` entries (the unused ones are `GONE`): a fixed length unrolls into
+            // compares and conditional moves, without branches to mispredict.
+            Self::Inline { keys, .. } => keys.iter().fold(GONE, |m, &k| m.min(k)),
+            Self::Heap(keys) => keys.iter().fold(GONE, |m, &k| m.min(k)),
+        }
+    }
+
+    fn push(&mut self, key: u64) {
+        match self {
+            Self::Inline { len, keys } if usize::from(*len) < INLINE => {
+                keys[usize::from(*len)] = key;
+                *len += 1;
+            }
+            Self::Inline { keys, .. } => {
+                let mut heap = keys.to_vec();
+                heap.push(key);
+                *self = Self::Heap(heap);
+            }
+            Self::Heap(keys) => keys.push(key),
+        }
+    }
+}
+
+/// A site, the unit of timing: it owns its targets' due times and is the only thing in the
+/// timer wheel. 128 bytes, everything a check reads; its key, its targets' indices and their
+/// intervals are cold, in `Scheduler::site_keys` / `site_targets` / `site_intervals`.
+#[derive(Debug)]
+#[repr(C, align(128))] // `C`: `next_key` in the first cache line, `spacing_ms` in the second
 struct SiteSlot {
     /// No start before this (last start + spacing; 0 before the first start).
     next_start: u64,
-    /// Spacing in ms (saturates at ~49 days).
-    spacing_ms: u32,
     /// The pending wake-up (`NEVER` if none): its node is in the timer wheel at this time, or
     /// a far-heap entry for it exists.
     wake_at: u64,
-    /// The due queue: targets ready to go, sorted by (due, index), threaded through
-    /// `Target::queue_next`. Usually 0-2 long, so a sorted list beats a heap.
-    head: u32,
-    tail: u32,
-    in_flight: bool,
+    /// The smallest key among the slots that are not in flight (`GONE` if none). Kept while
+    /// nothing is in flight; recomputed when the check in flight ends.
+    next_key: u64,
+    keys: Keys,
+    /// Every target's interval in ms if they all have the same (the usual case), else
+    /// `MIXED` and each slot's is in `Scheduler::site_intervals` (saturates at ~49 days).
+    interval_ms: u32,
+    /// Spacing in ms (saturates at ~49 days).
+    spacing_ms: u32,
+    /// The slot in flight, or `NIL`.
+    flight: u16,
+    /// The sequence number of the site's latest check (the top of its `CheckId`).
+    seq: u16,
+    /// The check in flight is the single probe after a wait.
+    probe: bool,
     paused: bool,
     in_ready: bool,
     /// The registry may have an entry (or a probe) for this site. When false the registry is
@@ -217,31 +280,65 @@ struct SiteSlot {
     gated: bool,
 }
 
-const _: () = assert!(size_of::<Target>() == 32);
-const _: () = assert!(size_of::<SiteSlot>() == 32);
+/// `SiteSlot::interval_ms` when its targets' intervals differ.
+const MIXED: u32 = u32::MAX;
+
+const _: () = assert!(size_of::<SiteSlot>() == 128);
+
+/// `now` + `interval_ms` × a factor drawn uniformly from `[1 - jitter, 1 + jitter)`: when a
+/// search that was just checked is due again. One draw from `rng` per call.
+#[inline]
+fn jittered(rng: &mut SmallRng, jitter: f64, interval_ms: u32, now: Timestamp) -> u64 {
+    let factor = 1.0 - jitter + rng.random::<f64>() * 2.0 * jitter;
+    // `+ 0.5` then truncate: rounds like `f64::round` for the non-negative values here
+    // (a negative product saturates to 0 either way) without a libm call.
+    let ms = (f64::from(interval_ms) * factor + 0.5) as u64;
+    now.0.saturating_add(ms)
+}
+
+/// A check's id: the site (low 32 bits), the slot (next 16) and the site's sequence number
+/// (top 16), so an outcome finds its site without a map and a stale id does not match.
+fn check_id(site: usize, slot: u16, seq: u16) -> CheckId {
+    CheckId((u64::from(seq) << 48) | (u64::from(slot) << 32) | site as u64)
+}
+
+/// `(site, slot, seq)` of a check id.
+fn split_id(id: CheckId) -> (usize, u16, u16) {
+    (
+        (id.0 & 0xFFFF_FFFF) as usize,
+        ((id.0 >> 32) & SLOT_MASK) as u16,
+        (id.0 >> 48) as u16,
+    )
+}
 
 /// The pure scheduler. See the module docs.
 #[derive(Debug)]
 pub struct Scheduler {
     config: SchedulerConfig,
     registry: Registry,
-    targets: Vec<Target>,
     /// Per target: its URL and the searches it answers (cold: read by the driver only).
     urls: Vec<Arc<str>>,
     searches: Vec<Arc<[SearchId]>>,
+    /// Per target: its site and its slot there.
+    homes: Vec<(u32, u32)>,
+    /// Per site, by slot: its target (cold: for the driver's look-ups and counts).
+    site_targets: Vec<Vec<u32>>,
+    /// Per site, by slot: its interval in ms (read only for sites whose intervals differ).
+    site_intervals: Vec<Vec<u32>>,
     by_url: HashMap<String, usize>,
     by_search: HashMap<SearchId, usize>,
     sites: Vec<SiteSlot>,
     /// Per site: its key (cold).
     site_keys: Vec<SiteKey>,
-    /// Per site: its targets (cold: only counted when a site starts waiting).
-    site_targets: Vec<Vec<u32>>,
     site_index: HashMap<SiteKey, usize>,
     events: Timers,
-    scratch: Vec<(u64, Node)>,
-    ready: VecDeque<u32>,
+    /// Sites whose wake-up came and that may have something to send, in the order they came:
+    /// `ready[ready_head..]` (a vector and a cursor: cheaper than a ring, and emptied often).
+    ready: Vec<u32>,
+    ready_head: usize,
     in_flight: usize,
-    next_check: u32,
+    /// Wake-ups up to here have had their site records read ahead.
+    read_until: u64,
     rng: SmallRng,
 }
 
@@ -259,60 +356,87 @@ impl Scheduler {
         Self {
             config,
             registry,
-            targets: Vec::new(),
             urls: Vec::new(),
             searches: Vec::new(),
+            homes: Vec::new(),
+            site_targets: Vec::new(),
+            site_intervals: Vec::new(),
             by_url: HashMap::new(),
             by_search: HashMap::new(),
             sites: Vec::new(),
             site_keys: Vec::new(),
-            site_targets: Vec::new(),
             site_index: HashMap::new(),
             events: Timers::new(),
-            scratch: Vec::new(),
-            ready: VecDeque::new(),
+            ready: Vec::new(),
+            ready_head: 0,
             in_flight: 0,
-            next_check: 0,
+            read_until: 0,
             rng: SmallRng::seed_from_u64(seed),
         }
     }
 
     /// Adds a search. A search whose URL is already scheduled joins that fetch (single-flight);
     /// the shorter interval wins.
+    ///
+    /// # Panics
+    /// With more than 65,535 distinct URLs on one site.
     pub fn add_search(&mut self, spec: SearchSpec, now: Timestamp) {
         let due = spec.first_due.unwrap_or(now);
         if let Some(&t) = self.by_url.get(&spec.url) {
             let searches = &mut self.searches[t];
             *searches = searches.iter().copied().chain([spec.id]).collect();
-            let target = &mut self.targets[t];
-            target.interval_ms = target.interval_ms.min(millis32(spec.interval));
             self.by_search.insert(spec.id, t);
-            if target.state == TargetState::Gone {
+            let (s, slot) = self.homes[t];
+            let (s, slot) = (s as usize, slot as usize);
+            let interval = &mut self.site_intervals[s][slot];
+            *interval = (*interval).min(millis32(spec.interval));
+            self.set_common_interval(s);
+            let entry = &mut self.sites[s].keys.as_mut_slice()[slot];
+            if *entry == GONE {
                 // A search added again for a page that was gone gets a fresh chance.
-                target.state = TargetState::Idle;
-                target.next_due = due.0;
-                self.events.push(due.0, Node::target(t as u32));
+                *entry = key(due.0, slot);
+                self.came_due(s, key(due.0, slot));
             }
             return;
         }
-        let site = self.site_slot(&spec.site);
-        let t = self.targets.len();
+        let s = self.site_slot(&spec.site);
+        let t = self.urls.len();
         assert!(t < (1 << 31), "more than 2^31 search URLs");
-        self.targets.push(Target {
-            next_due: due.0,
-            interval_ms: millis32(spec.interval),
-            seq: 0,
-            site: site as u32,
-            queue_next: NIL,
-            state: TargetState::Idle,
-            probe: false,
-        });
+        let slot = self.site_targets[s].len();
+        assert!(
+            slot < SLOT_MASK as usize,
+            "more than 65,535 search URLs on one site"
+        );
+        self.sites[s].keys.push(key(due.0, slot));
+        self.site_targets[s].push(t as u32);
+        self.site_intervals[s].push(millis32(spec.interval));
+        self.set_common_interval(s);
         self.urls.push(spec.url.as_str().into());
         self.searches.push(Arc::new([spec.id]));
-        self.site_targets[site].push(t as u32);
+        self.homes.push((s as u32, slot as u32));
         self.by_url.insert(spec.url, t);
         self.by_search.insert(spec.id, t);
-        self.events.push(due.0, Node::target(t as u32));
+        self.came_due(s, key(due.0, slot));
+    }
+
+    /// Keeps site `s`'s shared interval in its record, or marks it `MIXED`.
+    fn set_common_interval(&mut self, s: usize) {
+        let intervals = &self.site_intervals[s];
+        let first = intervals.first().copied().unwrap_or(0);
+        self.sites[s].interval_ms = if intervals.iter().all(|&i| i == first) {
+            first
+        } else {
+            MIXED
+        };
+    }
+
+    /// A slot of idle site `s` got key `k`: the site's next check may come sooner.
+    fn came_due(&mut self, s: usize, k: u64) {
+        let site = &mut self.sites[s];
+        if site.flight == NIL && k < site.next_key {
+            site.next_key = k;
+            self.arm(s);
+        }
     }
 
     fn site_slot(&mut self, key: &SiteKey) -> usize {
@@ -330,17 +454,24 @@ impl Scheduler {
         let gated = self.registry.entry(key).is_some();
         self.sites.push(SiteSlot {
             next_start: 0,
-            spacing_ms: millis32(spacing),
             wake_at: NEVER,
-            head: NIL,
-            tail: NIL,
-            in_flight: false,
+            next_key: GONE,
+            keys: Keys::Inline {
+                len: 0,
+                keys: [GONE; INLINE],
+            },
+            interval_ms: 0,
+            spacing_ms: millis32(spacing),
+            flight: NIL,
+            seq: 0,
+            probe: false,
             paused: false,
             in_ready: false,
             gated,
         });
         self.site_keys.push(key.clone());
         self.site_targets.push(Vec::new());
+        self.site_intervals.push(Vec::new());
         self.site_index.insert(key.clone(), i);
         i
     }
@@ -351,11 +482,18 @@ impl Scheduler {
         &self.registry
     }
 
+    /// The target check `id` is for, if this scheduler issued it.
+    fn target_of(&self, id: CheckId) -> Option<usize> {
+        let (s, slot, _) = split_id(id);
+        let &t = self.site_targets.get(s)?.get(slot as usize)?;
+        Some(t as usize)
+    }
+
     /// The page check `id` fetches, for any id this scheduler issued (in flight or not);
     /// `None` for an id it never issued. Cloning the `Arc` does not copy the URL.
     #[must_use]
     pub fn check_url(&self, id: CheckId) -> Option<&Arc<str>> {
-        self.urls.get((id.0 & 0xFFFF_FFFF) as usize)
+        self.urls.get(self.target_of(id)?)
     }
 
     /// Every search check `id` answers (more than one when searches share a URL), for any id
@@ -363,7 +501,7 @@ impl Scheduler {
     /// same URL joins this list.
     #[must_use]
     pub fn check_searches(&self, id: CheckId) -> Option<&Arc<[SearchId]>> {
-        self.searches.get((id.0 & 0xFFFF_FFFF) as usize)
+        self.searches.get(self.target_of(id)?)
     }
 
     /// The key of a site this scheduler numbered (see [`SiteIndex`]).
@@ -385,25 +523,36 @@ impl Scheduler {
     /// until `None`, then sleep until [`Self::poll_timeout`].
     pub fn poll_due(&mut self, now: Timestamp) -> Option<Check> {
         if self.events.any_due(now.0) {
-            let mut due = std::mem::take(&mut self.scratch);
-            let (targets, sites) = (&self.targets, &self.sites);
-            self.events
-                .drain_due(now.0, &mut due, |at, node| match node.split() {
-                    Ok(t) => {
-                        let target = &targets[t as usize];
-                        target.state == TargetState::Idle && target.next_due == at
-                    }
-                    Err(s) => sites[s as usize].wake_at == at,
-                });
-            self.touch(&due);
-            for &(at, node) in &due {
-                self.handle_event(at, node);
-            }
-            due.clear();
-            self.scratch = due;
+            let (sites, ready) = (&mut self.sites, &mut self.ready);
+            self.events.drain_each(now.0, |at, node, due| {
+                let Err(s) = node.split() else {
+                    return false;
+                };
+                let site = &mut sites[s as usize];
+                if site.wake_at != at {
+                    return false; // stale: replaced by an earlier wake-up, or already taken
+                }
+                if due {
+                    site.wake_at = NEVER;
+                    Self::mark_ready(site, ready, s);
+                }
+                true
+            });
+            self.read_ahead(now.0);
         }
         while self.in_flight < self.config.concurrency {
-            let s = self.ready.pop_front()? as usize;
+            let Some(&s) = self.ready.get(self.ready_head) else {
+                self.ready.clear();
+                self.ready_head = 0;
+                return None;
+            };
+            self.ready_head += 1;
+            if self.ready_head >= 4096 && self.ready_head * 2 >= self.ready.len() {
+                // The cap has kept the queue from emptying for a while: drop the used prefix.
+                self.ready.drain(..self.ready_head);
+                self.ready_head = 0;
+            }
+            let s = s as usize;
             self.sites[s].in_ready = false;
             if let Some(check) = self.try_dispatch(s, now) {
                 return Some(check);
@@ -412,132 +561,82 @@ impl Scheduler {
         None
     }
 
-    /// Reads, for each event of a batch, the records its handling will need (a target's own
-    /// record and its site's queue tail, for `enqueue`; a site's queue head, for `dequeue`),
-    /// all at once before handling any: the loads of different events are independent, so
-    /// their cache misses overlap instead of coming one by one. (A safe stand-in for a
-    /// prefetch instruction.)
-    fn touch(&self, due: &[(u64, Node)]) {
-        let mut acc = 0u32;
-        for &(_, node) in due {
-            let t = match node.split() {
-                Ok(t) => match self.targets.get(t as usize) {
-                    Some(target) => match self.sites.get(target.site as usize) {
-                        Some(site) => site.tail,
-                        None => continue,
-                    },
-                    None => continue,
-                },
-                Err(s) => self.sites[s as usize].head,
-            };
-            if let Some(target) = self.targets.get(t as usize) {
-                acc ^= target.queue_next;
+    /// Reads the records of the sites whose wake-ups come in the next few milliseconds (the
+    /// site and its slots), so that when they come their cache misses have already been taken,
+    /// overlapped with each other and with this work, instead of one by one. (A safe stand-in
+    /// for a prefetch instruction: the loads are independent and nothing waits on them.)
+    fn read_ahead(&mut self, now: u64) {
+        if self.read_until > now + READ_AHEAD_MS {
+            return;
+        }
+        let from = self.read_until.max(now + 1);
+        let until = from + 2 * READ_AHEAD_MS;
+        let mut acc = 0u64;
+        for at in from..until {
+            for &node in self.events.nodes_at(at) {
+                if let Err(s) = Node::from_raw(node).split()
+                    && let Some(site) = self.sites.get(s as usize)
+                {
+                    // The record's two cache lines, without looking at what they hold.
+                    acc ^= site.next_key ^ u64::from(site.spacing_ms);
+                }
             }
         }
+        self.read_until = until;
         std::hint::black_box(acc);
     }
 
-    fn handle_event(&mut self, at: u64, node: Node) {
-        match node.split() {
-            Ok(t) => {
-                let target = &mut self.targets[t as usize];
-                if target.state == TargetState::Idle && target.next_due == at {
-                    target.state = TargetState::Queued;
-                    let site = target.site as usize;
-                    self.enqueue(site, t);
-                    self.mark_ready(site);
-                }
-            }
-            Err(s) => {
-                let site = &mut self.sites[s as usize];
-                if site.wake_at == at {
-                    site.wake_at = NEVER;
-                    self.mark_ready(s as usize);
-                }
-            }
+    /// Puts site `s` in the ready queue if it may have something to send.
+    fn mark_ready(site: &mut SiteSlot, ready: &mut Vec<u32>, s: u32) {
+        if !site.in_ready && site.flight == NIL && !site.paused && site.next_key != GONE {
+            site.in_ready = true;
+            ready.push(s);
         }
     }
 
-    /// Puts the site in the ready queue if it has something to send (a site with an empty due
-    /// queue could not dispatch anything, so it is not worth a visit).
-    fn mark_ready(&mut self, s: usize) {
-        let site = &mut self.sites[s];
-        if !site.in_ready && site.head != NIL {
-            site.in_ready = true;
-            self.ready.push_back(s as u32);
+    /// Schedules idle site `s`'s wake-up for its next check: the later of its next allowed
+    /// start and its earliest due target. (A registry wait is found when it wakes.)
+    fn arm(&mut self, s: usize) {
+        let site = &self.sites[s];
+        if site.flight == NIL && !site.paused && site.next_key != GONE {
+            let at = site.next_start.max(key_due(site.next_key));
+            self.set_wake(s, at);
         }
     }
 
     fn set_wake(&mut self, s: usize, at: u64) {
-        let site = &mut self.sites[s];
+        Self::wake(&mut self.sites[s], &mut self.events, s, at);
+    }
+
+    /// Site `s` (`site`) wakes up at `at`, unless it already wakes up sooner.
+    #[inline]
+    fn wake(site: &mut SiteSlot, events: &mut Timers, s: usize, at: u64) {
         if at < site.wake_at {
             let node = Node::site(s as u32);
             if site.wake_at != NEVER {
-                self.events.remove(site.wake_at, node);
+                events.remove(site.wake_at, node);
             }
             site.wake_at = at;
-            self.events.push(at, node);
+            events.push(at, node);
         }
     }
 
-    /// Inserts target `t` into site `s`'s due queue, ordered by (due, index) like a min-heap
-    /// would pop them. Appending (the usual case: things come due in time order) and putting a
-    /// requeued check back in front are O(1).
-    fn enqueue(&mut self, s: usize, t: u32) {
-        let key = (self.targets[t as usize].next_due, t);
+    /// Recomputes idle site `s`'s smallest key (nothing is in flight, so every slot counts).
+    fn refresh(&mut self, s: usize) {
         let site = &mut self.sites[s];
-        let targets = &mut self.targets;
-        if site.head == NIL {
-            targets[t as usize].queue_next = NIL;
-            site.head = t;
-            site.tail = t;
-            return;
-        }
-        let tail = site.tail;
-        if key >= (targets[tail as usize].next_due, tail) {
-            targets[tail as usize].queue_next = t;
-            targets[t as usize].queue_next = NIL;
-            site.tail = t;
-            return;
-        }
-        let mut prev = site.head;
-        if key < (targets[prev as usize].next_due, prev) {
-            targets[t as usize].queue_next = prev;
-            site.head = t;
-            return;
-        }
-        // Somewhere in the middle: `key` is below the tail's, so the walk ends before it.
-        loop {
-            let next = targets[prev as usize].queue_next;
-            if key < (targets[next as usize].next_due, next) {
-                targets[t as usize].queue_next = next;
-                targets[prev as usize].queue_next = t;
-                return;
-            }
-            prev = next;
-        }
-    }
-
-    fn dequeue(&mut self, s: usize) -> Option<u32> {
-        let site = &mut self.sites[s];
-        let t = site.head;
-        if t == NIL {
-            return None;
-        }
-        site.head = self.targets[t as usize].queue_next;
-        if site.head == NIL {
-            site.tail = NIL;
-        }
-        Some(t)
+        debug_assert_eq!(site.flight, NIL);
+        site.next_key = site.keys.min();
     }
 
     fn try_dispatch(&mut self, s: usize, now: Timestamp) -> Option<Check> {
         let site = &self.sites[s];
-        if site.head == NIL || site.paused || site.in_flight {
+        if site.flight != NIL || site.paused || site.next_key == GONE {
             return None;
         }
-        if now.0 < site.next_start {
-            self.set_wake(s, site.next_start);
+        let due = key_due(site.next_key);
+        let at = site.next_start.max(due);
+        if now.0 < at {
+            self.set_wake(s, at);
             return None;
         }
         let probe = if site.gated {
@@ -553,25 +652,18 @@ impl Scheduler {
         } else {
             false
         };
-        let t = self.dequeue(s)?;
         let site = &mut self.sites[s];
-        site.in_flight = true;
+        let slot = (site.next_key & SLOT_MASK) as u16;
+        site.flight = slot;
+        site.probe = probe;
+        site.seq = site.seq.wrapping_add(1);
         site.next_start = now.0.saturating_add(u64::from(site.spacing_ms));
-        // The id carries the target's index (low 32 bits) and a sequence number, so an outcome
-        // finds its check without a map; a stale or unknown id does not match `target.seq`.
-        let seq = self.next_check;
-        let id = CheckId((u64::from(seq) << 32) | u64::from(t));
-        self.next_check = seq.wrapping_add(1);
-        let target = &mut self.targets[t as usize];
-        target.state = TargetState::InFlight;
-        target.probe = probe;
-        target.seq = seq;
         self.in_flight += 1;
         Some(Check {
-            id,
+            id: check_id(s, slot, site.seq),
             site: SiteIndex(s as u32),
             probe,
-            due: Timestamp(target.next_due),
+            due: Timestamp(due),
         })
     }
 
@@ -584,10 +676,44 @@ impl Scheduler {
         retry_after: Option<Duration>,
         now: Timestamp,
     ) -> Option<Reaction> {
-        let t = self.take_in_flight(id)?;
-        let s = self.targets[t].site as usize;
+        let (s, slot, _) = self.take_in_flight(id)?;
+        // The common case first, on the site's record alone: an answer from a site that was
+        // neither waiting nor paused (a paused site must not wake). The search is due again an
+        // interval (± jitter) from now.
+        let site = &mut self.sites[s];
+        if !site.gated
+            && !site.paused
+            && matches!(
+                outcome,
+                Outcome::Ok | Outcome::Unchanged | Outcome::LayoutUnknown
+            )
+        {
+            let interval = match site.interval_ms {
+                MIXED => self.site_intervals[s][slot],
+                common => common,
+            };
+            let next = jittered(&mut self.rng, self.config.interval_jitter, interval, now);
+            site.keys.as_mut_slice()[slot] = key(next, slot);
+            site.next_key = site.keys.min();
+            let at = site.next_start.max(key_due(site.next_key));
+            Self::wake(site, &mut self.events, s, at);
+            return None;
+        }
+        self.outcome_slow(s, slot, outcome, retry_after, now)
+    }
+
+    /// [`Self::handle_outcome`] for a refusal, a special outcome or a waiting site.
+    #[inline(never)]
+    fn outcome_slow(
+        &mut self,
+        s: usize,
+        slot: usize,
+        outcome: Outcome,
+        retry_after: Option<Duration>,
+        now: Timestamp,
+    ) -> Option<Reaction> {
         let reaction = if let Some(kind) = outcome.refusal_kind() {
-            self.requeue(t);
+            // The slot keeps its due time: it goes back in front of its siblings.
             Some(self.record_refusal(s, kind, retry_after, now))
         } else {
             let cleared = if self.sites[s].gated {
@@ -603,7 +729,6 @@ impl Scheduler {
             match outcome {
                 Outcome::SessionExpired => {
                     self.sites[s].paused = true;
-                    self.requeue(t);
                     Some(Reaction::SessionExpired {
                         site: self.site_keys[s].clone(),
                     })
@@ -611,18 +736,20 @@ impl Scheduler {
                 Outcome::SearchGone => {
                     // The search's fate matters more to the user than the site clearing (which
                     // status views show anyway), so a probe that finds a 404 reports SearchGone.
-                    self.targets[t].state = TargetState::Gone;
+                    self.sites[s].keys.as_mut_slice()[slot] = GONE;
+                    let t = self.site_targets[s][slot] as usize;
                     Some(Reaction::SearchGone {
                         searches: self.searches[t].to_vec(),
                     })
                 }
                 _ => {
-                    self.reschedule(t, now);
+                    self.reschedule(s, slot, now);
                     cleared
                 }
             }
         };
-        self.mark_ready(s);
+        self.refresh(s);
+        self.arm(s);
         reaction
     }
 
@@ -654,60 +781,45 @@ impl Scheduler {
     /// The check was abandoned without an outcome (shutdown): the search goes back in the queue
     /// and a probe, if it was one, is released.
     pub fn abandon(&mut self, id: CheckId) {
-        let probe = self
-            .targets
-            .get((id.0 & 0xFFFF_FFFF) as usize)
-            .is_some_and(|t| t.probe);
-        let Some(t) = self.take_in_flight(id) else {
+        let Some((s, _, probe)) = self.take_in_flight(id) else {
             return;
         };
-        let s = self.targets[t].site as usize;
         if probe {
             self.registry.abandon_probe(&self.site_keys[s]);
         }
-        self.requeue(t);
-        self.mark_ready(s);
+        self.refresh(s);
+        self.arm(s);
     }
 
-    /// Ends check `id` if it is in flight: returns its target.
-    fn take_in_flight(&mut self, id: CheckId) -> Option<usize> {
-        let t = (id.0 & 0xFFFF_FFFF) as usize;
-        let target = self.targets.get_mut(t)?;
-        if target.state != TargetState::InFlight || u64::from(target.seq) != id.0 >> 32 {
+    /// Ends check `id` if it is in flight: returns its site, its slot and whether it was the
+    /// probe.
+    fn take_in_flight(&mut self, id: CheckId) -> Option<(usize, usize, bool)> {
+        let (s, slot, seq) = split_id(id);
+        let site = self.sites.get_mut(s)?;
+        if site.flight != slot || site.seq != seq {
             return None;
         }
-        target.probe = false;
-        let s = target.site as usize;
-        self.sites[s].in_flight = false;
+        site.flight = NIL;
+        let probe = std::mem::take(&mut site.probe);
         self.in_flight -= 1;
-        Some(t)
+        Some((s, slot as usize, probe))
     }
 
-    fn requeue(&mut self, t: usize) {
-        let target = &mut self.targets[t];
-        target.state = TargetState::Queued;
-        let site = target.site as usize;
-        self.enqueue(site, t as u32);
-    }
-
-    fn reschedule(&mut self, t: usize, now: Timestamp) {
-        let j = self.config.interval_jitter;
-        let factor = 1.0 - j + self.rng.random::<f64>() * 2.0 * j;
-        let target = &mut self.targets[t];
-        // `+ 0.5` then truncate: rounds like `f64::round` for the non-negative values here
-        // (a negative product saturates to 0 either way) without a libm call.
-        let ms = (f64::from(target.interval_ms) * factor + 0.5) as u64;
-        let next = now.0.saturating_add(ms);
-        target.next_due = next;
-        target.state = TargetState::Idle;
-        self.events.push(next, Node::target(t as u32));
+    fn reschedule(&mut self, s: usize, slot: usize, now: Timestamp) {
+        let site = &mut self.sites[s];
+        let interval = match site.interval_ms {
+            MIXED => self.site_intervals[s][slot],
+            common => common,
+        };
+        let next = jittered(&mut self.rng, self.config.interval_jitter, interval, now);
+        site.keys.as_mut_slice()[slot] = key(next, slot);
     }
 
     /// The user refreshed the site's cookies: resume its searches.
     pub fn resume_site(&mut self, site: &SiteKey) {
         if let Some(&s) = self.site_index.get(site) {
             self.sites[s].paused = false;
-            self.mark_ready(s);
+            self.arm(s);
         }
     }
 
@@ -723,7 +835,7 @@ impl Scheduler {
     /// events): a spurious poll is harmless.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        if !self.ready.is_empty() && self.in_flight < self.config.concurrency {
+        if self.ready_head < self.ready.len() && self.in_flight < self.config.concurrency {
             return Some(Timestamp(0));
         }
         self.events.next_deadline().map(Timestamp)
@@ -739,28 +851,25 @@ impl Scheduler {
     #[must_use]
     pub fn search_state(&self, id: SearchId) -> Option<(SearchState, Option<Timestamp>)> {
         let &t = self.by_search.get(&id)?;
-        let target = &self.targets[t];
-        let site = &self.sites[target.site as usize];
-        if target.state == TargetState::Gone {
+        let (s, slot) = self.homes[t];
+        let site = &self.sites[s as usize];
+        let entry = site.keys.as_slice()[slot as usize];
+        if entry == GONE {
             return Some((SearchState::SearchGone, None));
         }
         if site.paused {
             return Some((SearchState::SessionExpired, None));
         }
-        if target.state == TargetState::InFlight && target.probe {
+        let in_flight = u32::from(site.flight) == slot;
+        if in_flight && site.probe {
             return Some((SearchState::Probing, None));
         }
-        if let Some(entry) = self.registry.entry(&self.site_keys[target.site as usize]) {
-            return Some((
-                SearchState::Waiting,
-                Some(entry.next_retry_at.max(Timestamp(target.next_due))),
-            ));
+        let due = Timestamp(key_due(entry));
+        if let Some(entry) = self.registry.entry(&self.site_keys[s as usize]) {
+            return Some((SearchState::Waiting, Some(entry.next_retry_at.max(due))));
         }
         // `next_start` is 0 before the site's first check: then only the due time counts.
-        let next = match target.state {
-            TargetState::InFlight => None,
-            _ => Some(Timestamp(site.next_start.max(target.next_due))),
-        };
+        let next = (!in_flight).then(|| Timestamp(site.next_start).max(due));
         Some((SearchState::Ok, next))
     }
 

@@ -3,8 +3,8 @@
 //! (backoff waits, long intervals) or already past.
 //!
 //! Why this shape: a simulated day is ~288 million checks and each needs a timer, so push and
-//! pop must be O(1) and allocation-free, and at 100,000 searches they must not miss the cache.
-//! A check re-arms its search ~30 s ahead; pushing appends to that bucket's vector, whose last
+//! pop must be O(1) and allocation-free, and at 10,000 sites they must not miss the cache.
+//! A check re-arms its site ~2-30 s ahead; pushing appends to that bucket's vector, whose last
 //! cache line is written every few pushes and so stays in cache, and a bucket is moved into
 //! the 1 ms slots in one sequential pass when its time comes. (A wheel of 1 ms slots
 //! holding linked lists threaded through the nodes took a cache miss per node on both ends.)
@@ -30,6 +30,7 @@ const SITE: u32 = 1 << 31;
 pub(crate) struct Node(u32);
 
 impl Node {
+    #[cfg(test)]
     pub(crate) fn target(t: u32) -> Self {
         debug_assert!(t < SITE);
         Self(t)
@@ -38,6 +39,11 @@ impl Node {
     pub(crate) fn site(s: u32) -> Self {
         debug_assert!(s < SITE);
         Self(s | SITE)
+    }
+
+    /// A node as [`Timers::nodes_at`] lists it.
+    pub(crate) fn from_raw(raw: u32) -> Self {
+        Self(raw)
     }
 
     /// `Ok(target)` or `Err(site)`.
@@ -75,6 +81,9 @@ pub(crate) struct Timers {
     buckets: Box<[Vec<u64>]>,
     /// One bit per bucket: non-empty.
     bucket_bits: Box<[u64]>,
+    /// Per bucket: the earliest deadline pushed into it since it was last emptied (a removal
+    /// leaves it as it was: early, never late), so `next_deadline` need not scan a bucket.
+    bucket_min: Box<[u64]>,
     /// Deadlines outside the wheel's window (far future, or pushed already past).
     far: BinaryHeap<Reverse<(u64, Node)>>,
 }
@@ -88,14 +97,16 @@ impl Timers {
             slot_bits: vec![0; (SLOTS / 64) as usize].into_boxed_slice(),
             buckets: vec![Vec::new(); BUCKETS as usize].into_boxed_slice(),
             bucket_bits: vec![0; (BUCKETS / 64) as usize].into_boxed_slice(),
+            bucket_min: vec![u64::MAX; BUCKETS as usize].into_boxed_slice(),
             far: BinaryHeap::new(),
         }
     }
 
     /// Schedules `node` at `at`.
+    #[inline]
     pub(crate) fn push(&mut self, at: u64, node: Node) {
         if at < self.base || at - self.cur >= WINDOW {
-            self.far.push(Reverse((at, node)));
+            self.push_far(at, node);
         } else if at - self.cur < SLOTS {
             let k = at - self.cur;
             self.slots[k as usize].push(node.0);
@@ -104,6 +115,22 @@ impl Timers {
             let b = ((at / SLOTS) % BUCKETS) as usize;
             self.buckets[b].push(entry(at, node));
             self.bucket_bits[b >> 6] |= 1 << (b & 63);
+            self.bucket_min[b] = self.bucket_min[b].min(at);
+        }
+    }
+
+    /// Outside the window: kept out of line, as it is rare and the heap's sift is not small.
+    #[inline(never)]
+    fn push_far(&mut self, at: u64, node: Node) {
+        self.far.push(Reverse((at, node)));
+    }
+
+    /// The nodes due at `at`, if `at` is in the current bucket's 1 ms slots (else none):
+    /// what is coming soon, for the owner to read ahead.
+    pub(crate) fn nodes_at(&self, at: u64) -> &[u32] {
+        match at.checked_sub(self.cur) {
+            Some(k) if at >= self.base && k < SLOTS => &self.slots[k as usize],
+            _ => &[],
         }
     }
 
@@ -131,6 +158,7 @@ impl Timers {
                 bucket.remove(i);
                 if bucket.is_empty() {
                     self.bucket_bits[b >> 6] &= !(1 << (b & 63));
+                    self.bucket_min[b] = u64::MAX;
                 }
             }
         }
@@ -144,18 +172,35 @@ impl Timers {
     /// Moves every node with a deadline `<= now` into `out`, with its deadline. `live` says
     /// whether a far-heap entry still stands when it moves into the wheel; entries that come
     /// out here may still be stale, so the owner checks them again.
+    #[cfg(test)]
     pub(crate) fn drain_due(
         &mut self,
         now: u64,
         out: &mut Vec<(u64, Node)>,
         mut live: impl FnMut(u64, Node) -> bool,
     ) {
+        self.drain_each(now, |at, node, due| {
+            if due {
+                out.push((at, node));
+                true
+            } else {
+                live(at, node)
+            }
+        });
+    }
+
+    /// Takes out every node with a deadline `<= now` and hands it to `visit(at, node, true)`
+    /// (in deadline order; last pushed first within a millisecond), without a buffer in
+    /// between. `visit(at, node, false)` asks whether a far-heap entry still stands when it
+    /// moves into the wheel. Entries that come out may still be stale, so the owner checks
+    /// them again.
+    pub(crate) fn drain_each(&mut self, now: u64, mut visit: impl FnMut(u64, Node, bool) -> bool) {
         while let Some(&Reverse((at, node))) = self.far.peek() {
             if at > now {
                 break;
             }
             self.far.pop();
-            out.push((at, node));
+            visit(at, node, true);
         }
         if now < self.base {
             return;
@@ -175,7 +220,9 @@ impl Timers {
                     word &= word - 1;
                     let slot = &mut self.slots[k as usize];
                     let at = self.cur + k;
-                    out.extend(slot.iter().rev().map(|&n| (at, Node(n))));
+                    for &n in slot.iter().rev() {
+                        visit(at, Node(n), true);
+                    }
                     slot.clear();
                 }
             }
@@ -198,7 +245,7 @@ impl Timers {
                 break;
             }
             self.far.pop();
-            if live(at, node) {
+            if visit(at, node, false) {
                 self.push(at, node);
             }
         }
@@ -214,6 +261,7 @@ impl Timers {
             return;
         }
         self.bucket_bits[b >> 6] &= !(1 << (b & 63));
+        self.bucket_min[b] = u64::MAX;
         let mut bucket = std::mem::take(&mut self.buckets[b]);
         for &e in &bucket {
             let k = e >> 32;
@@ -252,10 +300,8 @@ impl Timers {
         let wheel = if slot.is_some() {
             slot
         } else {
-            self.next_bucket().and_then(|start| {
-                let b = ((start / SLOTS) % BUCKETS) as usize;
-                self.buckets[b].iter().map(|&e| start + (e >> 32)).min()
-            })
+            self.next_bucket()
+                .map(|start| self.bucket_min[((start / SLOTS) % BUCKETS) as usize])
         };
         let far = self.far.peek().map(|Reverse((at, _))| *at);
         match (wheel, far) {
