@@ -32,7 +32,8 @@ pub use retry::{
 };
 pub use retry_after::parse_retry_after;
 pub use schedule::{
-    Check, CheckId, Reaction, Scheduler, SchedulerConfig, SearchId, SearchSpec, SiteIndex,
+    Check, CheckId, MAX_URLS_PER_SITE, Reaction, Scheduler, SchedulerConfig, SearchId, SearchSpec,
+    SiteIndex,
 };
 pub use site::{SiteKey, SiteKeyError};
 pub use time::{Timestamp, format_duration};

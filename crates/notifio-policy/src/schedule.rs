@@ -173,6 +173,8 @@ const NIL: u16 = u16::MAX;
 /// last index is `NIL`).
 const SLOT_BITS: u32 = 16;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+/// The most distinct search URLs one site can have (the config rejects more).
+pub const MAX_URLS_PER_SITE: usize = SLOT_MASK as usize;
 /// The latest due time a key can hold (ms; the year 10889): later ones saturate to it.
 const DUE_MAX: u64 = (1 << (64 - SLOT_BITS)) - 2;
 /// The key of a target whose page is gone: above every real key.
@@ -404,7 +406,7 @@ impl Scheduler {
         assert!(t < (1 << 31), "more than 2^31 search URLs");
         let slot = self.site_targets[s].len();
         assert!(
-            slot < SLOT_MASK as usize,
+            slot < MAX_URLS_PER_SITE,
             "more than 65,535 search URLs on one site"
         );
         self.sites[s].keys.push(key(due.0, slot));

@@ -960,3 +960,28 @@ fn error_gallery() {
         assert!(e.line > 0 && e.col > 0 && !e.key.is_empty(), "{e}");
     }
 }
+
+/// A site gets one request per `spacing`: more searches on one site than can go round in a
+/// reasonable time is a config error pointing at the one too many.
+#[test]
+fn too_many_searches_on_one_site_is_an_error_at_the_one_too_many() {
+    let n = config::MAX_SEARCHES_PER_SITE + 1;
+    let mut text = String::with_capacity(n * 64);
+    for i in 0..n {
+        text.push_str(&format!(
+            "[[search]]\nname = \"s{i}\"\nurl = \"https://a.example/{i}\"\n"
+        ));
+    }
+    let e = err(&text);
+    let line = 3 * (n - 1) + 3;
+    assert!(
+        e.starts_with(&format!(
+            "notifio.toml:{line}:7: `search[{}].url`: more than 1000 searches on a.example",
+            n - 1
+        )),
+        "{e}"
+    );
+    // One fewer is fine.
+    text.truncate(text.rfind("[[search]]").unwrap());
+    assert_eq!(ok(&text).searches.len(), n - 1);
+}

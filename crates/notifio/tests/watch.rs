@@ -540,10 +540,8 @@ async fn an_unchanged_page_is_not_read_again_even_by_a_new_process() {
 async fn ordinary_checks_share_commits_and_every_row_reaches_the_disk() {
     let dir = tempfile::tempdir().unwrap();
     let portal = Portal::start(vec![portal_site("flats")]).await.unwrap();
-    let text = config_text(dir.path(), &portal, "flats", 4, "100ms").replace(
-        "spacing = \"100ms\"",
-        "spacing = \"20ms\"",
-    );
+    let text = config_text(dir.path(), &portal, "flats", 4, "100ms")
+        .replace("spacing = \"100ms\"", "spacing = \"20ms\"");
     let cfg = load(dir.path(), &text);
     let mut watcher = Watcher::new(cfg, vec![ChannelKind::Mailbox], false).unwrap();
     let mut rx = watcher.subscribe();

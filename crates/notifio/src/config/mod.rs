@@ -12,6 +12,7 @@ mod raw;
 mod resolve;
 mod starter;
 mod validate;
+pub use validate::MAX_SEARCHES_PER_SITE;
 
 pub use duration::{DURATION_EXPECTED, SIZE_EXPECTED, parse_duration, parse_size};
 pub use error::ConfigError;

@@ -555,6 +555,12 @@ fn sites(
     Ok(out)
 }
 
+/// Searches one site may have: it gets one request per `spacing`, so 1,000 searches already
+/// take over half an hour to go round at the default 2 s (and the scheduler numbers a site's
+/// URLs in 16 bits: [`notifio_policy::MAX_URLS_PER_SITE`]).
+pub const MAX_SEARCHES_PER_SITE: usize = 1_000;
+const _: () = assert!(MAX_SEARCHES_PER_SITE <= notifio_policy::MAX_URLS_PER_SITE);
+
 fn searches(
     root: &Table<'_>,
     watch: &WatchSettings,
@@ -578,7 +584,10 @@ fn searches(
             .with_hint(format!("add at least one search:\n  {EXAMPLE}")));
     }
     let mut out = Vec::with_capacity(elems.len());
-    let mut names: HashMap<String, ConfigError> = HashMap::new();
+    // The first field of each name: its line is only worked out for a duplicate (doing it for
+    // every search made a config of thousands of searches quadratic to read).
+    let mut names: HashMap<String, Field<'_>> = HashMap::new();
+    let mut per_site: HashMap<SiteKey, usize> = HashMap::new();
     for e in &elems {
         let t = e.table()?;
         t.allow(SEARCH_KEYS)?;
@@ -593,10 +602,10 @@ fn searches(
                 .err(format!("duplicate search name `{name}`"))
                 .with_hint(format!(
                     "the first search with this name is on line {}; names must be unique",
-                    first.line
+                    first.err("").line
                 )));
         }
-        names.insert(name.clone(), name_f.err(""));
+        names.insert(name.clone(), name_f.clone());
         let Some((_, url_f)) = t.str("url")? else {
             return Err(t
                 .err("url", "missing `url`")
@@ -604,6 +613,15 @@ fn searches(
         };
         let url = url_f.non_empty_str()?.to_owned();
         let site = SiteKey::from_url(&url).map_err(|e| url_f.err(e.to_string()))?;
+        let on_site = per_site.entry(site.clone()).or_default();
+        *on_site += 1;
+        if *on_site > MAX_SEARCHES_PER_SITE {
+            return Err(url_f
+                .err(format!(
+                    "more than {MAX_SEARCHES_PER_SITE} searches on {site}"
+                ))
+                .with_hint("a site gets one request per `spacing` (2 s by default), so a round of this many takes over half an hour; use fewer, broader searches"));
+        }
         let interval = t.positive_duration("interval")?.unwrap_or(watch.interval);
         let site_settings = sites.get(site.as_str());
         let profile = match t.get("profile") {
