@@ -356,6 +356,7 @@ impl Watcher {
             }
         }
         let mut profiles = Vec::with_capacity(config.searches.len());
+        let mut made = extract::ProfileCache::default();
         for s in &config.searches {
             let forced = s.profile.as_deref().or_else(|| {
                 config
@@ -363,12 +364,11 @@ impl Watcher {
                     .get(s.site.as_str())
                     .and_then(|x| x.profile.as_deref())
             });
-            let profile =
-                extract::profile_for(&s.site, forced, s.listing.as_ref()).map_err(|source| {
-                    WatchError::Profile {
-                        search: s.name.clone(),
-                        source,
-                    }
+            let profile = made
+                .profile_for(&s.site, forced, s.listing.as_ref())
+                .map_err(|source| WatchError::Profile {
+                    search: s.name.clone(),
+                    source,
                 })?;
             profiles.push(profile);
         }

@@ -111,7 +111,45 @@ pub fn profile_for(
     forced: Option<&str>,
     spec: Option<&ListingSpec>,
 ) -> Result<Arc<dyn SiteProfile>, ProfileError> {
-    let name = match forced {
+    ProfileCache::default().profile_for(site, forced, spec)
+}
+
+/// Hands out one shared profile per (profile, spec) pair: a thousand searches with the same
+/// `listing` rules share one set of compiled selectors (each set is about a kilobyte).
+#[derive(Default)]
+pub struct ProfileCache {
+    made: Vec<(&'static str, Option<ListingSpec>, Arc<dyn SiteProfile>)>,
+}
+
+impl ProfileCache {
+    /// [`profile_for`], reusing a profile already made for the same name and spec.
+    ///
+    /// # Errors
+    /// As [`profile_for`].
+    pub fn profile_for(
+        &mut self,
+        site: &SiteKey,
+        forced: Option<&str>,
+        spec: Option<&ListingSpec>,
+    ) -> Result<Arc<dyn SiteProfile>, ProfileError> {
+        let name = profile_name(site, forced)?;
+        // Only the generic profile reads the spec.
+        let spec = spec.filter(|_| name == "generic");
+        if let Some((_, _, p)) = self
+            .made
+            .iter()
+            .find(|(n, s, _)| *n == name && s.as_ref() == spec)
+        {
+            return Ok(Arc::clone(p));
+        }
+        let p = make_profile(name, site, spec)?;
+        self.made.push((name, spec.cloned(), Arc::clone(&p)));
+        Ok(p)
+    }
+}
+
+fn profile_name(site: &SiteKey, forced: Option<&str>) -> Result<&'static str, ProfileError> {
+    Ok(match forced {
         Some(name) => {
             let name = name.trim().to_ascii_lowercase();
             PROFILE_NAMES
@@ -126,7 +164,14 @@ pub fn profile_for(
             "facebook.com" => "facebook",
             _ => "generic",
         },
-    };
+    })
+}
+
+fn make_profile(
+    name: &str,
+    site: &SiteKey,
+    spec: Option<&ListingSpec>,
+) -> Result<Arc<dyn SiteProfile>, ProfileError> {
     Ok(match name {
         "idealista" => Arc::new(Idealista),
         "immoscout24" => Arc::new(ImmoScout24),
@@ -178,6 +223,45 @@ mod tests {
 
     fn key(url: &str) -> SiteKey {
         SiteKey::from_url(url).unwrap()
+    }
+
+    #[test]
+    fn searches_with_the_same_rules_share_one_profile() {
+        let site = |u: &str| SiteKey::from_url(u).unwrap();
+        let spec = |sel: &str| ListingSpec::Selector {
+            selector: sel.into(),
+            id_attr: Some("data-id".into()),
+            title: None,
+            price: None,
+        };
+        let mut made = ProfileCache::default();
+        let a = made
+            .profile_for(&site("https://a.example/1"), None, Some(&spec("li.x")))
+            .unwrap();
+        let b = made
+            .profile_for(&site("https://b.example/2"), None, Some(&spec("li.x")))
+            .unwrap();
+        let c = made
+            .profile_for(&site("https://a.example/3"), None, Some(&spec("li.y")))
+            .unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "same generic rules: one profile");
+        assert!(!Arc::ptr_eq(&a, &c), "other rules: another profile");
+        let i1 = made
+            .profile_for(
+                &site("https://www.idealista.com/a"),
+                None,
+                Some(&spec("li.x")),
+            )
+            .unwrap();
+        let i2 = made
+            .profile_for(&site("https://www.idealista.it/b"), None, None)
+            .unwrap();
+        assert!(Arc::ptr_eq(&i1, &i2), "a site profile ignores the spec");
+        assert_eq!(i1.name(), "idealista");
+        assert!(
+            made.profile_for(&site("https://c.example/"), None, None)
+                .is_err()
+        );
     }
 
     #[test]

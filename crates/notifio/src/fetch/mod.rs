@@ -234,6 +234,9 @@ struct Inner {
     cfg: FetchConfig,
     cookies: Mutex<HashMap<SiteKey, Arc<cookies::CookieJar>>>,
     validators: Mutex<HashMap<String, Validators>>,
+    /// The last body length per URL (by hash): the next read of it reserves that much at once
+    /// instead of doubling its buffer up from nothing (a gzip response has no usable length).
+    body_sizes: Mutex<HashMap<u64, usize>>,
     budgets: Mutex<HashMap<SiteKey, RetryBudget>>,
     rng: Mutex<SmallRng>,
     metrics: FetchMetrics,
@@ -347,6 +350,7 @@ impl Fetcher {
                 cfg,
                 cookies: Mutex::default(),
                 validators: Mutex::default(),
+                body_sizes: Mutex::default(),
                 budgets: Mutex::default(),
                 rng: Mutex::new(rng),
                 metrics: FetchMetrics::new(),
@@ -626,7 +630,19 @@ impl Fetcher {
                 current = next;
                 continue;
             }
-            let (body, failure, error) = read_capped(resp, cfg.body_cap).await;
+            let size_key = xxhash_rust::xxh3::xxh3_64(current.as_str().as_bytes());
+            let expected = lock(&self.inner.body_sizes)
+                .get(&size_key)
+                .copied()
+                .unwrap_or(0);
+            let (body, failure, error) = read_capped(resp, cfg.body_cap, expected).await;
+            if failure.is_none() {
+                let mut sizes = lock(&self.inner.body_sizes);
+                if sizes.len() >= MAX_VALIDATORS && !sizes.contains_key(&size_key) {
+                    sizes.clear();
+                }
+                sizes.insert(size_key, body.len());
+            }
             return Attempt {
                 status: Some(status.as_u16()),
                 final_url: current.to_string(),
@@ -640,16 +656,20 @@ impl Fetcher {
 }
 
 /// Reads a body chunk by chunk (already decompressed by reqwest), stopping at `cap`.
+/// `expected` is this URL's last body length, if known.
 async fn read_capped(
     mut resp: reqwest::Response,
     cap: usize,
+    expected: usize,
 ) -> (Bytes, Option<TransportFailure>, Option<String>) {
-    // Content-Length is remote input: trust it only as a small pre-allocation hint.
+    // Content-Length is remote input: trust it only as a small pre-allocation hint. The last
+    // length gets 1/16 more room, for a page that grew a little.
     let hint = resp
         .content_length()
         .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX))
+        .max(expected.saturating_add(expected / 16))
         .min(cap)
-        .min(1 << 20);
+        .min(4 << 20);
     let mut buf = BytesMut::with_capacity(hint);
     loop {
         match resp.chunk().await {
