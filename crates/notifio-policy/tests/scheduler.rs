@@ -19,30 +19,11 @@
 use notifio_policy::schedule::{SearchState, SiteState};
 mod common;
 
-use common::{Check, PollCheck};
+use common::{Check, MIN, PollCheck, SEC, T0, d, spec};
 use notifio_policy::{
     BackoffPolicy, Entry, Outcome, Reaction, RefusalKind, Registry, Scheduler, SchedulerConfig,
-    SearchId, SearchSpec, SiteKey, Timestamp,
+    SearchId, SiteKey, Timestamp,
 };
-use std::time::Duration;
-
-const T0: Timestamp = Timestamp(1_700_000_000_000);
-const SEC: u64 = 1000;
-const MIN: u64 = 60 * SEC;
-
-fn d(ms: u64) -> Duration {
-    Duration::from_millis(ms)
-}
-
-fn spec(id: u32, url: &str, interval_ms: u64) -> SearchSpec {
-    SearchSpec {
-        id: SearchId(id),
-        url: url.to_owned(),
-        site: SiteKey::from_url(url).unwrap(),
-        interval: d(interval_ms),
-        first_due: None,
-    }
-}
 
 fn sched(concurrency: usize) -> Scheduler {
     let config = SchedulerConfig {

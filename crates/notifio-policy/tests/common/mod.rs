@@ -1,8 +1,36 @@
 //! What the scheduler tests share: a [`Check`] with its site key and searches looked up, the
 //! way the real driver (`watch.rs`) resolves the scheduler's small `Copy` check once per fetch.
 
-use notifio_policy::{CheckId, Scheduler, SearchId, SiteKey, Timestamp};
+use notifio_policy::{CheckId, Scheduler, SearchId, SearchSpec, SiteKey, Timestamp};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// The tests' epoch.
+#[allow(dead_code)] // not every test file uses every helper
+pub(crate) const T0: Timestamp = Timestamp(1_700_000_000_000);
+/// A second and a minute, in ms.
+#[allow(dead_code)]
+pub(crate) const SEC: u64 = 1000;
+#[allow(dead_code)]
+pub(crate) const MIN: u64 = 60 * SEC;
+
+/// `ms` as a duration.
+#[allow(dead_code)]
+pub(crate) fn d(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+/// A search on `url` (its site from the URL), due at once.
+#[allow(dead_code)]
+pub(crate) fn spec(id: u32, url: &str, interval_ms: u64) -> SearchSpec {
+    SearchSpec {
+        id: SearchId(id),
+        url: url.to_owned(),
+        site: SiteKey::from_url(url).unwrap(),
+        interval: d(interval_ms),
+        first_due: None,
+    }
+}
 
 /// A check as the driver sees it after looking up its site key, URL and searches.
 #[allow(dead_code)] // each test file reads its own subset of the fields
