@@ -360,6 +360,22 @@ pub(crate) fn scan_cards(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>,
     scan_all(body, rules)
 }
 
+/// For the profiles' tests: the cards `rules` find in `page` by its card region, after
+/// asserting that a region was found and that reading the whole page finds the same cards;
+/// with the region's length.
+#[cfg(test)]
+pub(crate) fn cards_by_region(page: &[u8], rules: &CardRules) -> (usize, Vec<RawCard>) {
+    let mark = rules.mark.as_ref().expect("these rules have a card mark");
+    let region = card_region(page, mark).expect("the page has a card region");
+    let whole = CardRules {
+        mark: None,
+        ..rules.clone()
+    };
+    let narrowed = scan_cards(page, rules).unwrap();
+    assert_eq!(narrowed, scan_cards(page, &whole).unwrap());
+    (region.len(), narrowed)
+}
+
 fn scan_all(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>, String> {
     let state: Shared = Rc::default();
     let mut handlers: Vec<(Cow<'_, Selector>, ElementContentHandlers<'_>)> = Vec::new();
