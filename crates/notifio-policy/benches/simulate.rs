@@ -1,5 +1,5 @@
 //! A day of scheduling in seconds: the pure scheduler driven by a virtual clock, the way the
-//! real driver drives it (poll_due until None, jump to poll_timeout, feed outcomes back).
+//! real driver drives it (poll_due_into, jump to poll_timeout, feed outcomes back).
 //!
 //! 100,000 searches over 10,000 sites (10 per site), interval 30 s, spacing 2 s, concurrency
 //! 10,000 (never binds), for 24 simulated hours. 5% of sites refuse for a while (a scripted
@@ -138,8 +138,11 @@ fn main() {
 
     let started = wall_clock();
     let mut now = T0;
+    let mut due = Vec::new();
     while now <= end {
-        while let Some(c) = s.poll_due(Timestamp(now)) {
+        due.clear();
+        s.poll_due_into(Timestamp(now), &mut due);
+        for &c in &due {
             let site = c.site.0 as usize;
             let book = &mut books[site];
             let rel = (now - T0) as u32;

@@ -1,7 +1,8 @@
 //! The scheduler: which search to check next, and when (DESIGN §5), as a pure state machine.
 //!
-//! quinn-proto's shape: the driver calls [`Scheduler::poll_due`] until it returns `None`, sleeps
-//! until [`Scheduler::poll_timeout`], and reports each check's result with
+//! quinn-proto's shape: the driver calls [`Scheduler::poll_due`] until it returns `None` (or
+//! [`Scheduler::poll_due_into`] once, the same checks in one batch), sleeps until
+//! [`Scheduler::poll_timeout`], and reports each check's result with
 //! [`Scheduler::handle_outcome`]. One timer drives everything; spurious wake-ups are harmless.
 //!
 //! What it owns, and why here: per-search due times (interval ±10% jitter, so searches sharing
@@ -19,8 +20,9 @@
 //! wake-up; its outcome sets that search's next due time and re-arms the site. A [`Check`] is
 //! a small `Copy` value whose id encodes site, slot and a sequence number, so the common path
 //! hashes nothing and allocates nothing; URLs, search ids and site keys are cold, in parallel
-//! arrays. `poll_due` reads ahead the records of the sites due in the next few milliseconds so
-//! their cache misses overlap (docs/benchmarks/scheduler.md has the figures).
+//! arrays. `poll_due_into` dispatches a site as it comes out of the wheel, with no queue in
+//! between, and reads the records of the sites due 2 ms later so their cache misses overlap
+//! (docs/benchmarks/scheduler.md has the figures).
 
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
@@ -179,10 +181,10 @@ pub const MAX_URLS_PER_SITE: usize = SLOT_MASK as usize;
 const DUE_MAX: u64 = (1 << (64 - SLOT_BITS)) - 2;
 /// The key of a target whose page is gone: above every real key.
 const GONE: u64 = u64::MAX;
-/// `poll_due` reads ahead the records of the sites whose wake-ups come in the next
-/// `READ_AHEAD_MS`, a chunk of that many milliseconds at a time (so that many misses overlap
-/// in one tight loop), starting a chunk when the previous one is due within `READ_AHEAD_MS`.
-const READ_AHEAD_MS: u64 = 16;
+
+/// How far ahead `poll_due_into` reads the records of the sites coming due: enough for the
+/// loads to land before they are needed, not so far that they are evicted again.
+const TOUCH_AHEAD_MS: u64 = 2;
 
 /// A slot's key: its due time, then its index, so the smallest key is the target to check next,
 /// ties going to the one added first, exactly as a min-heap of (due, index) would pop them.
@@ -282,20 +284,42 @@ struct SiteSlot {
     gated: bool,
 }
 
+impl SiteSlot {
+    /// Whether this site may start its next check at `now` without asking the registry or
+    /// waiting: idle, not paused, nothing recorded against it, a target due, spacing kept.
+    #[inline]
+    fn may_start(&self, now: u64) -> bool {
+        self.flight == NIL
+            && !self.paused
+            && !self.gated
+            && self.next_key != GONE
+            && self.next_start.max(key_due(self.next_key)) <= now
+    }
+}
+
 /// `SiteSlot::interval_ms` when its targets' intervals differ.
 const MIXED: u32 = u32::MAX;
 
 const _: () = assert!(size_of::<SiteSlot>() == 128);
 
-/// `now` + `interval_ms` × a factor drawn uniformly from `[1 - jitter, 1 + jitter)`: when a
-/// search that was just checked is due again. One draw from `rng` per call.
+/// The interval jitter as a fraction of 2^32 (`jitter` clamped to `[0, 1]`), so that drawing
+/// a due time needs no floating point.
+fn jitter_fixed(jitter: f64) -> u64 {
+    // `as` saturates, and NaN becomes 0: no jitter.
+    (jitter.clamp(0.0, 1.0) * 4_294_967_296.0) as u64
+}
+
+/// `now` + `interval_ms` × a factor drawn uniformly from `[1 - jitter, 1 + jitter)` (to the
+/// ms; `jitter` as [`jitter_fixed`] gives it): when a search that was just checked is due
+/// again. One draw from `rng` per call. Integer only: ~10 instructions where the `f64` form
+/// took ~35, on the path every check takes.
 #[inline]
-fn jittered(rng: &mut SmallRng, jitter: f64, interval_ms: u32, now: Timestamp) -> u64 {
-    let factor = 1.0 - jitter + rng.random::<f64>() * 2.0 * jitter;
-    // `+ 0.5` then truncate: rounds like `f64::round` for the non-negative values here
-    // (a negative product saturates to 0 either way) without a libm call.
-    let ms = (f64::from(interval_ms) * factor + 0.5) as u64;
-    now.0.saturating_add(ms)
+fn jittered(rng: &mut SmallRng, jitter: u64, interval_ms: u32, now: Timestamp) -> u64 {
+    let interval = u64::from(interval_ms);
+    // 2 × interval × jitter (< 2^33: interval < 2^32, jitter ≤ 2^32).
+    let span = (interval * jitter) >> 31;
+    let offset = ((u128::from(rng.random::<u64>()) * u128::from(span)) >> 64) as u64;
+    now.0.saturating_add(interval - span / 2 + offset)
 }
 
 /// A check's id: the site (low 32 bits), the slot (next 16) and the site's sequence number
@@ -339,8 +363,8 @@ pub struct Scheduler {
     ready: Vec<u32>,
     ready_head: usize,
     in_flight: usize,
-    /// Wake-ups up to here have had their site records read ahead.
-    read_until: u64,
+    /// `config.interval_jitter` as [`jitter_fixed`] gives it.
+    jitter: u64,
     rng: SmallRng,
 }
 
@@ -355,6 +379,7 @@ impl Scheduler {
     /// interval jitter and the backoff jitter (the shell seeds it from the OS).
     #[must_use]
     pub fn new(config: SchedulerConfig, registry: Registry, seed: u64) -> Self {
+        let jitter = jitter_fixed(config.interval_jitter);
         Self {
             config,
             registry,
@@ -372,7 +397,7 @@ impl Scheduler {
             ready: Vec::new(),
             ready_head: 0,
             in_flight: 0,
-            read_until: 0,
+            jitter,
             rng: SmallRng::seed_from_u64(seed),
         }
     }
@@ -475,6 +500,7 @@ impl Scheduler {
         self.site_targets.push(Vec::new());
         self.site_intervals.push(Vec::new());
         self.site_index.insert(key.clone(), i);
+        self.events.fit(self.sites.len());
         i
     }
 
@@ -521,26 +547,61 @@ impl Scheduler {
         self.site_index.get(key).map(|&s| SiteIndex(s as u32))
     }
 
+    /// Every check that may start at `now`, appended to `out`: the checks, in the order,
+    /// that calling [`Self::poll_due`] until `None` would return, then sleep until
+    /// [`Self::poll_timeout`]. The driver's form: a site the wheel hands over that may send at
+    /// once is dispatched as it comes out, with no call, `Option` or ready queue per check.
+    pub fn poll_due_into(&mut self, now: Timestamp, out: &mut Vec<Check>) {
+        if self.ready_head == self.ready.len() {
+            if !self.events.any_due(now.0) {
+                return;
+            }
+            self.ready.clear();
+            self.ready_head = 0;
+            self.drain_wheel::<true>(now, out);
+            self.touch_ahead(now.0 + TOUCH_AHEAD_MS);
+            if self.ready.is_empty() {
+                return; // all dispatched on the way out of the wheel (or nothing due)
+            }
+        }
+        while let Some(check) = self.poll_due(now) {
+            out.push(check);
+        }
+    }
+
+    /// Takes the sites whose wake-up has come out of the wheel. With `DISPATCH`, a site that
+    /// may send at once is dispatched into `out` as it comes out; that keeps `poll_due`'s order
+    /// as long as nothing has gone to the ready queue before (it hands out the queue in
+    /// order). The others go to the ready queue. (A const parameter, not an `Option`: the
+    /// check is on every site's path, and each caller gets its own loop.)
+    #[inline]
+    fn drain_wheel<const DISPATCH: bool>(&mut self, now: Timestamp, out: &mut Vec<Check>) {
+        let cap = self.config.concurrency;
+        let (sites, ready, in_flight) = (&mut self.sites, &mut self.ready, &mut self.in_flight);
+        self.events.drain_each(now.0, |at, node, due| {
+            let s = node.index();
+            let site = &mut sites[s as usize];
+            if site.wake_at != at {
+                return false; // stale: replaced by an earlier wake-up, or already taken
+            }
+            if due {
+                site.wake_at = NEVER;
+                if DISPATCH && ready.is_empty() && *in_flight < cap && site.may_start(now.0) {
+                    *in_flight += 1;
+                    out.push(Self::start(site, s, now, false));
+                } else {
+                    Self::mark_ready(site, ready, s);
+                }
+            }
+            true
+        });
+    }
+
     /// The next check to start at `now`, or `None` when nothing may start now. Call repeatedly
     /// until `None`, then sleep until [`Self::poll_timeout`].
     pub fn poll_due(&mut self, now: Timestamp) -> Option<Check> {
         if self.events.any_due(now.0) {
-            let (sites, ready) = (&mut self.sites, &mut self.ready);
-            self.events.drain_each(now.0, |at, node, due| {
-                let Err(s) = node.split() else {
-                    return false;
-                };
-                let site = &mut sites[s as usize];
-                if site.wake_at != at {
-                    return false; // stale: replaced by an earlier wake-up, or already taken
-                }
-                if due {
-                    site.wake_at = NEVER;
-                    Self::mark_ready(site, ready, s);
-                }
-                true
-            });
-            self.read_ahead(now.0);
+            self.drain_wheel::<false>(now, &mut Vec::new());
         }
         while self.in_flight < self.config.concurrency {
             let Some(&s) = self.ready.get(self.ready_head) else {
@@ -563,28 +624,19 @@ impl Scheduler {
         None
     }
 
-    /// Reads the records of the sites whose wake-ups come in the next few milliseconds (the
-    /// site and its slots), so that when they come their cache misses have already been taken,
-    /// overlapped with each other and with this work, instead of one by one. (A safe stand-in
-    /// for a prefetch instruction: the loads are independent and nothing waits on them.)
-    fn read_ahead(&mut self, now: u64) {
-        if self.read_until > now + READ_AHEAD_MS {
-            return;
-        }
-        let from = self.read_until.max(now + 1);
-        let until = from + 2 * READ_AHEAD_MS;
-        let mut acc = 0u64;
-        for at in from..until {
-            for &node in self.events.nodes_at(at) {
-                if let Err(s) = Node::from_raw(node).split()
-                    && let Some(site) = self.sites.get(s as usize)
-                {
-                    // The record's two cache lines, without looking at what they hold.
-                    acc ^= site.next_key ^ u64::from(site.spacing_ms);
-                }
+    /// Reads the records of the sites due at `at` (a few ms ahead), so that when they come
+    /// out of the wheel their cache misses have been taken already, overlapped with this
+    /// work. (A safe stand-in for a prefetch instruction: the loads are independent and
+    /// nothing waits on them.)
+    #[inline]
+    fn touch_ahead(&self, at: u64) {
+        let (inline, _) = self.events.nodes_at(at);
+        let mut acc = 0;
+        for &s in inline {
+            if let Some(site) = self.sites.get(s as usize) {
+                acc ^= site.wake_at;
             }
         }
-        self.read_until = until;
         std::hint::black_box(acc);
     }
 
@@ -654,19 +706,24 @@ impl Scheduler {
         } else {
             false
         };
-        let site = &mut self.sites[s];
+        self.in_flight += 1;
+        Some(Self::start(&mut self.sites[s], s as u32, now, probe))
+    }
+
+    /// Site `s` (`site`, idle, its next target due) starts its next check at `now`.
+    #[inline]
+    fn start(site: &mut SiteSlot, s: u32, now: Timestamp, probe: bool) -> Check {
         let slot = (site.next_key & SLOT_MASK) as u16;
         site.flight = slot;
         site.probe = probe;
         site.seq = site.seq.wrapping_add(1);
         site.next_start = now.0.saturating_add(u64::from(site.spacing_ms));
-        self.in_flight += 1;
-        Some(Check {
-            id: check_id(s, slot, site.seq),
-            site: SiteIndex(s as u32),
+        Check {
+            id: check_id(s as usize, slot, site.seq),
+            site: SiteIndex(s),
             probe,
-            due: Timestamp(due),
-        })
+            due: Timestamp(key_due(site.next_key)),
+        }
     }
 
     /// Reports how check `id` ended at `now`. `retry_after` is the site's Retry-After, if any.
@@ -694,7 +751,7 @@ impl Scheduler {
                 MIXED => self.site_intervals[s][slot],
                 common => common,
             };
-            let next = jittered(&mut self.rng, self.config.interval_jitter, interval, now);
+            let next = jittered(&mut self.rng, self.jitter, interval, now);
             site.keys.as_mut_slice()[slot] = key(next, slot);
             site.next_key = site.keys.min();
             let at = site.next_start.max(key_due(site.next_key));
@@ -813,7 +870,7 @@ impl Scheduler {
             MIXED => self.site_intervals[s][slot],
             common => common,
         };
-        let next = jittered(&mut self.rng, self.config.interval_jitter, interval, now);
+        let next = jittered(&mut self.rng, self.jitter, interval, now);
         site.keys.as_mut_slice()[slot] = key(next, slot);
     }
 

@@ -1,86 +1,92 @@
-//! The scheduler's timer queue: a two-level timing wheel over the next ~65 s (1 ms slots for
-//! the current ~1 s, ~1 s buckets after that), with a binary heap for anything further out
-//! (backoff waits, long intervals) or already past.
+//! The scheduler's timer queue: a ring of 1 ms slots over the next few seconds, ~1 s buckets
+//! beyond it to ~65 s, and a binary heap for anything further out (backoff waits, long
+//! intervals) or already past.
 //!
-//! Why this shape: a simulated day is ~288 million checks and each needs a timer, so push and
-//! pop must be O(1) and allocation-free, and at 10,000 sites they must not miss the cache.
-//! A check re-arms its site ~2-30 s ahead; pushing appends to that bucket's vector, whose last
-//! cache line is written every few pushes and so stays in cache, and a bucket is moved into
-//! the 1 ms slots in one sequential pass when its time comes. (A wheel of 1 ms slots
-//! holding linked lists threaded through the nodes took a cache miss per node on both ends.)
-//! Vectors keep their capacity, so once they have grown nothing allocates. Hand-written
-//! because the timer crates we know either own the clock or allocate per timer.
+//! Why this shape: a simulated day is ~280 million checks and each re-arms its site's timer,
+//! usually 2-6 s ahead (spacing, or the next search's due time), so push and pop must be O(1),
+//! allocation-free and cache-friendly. A slot is 32 bytes holding up to eight nodes inline
+//! (more spill to a map), its count kept apart, so a push within the ring writes one half
+//! cache line, and a drain reads the slots in order. The ring grows with the number of sites (from
+//! 1 s to 8 s of slots, 32-256 KB) so that a few sites do not pay for ten thousand. Pushes
+//! further ahead append to their bucket's vector, which moves into the ring in one pass when
+//! the ring reaches it. Hand-written because the timer crates we know either own the clock or
+//! allocate per timer.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
-/// Slots per bucket (1 ms each). Large buckets keep pushes ~30 s ahead on a few buckets, so
-/// their last cache lines stay hot; a bucket's entries spread over 1,024 slots whose vectors
-/// (~60 KB) stay in cache too.
-const SLOTS: u64 = 1024;
-/// Buckets in the wheel; the wheel spans `WINDOW` ms.
+/// Bucket width in ms; the ring's length is a multiple of it.
+const BUCKET: u64 = 1024;
+/// Buckets beyond the ring (together ~65 s).
 const BUCKETS: u64 = 64;
-const WINDOW: u64 = SLOTS * BUCKETS;
+/// The ring's length in ms: smallest and largest.
+const RING_MIN: u64 = BUCKET;
+const RING_MAX: u64 = 8 * BUCKET;
+/// Words of the ring's bitmap, for the longest ring (inline: a fixed length lets an index
+/// masked to the ring skip its bounds check).
+const BIT_WORDS: usize = (RING_MAX / 64) as usize;
+/// Nodes a slot holds inline.
+const INLINE: usize = 8;
 
-/// Tag bit of a site node; a target node is the target's index.
-const SITE: u32 = 1 << 31;
-
-/// A timer's owner: a search target or a site, packed in a `u32`.
+/// A timer's owner: a site, by its index. (Only sites are timed.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Node(u32);
 
 impl Node {
-    #[cfg(test)]
-    pub(crate) fn target(t: u32) -> Self {
-        debug_assert!(t < SITE);
-        Self(t)
-    }
-
     pub(crate) fn site(s: u32) -> Self {
-        debug_assert!(s < SITE);
-        Self(s | SITE)
+        Self(s)
     }
 
-    /// A node as [`Timers::nodes_at`] lists it.
-    pub(crate) fn from_raw(raw: u32) -> Self {
-        Self(raw)
-    }
-
-    /// `Ok(target)` or `Err(site)`.
-    pub(crate) fn split(self) -> Result<u32, u32> {
-        if self.0 & SITE == 0 {
-            Ok(self.0)
-        } else {
-            Err(self.0 & !SITE)
-        }
+    /// The site's index.
+    pub(crate) fn index(self) -> u32 {
+        self.0
     }
 }
 
+/// One millisecond of the ring: its first nodes in push order (the rest in `Timers::spill`;
+/// the count in `Timers::lens`).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(32))]
+struct Slot {
+    nodes: [u32; INLINE],
+}
+
+const EMPTY: Slot = Slot { nodes: [0; INLINE] };
+
 /// A bucket entry: the deadline's offset in its bucket (high half) and the node (low half).
 fn entry(at: u64, node: Node) -> u64 {
-    ((at % SLOTS) << 32) | u64::from(node.0)
+    ((at % BUCKET) << 32) | u64::from(node.0)
 }
 
 /// Nodes keyed by a millisecond deadline. Nothing is deduplicated or deleted eagerly except
 /// by [`Timers::remove`]: a node pushed twice comes out twice, and the owner says which
 /// entries still stand (its liveness check), as it does for far-heap entries when they enter
-/// the wheel. Nodes with equal deadlines come out in no particular order (in fact the last
-/// pushed first); different deadlines come out in deadline order per drain.
+/// the wheel. Nodes with equal deadlines come out last pushed first; different deadlines come
+/// out in deadline order per drain.
 #[derive(Debug, Clone)]
 pub(crate) struct Timers {
-    /// Every deadline before `base` has been drained.
+    /// Every deadline before `base` has been drained; the ring holds those in
+    /// `[base, ring_end)`, slot `at & (ring - 1)`.
     base: u64,
-    /// The start of `base`'s bucket (`base` rounded down to `SLOTS`): `slots` hold the
-    /// deadlines in `[base, cur + SLOTS)`, `buckets` those in `[cur + SLOTS, cur + WINDOW)`.
-    cur: u64,
-    /// The current bucket's 1 ms slots: nodes in push order.
-    slots: Box<[Vec<u32>]>,
+    /// `base` rounded down to a bucket, plus `ring`: where the buckets begin. (Not
+    /// `base + ring`: then the first bucket and the ring would share a stretch.)
+    ring_end: u64,
+    /// The ring's length in ms (a power of two, a multiple of `BUCKET`).
+    ring: u64,
+    slots: Box<[Slot]>,
+    /// Per slot: how many nodes it holds, inline and spilled. Apart from the slots, so a push
+    /// reads this small, hot array and only writes the slot: a store that misses the cache
+    /// does not hold the work up the way a load does.
+    lens: Box<[u32]>,
     /// One bit per slot: non-empty.
-    slot_bits: Box<[u64]>,
-    /// Per bucket (by `(start / SLOTS) % BUCKETS`): its entries in push order (see [`entry`]).
+    slot_bits: [u64; BIT_WORDS],
+    /// Nodes beyond a slot's `INLINE`, by deadline, in push order.
+    spill: HashMap<u64, Vec<u32>>,
+    /// Per bucket (by `(start / BUCKET) % BUCKETS`): its entries in push order (see [`entry`]).
+    /// The buckets hold the deadlines from the ring's end to `bucket_end()`.
     buckets: Box<[Vec<u64>]>,
     /// One bit per bucket: non-empty.
-    bucket_bits: Box<[u64]>,
+    bucket_bits: u64,
     /// Per bucket: the earliest deadline pushed into it since it was last emptied (a removal
     /// leaves it as it was: early, never late), so `next_deadline` need not scan a bucket.
     bucket_min: Box<[u64]>,
@@ -88,76 +94,183 @@ pub(crate) struct Timers {
     far: BinaryHeap<Reverse<(u64, Node)>>,
 }
 
+const _: () = assert!(BUCKETS == 64, "bucket_bits is one u64");
+
 impl Timers {
     pub(crate) fn new() -> Self {
+        Self::with_ring(RING_MIN)
+    }
+
+    fn with_ring(ring: u64) -> Self {
+        debug_assert!(ring.is_power_of_two() && ring % BUCKET == 0);
         Self {
             base: 0,
-            cur: 0,
-            slots: vec![Vec::new(); SLOTS as usize].into_boxed_slice(),
-            slot_bits: vec![0; (SLOTS / 64) as usize].into_boxed_slice(),
+            ring_end: ring,
+            ring,
+            slots: vec![EMPTY; ring as usize].into_boxed_slice(),
+            lens: vec![0; ring as usize].into_boxed_slice(),
+            slot_bits: [0; BIT_WORDS],
+            spill: HashMap::new(),
             buckets: vec![Vec::new(); BUCKETS as usize].into_boxed_slice(),
-            bucket_bits: vec![0; (BUCKETS / 64) as usize].into_boxed_slice(),
+            bucket_bits: 0,
             bucket_min: vec![u64::MAX; BUCKETS as usize].into_boxed_slice(),
             far: BinaryHeap::new(),
         }
     }
 
-    /// Schedules `node` at `at`.
-    #[inline]
+    /// Sizes the ring for `sites` owners: ~1 ms of ring per site, from 1 s to 8 s (a site
+    /// re-arms a few seconds ahead, so a longer ring takes more pushes straight into their
+    /// slot). Growing moves every pending node; it happens a few times at most.
+    pub(crate) fn fit(&mut self, sites: usize) {
+        let want = (sites as u64).next_power_of_two().clamp(RING_MIN, RING_MAX);
+        if want <= self.ring {
+            return;
+        }
+        let mut grown = Self::with_ring(want);
+        grown.set_base(self.base);
+        // In push order within each millisecond, so equal deadlines keep their order.
+        for (at, node) in self.pending() {
+            grown.push(at, node);
+        }
+        *self = grown;
+    }
+
+    /// Every pending node with its deadline: the ring's, the buckets' and the far heap's.
+    fn pending(&self) -> Vec<(u64, Node)> {
+        let mask = self.ring - 1;
+        let start = self.base & mask;
+        let mut all = Vec::new();
+        for (k, &len) in self.lens.iter().enumerate() {
+            let at = self.base + ((k as u64).wrapping_sub(start) & mask);
+            let (inline, spilled) = self.nodes_at(at);
+            debug_assert_eq!(inline.len() + spilled.len(), len as usize);
+            all.extend(inline.iter().chain(spilled).map(|&n| (at, Node(n))));
+        }
+        let first = (self.ring_end) / BUCKET;
+        for (b, bucket) in self.buckets.iter().enumerate() {
+            let start = (first + (b as u64).wrapping_sub(first) % BUCKETS) * BUCKET;
+            all.extend(bucket.iter().map(|&e| (start + (e >> 32), Node(e as u32))));
+        }
+        all.extend(self.far.iter().map(|&Reverse(e)| e));
+        all
+    }
+
+    /// The ring slot of deadline `at` (the second mask is a no-op that tells the compiler
+    /// the bitmap index is in bounds).
+    #[inline(always)]
+    fn slot_of(&self, at: u64) -> usize {
+        (at & (self.ring - 1) & (RING_MAX - 1)) as usize
+    }
+
+    fn set_base(&mut self, base: u64) {
+        self.base = base;
+        self.ring_end = base - base % BUCKET + self.ring;
+    }
+
+    /// The first deadline past the buckets: `[ring_end, bucket_end)` goes to buckets.
+    fn bucket_end(&self) -> u64 {
+        self.ring_end + BUCKETS * BUCKET
+    }
+
+    /// Schedules `node` at `at`. Inlined: it is on the path of every check, and a call would
+    /// cost as much as the push (saving registers around it).
+    #[inline(always)]
     pub(crate) fn push(&mut self, at: u64, node: Node) {
-        if at < self.base || at - self.cur >= WINDOW {
-            self.push_far(at, node);
-        } else if at - self.cur < SLOTS {
-            let k = at - self.cur;
-            self.slots[k as usize].push(node.0);
-            self.slot_bits[(k >> 6) as usize] |= 1 << (k & 63);
+        if at < self.ring_end && at >= self.base {
+            let k = self.slot_of(at);
+            let len = self.lens[k] as usize;
+            self.lens[k] += 1;
+            if len < INLINE {
+                self.slots[k].nodes[len] = node.0;
+            } else {
+                self.push_spill(at, node);
+            }
+            self.slot_bits[k >> 6] |= 1 << (k & 63);
         } else {
-            let b = ((at / SLOTS) % BUCKETS) as usize;
+            self.push_beyond(at, node);
+        }
+    }
+
+    /// The ninth and later node in one millisecond: rare (a slot holds eight inline).
+    #[inline(never)]
+    fn push_spill(&mut self, at: u64, node: Node) {
+        self.spill.entry(at).or_default().push(node.0);
+    }
+
+    /// Past the ring: into a bucket, or the far heap. Out of line, so the ring's push stays
+    /// small where it is inlined.
+    #[inline(never)]
+    fn push_beyond(&mut self, at: u64, node: Node) {
+        if at < self.base || at >= self.bucket_end() {
+            self.far.push(Reverse((at, node)));
+        } else {
+            let b = ((at / BUCKET) % BUCKETS) as usize;
             self.buckets[b].push(entry(at, node));
-            self.bucket_bits[b >> 6] |= 1 << (b & 63);
+            self.bucket_bits |= 1 << b;
             self.bucket_min[b] = self.bucket_min[b].min(at);
         }
     }
 
-    /// Outside the window: kept out of line, as it is rare and the heap's sift is not small.
-    #[inline(never)]
-    fn push_far(&mut self, at: u64, node: Node) {
-        self.far.push(Reverse((at, node)));
-    }
-
-    /// The nodes due at `at`, if `at` is in the current bucket's 1 ms slots (else none):
-    /// what is coming soon, for the owner to read ahead.
-    pub(crate) fn nodes_at(&self, at: u64) -> &[u32] {
-        match at.checked_sub(self.cur) {
-            Some(k) if at >= self.base && k < SLOTS => &self.slots[k as usize],
-            _ => &[],
+    /// The nodes (site indices) due at `at` if it is in the ring (else none), inline then
+    /// spilled: what is coming soon, for the owner to read ahead.
+    pub(crate) fn nodes_at(&self, at: u64) -> (&[u32], &[u32]) {
+        if at >= self.ring_end || at < self.base {
+            return (&[], &[]);
         }
+        let k = self.slot_of(at);
+        let len = self.lens[k] as usize;
+        let inline = &self.slots[k].nodes[..len.min(INLINE)];
+        let spilled = match len > INLINE {
+            true => self.spill.get(&at).map_or(&[][..], Vec::as_slice),
+            false => &[],
+        };
+        (inline, spilled)
     }
 
     /// Takes `node` out of the wheel at `at`, if it is there (the newest entry, if it is there
     /// twice). (A far-heap entry is left in place: the owner's liveness check drops it later.)
+    #[inline(never)] // rare: a wake-up replaced by an earlier one
     pub(crate) fn remove(&mut self, at: u64, node: Node) {
-        if at < self.base || at - self.cur >= WINDOW {
-            return;
-        }
-        // `remove`, not `swap_remove`: the others keep their order (determinism).
-        if at - self.cur < SLOTS {
-            let k = at - self.cur;
-            let slot = &mut self.slots[k as usize];
-            if let Some(i) = slot.iter().rposition(|&n| n == node.0) {
-                slot.remove(i);
-                if slot.is_empty() {
-                    self.slot_bits[(k >> 6) as usize] &= !(1 << (k & 63));
+        if at < self.ring_end && at >= self.base {
+            let k = self.slot_of(at);
+            let (slot, len) = (&mut self.slots[k], &mut self.lens[k]);
+            // The others keep their order (determinism): the spilled ones are the newest.
+            if *len as usize > INLINE
+                && let Some(spilled) = self.spill.get_mut(&at)
+                && let Some(i) = spilled.iter().rposition(|&n| n == node.0)
+            {
+                spilled.remove(i);
+                if spilled.is_empty() {
+                    self.spill.remove(&at);
+                }
+                *len -= 1;
+                return;
+            }
+            let inline = (*len as usize).min(INLINE);
+            let Some(i) = slot.nodes[..inline].iter().rposition(|&n| n == node.0) else {
+                return;
+            };
+            slot.nodes.copy_within(i + 1..inline, i);
+            if *len as usize > INLINE
+                && let Some(spilled) = self.spill.get_mut(&at)
+            {
+                slot.nodes[INLINE - 1] = spilled.remove(0);
+                if spilled.is_empty() {
+                    self.spill.remove(&at);
                 }
             }
-        } else {
-            let b = ((at / SLOTS) % BUCKETS) as usize;
+            *len -= 1;
+            if *len == 0 {
+                self.slot_bits[k >> 6] &= !(1 << (k & 63));
+            }
+        } else if at >= self.base && at < self.bucket_end() {
+            let b = ((at / BUCKET) % BUCKETS) as usize;
             let bucket = &mut self.buckets[b];
             let e = entry(at, node);
             if let Some(i) = bucket.iter().rposition(|&x| x == e) {
                 bucket.remove(i);
                 if bucket.is_empty() {
-                    self.bucket_bits[b >> 6] &= !(1 << (b & 63));
+                    self.bucket_bits &= !(1 << b);
                     self.bucket_min[b] = u64::MAX;
                 }
             }
@@ -195,8 +308,9 @@ impl Timers {
     /// moves into the wheel. Entries that come out may still be stale, so the owner checks
     /// them again.
     pub(crate) fn drain_each(&mut self, now: u64, mut visit: impl FnMut(u64, Node, bool) -> bool) {
+        // Far entries pushed already past come before everything in the wheel.
         while let Some(&Reverse((at, node))) = self.far.peek() {
-            if at > now {
+            if at > now || at >= self.base {
                 break;
             }
             self.far.pop();
@@ -206,42 +320,60 @@ impl Timers {
             return;
         }
         loop {
-            let end = now.min(self.cur + SLOTS - 1);
-            // The slots in [base, end], a word of bits at a time.
-            let (lo, hi) = (self.base - self.cur, end - self.cur);
-            for w in lo / 64..=hi / 64 {
-                let from = if w == lo / 64 { lo % 64 } else { 0 };
-                let to = if w == hi / 64 { hi % 64 } else { 63 };
-                let mask = (u64::MAX << from) & (u64::MAX >> (63 - to));
-                let mut word = self.slot_bits[w as usize] & mask;
-                self.slot_bits[w as usize] &= !mask;
-                while word != 0 {
-                    let k = w * 64 + u64::from(word.trailing_zeros());
-                    word &= word - 1;
-                    let slot = &mut self.slots[k as usize];
-                    let at = self.cur + k;
-                    for &n in slot.iter().rev() {
-                        visit(at, Node(n), true);
-                    }
-                    slot.clear();
-                }
+            // Up to `now` or the end of `base`'s bucket, whichever comes first: the slots in
+            // [base, end] are contiguous in the ring (its length is a multiple of `BUCKET`).
+            let boundary = self.base - self.base % BUCKET + BUCKET;
+            let end = now.min(boundary - 1);
+            self.visit_slots(self.base, end, &mut visit);
+            self.set_base(end + 1);
+            if self.base == boundary {
+                // The ring now reaches the end of this bucket: it moves in, and far entries
+                // now inside the window move into the wheel.
+                self.enter_bucket(boundary + self.ring - BUCKET);
+                self.take_far(&mut visit);
             }
             if end == now {
-                self.base = now + 1;
-                if self.base % SLOTS == 0 {
-                    self.enter_bucket(self.base);
-                }
                 break;
             }
-            // On to the next bucket with entries, or straight to `now`'s if none comes first.
-            let next = self.next_bucket().filter(|&start| start <= now);
-            let start = next.unwrap_or(now - now % SLOTS);
-            self.enter_bucket(start);
-            self.base = start;
+            if self.slot_bits[..self.ring as usize / 64]
+                .iter()
+                .all(|&w| w == 0)
+            {
+                self.skip_empty(now, &mut visit);
+                if self.base > now {
+                    break;
+                }
+            }
         }
-        // Far deadlines that are now inside the window move into it, if they still stand.
+    }
+
+    /// With nothing in the ring: moves `base` straight on to where the first bucket with
+    /// entries moves in, or the first far entry would land in the ring, or past `now`,
+    /// whichever comes first (there is nothing to visit in between).
+    fn skip_empty(&mut self, now: u64, visit: &mut impl FnMut(u64, Node, bool) -> bool) {
+        let bucket = self
+            .next_bucket()
+            .map_or(u64::MAX, |start| start + BUCKET - self.ring);
+        let far = self
+            .far
+            .peek()
+            .map_or(u64::MAX, |Reverse((at, _))| at - at % BUCKET);
+        let to = bucket.min(far).min(now + 1);
+        if to <= self.base {
+            return;
+        }
+        self.set_base(to);
+        if to == bucket {
+            self.enter_bucket(to + self.ring - BUCKET);
+        }
+        self.take_far(visit);
+    }
+
+    /// Far deadlines now inside the wheel's window move into it, if they still stand.
+    fn take_far(&mut self, visit: &mut impl FnMut(u64, Node, bool) -> bool) {
+        let end = self.bucket_end();
         while let Some(&Reverse((at, node))) = self.far.peek() {
-            if at - self.cur >= WINDOW {
+            if at >= end {
                 break;
             }
             self.far.pop();
@@ -251,69 +383,109 @@ impl Timers {
         }
     }
 
-    /// Makes the bucket starting at `start` the current one: its entries move into the slots
-    /// (which are empty). `start` is at most one bucket past any bucket with entries.
+    /// Visits the slots for `[from, to]` (inside one bucket), emptying them.
+    #[inline]
+    fn visit_slots(&mut self, from: u64, to: u64, visit: &mut impl FnMut(u64, Node, bool) -> bool) {
+        let mask = self.ring - 1;
+        let (lo, hi) = (from & mask, to & mask);
+        for w in lo / 64..=hi / 64 {
+            let first = if w == lo / 64 { lo % 64 } else { 0 };
+            let last = if w == hi / 64 { hi % 64 } else { 63 };
+            let bits = (u64::MAX << first) & (u64::MAX >> (63 - last));
+            let mut word = self.slot_bits[w as usize] & bits;
+            self.slot_bits[w as usize] &= !bits;
+            while word != 0 {
+                let k = w * 64 + u64::from(word.trailing_zeros());
+                word &= word - 1;
+                let at = from - lo + k;
+                let len = std::mem::take(&mut self.lens[k as usize]) as usize;
+                if len > INLINE
+                    && let Some(spilled) = self.spill.remove(&at)
+                {
+                    for &n in spilled.iter().rev() {
+                        visit(at, Node(n), true);
+                    }
+                }
+                for &n in self.slots[k as usize].nodes[..len.min(INLINE)].iter().rev() {
+                    visit(at, Node(n), true);
+                }
+            }
+        }
+    }
+
+    /// Moves the bucket starting at `start` into the ring, which now covers all of it.
     fn enter_bucket(&mut self, start: u64) {
-        debug_assert!(self.slot_bits.iter().all(|&w| w == 0));
-        self.cur = start;
-        let b = ((start / SLOTS) % BUCKETS) as usize;
-        if self.bucket_bits[b >> 6] & (1 << (b & 63)) == 0 {
+        let b = ((start / BUCKET) % BUCKETS) as usize;
+        if self.bucket_bits & (1 << b) == 0 {
             return;
         }
-        self.bucket_bits[b >> 6] &= !(1 << (b & 63));
+        self.bucket_bits &= !(1 << b);
         self.bucket_min[b] = u64::MAX;
         let mut bucket = std::mem::take(&mut self.buckets[b]);
         for &e in &bucket {
-            let k = e >> 32;
-            self.slots[k as usize].push(e as u32);
-            self.slot_bits[(k >> 6) as usize] |= 1 << (k & 63);
+            self.push(start + (e >> 32), Node(e as u32));
         }
         bucket.clear();
         self.buckets[b] = bucket;
     }
 
-    /// The start of the first bucket after the current one that has entries.
+    /// The start of the first bucket (in time) with entries.
     fn next_bucket(&self) -> Option<u64> {
-        let first = self.cur / SLOTS + 1;
-        let mut k = 0;
-        while k < BUCKETS - 1 {
-            let b = ((first + k) % BUCKETS) as usize;
-            let word = self.bucket_bits[b >> 6] >> (b & 63);
-            if word != 0 {
-                let found = k + u64::from(word.trailing_zeros());
-                return (found < BUCKETS - 1).then_some((first + found) * SLOTS);
-            }
-            k += 64 - (b & 63) as u64;
+        if self.bucket_bits == 0 {
+            return None;
         }
-        None
+        let first = (self.ring_end) / BUCKET;
+        let k = self
+            .bucket_bits
+            .rotate_right((first % BUCKETS) as u32)
+            .trailing_zeros();
+        Some((first + u64::from(k)) * BUCKET)
     }
 
     /// The earliest deadline, if any (possibly a stale entry: early, never late).
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        // Slots before `base` are empty: the first set bit is the earliest slot deadline.
-        let first = (self.base - self.cur) / 64;
-        let slot = self.slot_bits[first as usize..]
-            .iter()
-            .zip(first..)
-            .find(|&(&w, _)| w != 0)
-            .map(|(&w, i)| self.cur + i * 64 + u64::from(w.trailing_zeros()));
-        let wheel = if slot.is_some() {
-            slot
-        } else {
-            self.next_bucket()
-                .map(|start| self.bucket_min[((start / SLOTS) % BUCKETS) as usize])
-        };
-        let far = self.far.peek().map(|Reverse((at, _))| *at);
-        match (wheel, far) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let mut first = self.ring_first().unwrap_or(u64::MAX);
+        if let Some(start) = self.next_bucket() {
+            // Buckets come after the ring, but its entries may all be stale (removed).
+            first = first.min(self.bucket_min[((start / BUCKET) % BUCKETS) as usize]);
         }
+        if let Some(Reverse((at, _))) = self.far.peek() {
+            first = first.min(*at);
+        }
+        (first != u64::MAX).then_some(first)
+    }
+
+    /// The ring's earliest deadline: its first set bit at or after `base`'s slot, going round
+    /// once (usually in the first word).
+    fn ring_first(&self) -> Option<u64> {
+        let mask = self.ring - 1;
+        let start = self.base & mask;
+        let words = self.ring / 64;
+        for i in 0..=words {
+            let w = (start / 64 + i) % words;
+            let mut word = self.slot_bits[w as usize];
+            if i == 0 {
+                word &= u64::MAX << (start % 64);
+            } else if i == words {
+                word &= !(u64::MAX << (start % 64));
+            }
+            if word != 0 {
+                let k = w * 64 + u64::from(word.trailing_zeros());
+                return Some(self.base + (k.wrapping_sub(start) & mask));
+            }
+        }
+        None
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A second family of owners, distinct from the small site numbers the tests use.
+    fn target(n: u32) -> Node {
+        Node::site(1000 + n)
+    }
 
     #[test]
     fn deadlines_come_out_in_order_across_the_window_and_the_heap() {
@@ -324,8 +496,8 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            timers.push(t0 + at, Node::target(k as u32));
-            want.push((t0 + at, Node::target(k as u32)));
+            timers.push(t0 + at, target(k as u32));
+            want.push((t0 + at, target(k as u32)));
         }
         want.sort_unstable();
         let mut got = Vec::new();
@@ -345,14 +517,14 @@ mod tests {
             got.extend(out);
             // Pushing into the past or the near future while draining works.
             if got.len() == 3 {
-                timers.push(now - 5, Node::target(99));
-                timers.push(now + 2, Node::target(98));
-                want.push((now - 5, Node::target(99)));
-                want.push((now + 2, Node::target(98)));
+                timers.push(now - 5, target(99));
+                timers.push(now + 2, target(98));
+                want.push((now - 5, target(99)));
+                want.push((now + 2, target(98)));
                 want.sort_unstable();
                 let mut out = Vec::new();
                 timers.drain_due(now, &mut out, |_, _| true);
-                assert_eq!(out, vec![(now - 5, Node::target(99))]);
+                assert_eq!(out, vec![(now - 5, target(99))]);
                 got.extend(out);
             }
         }
@@ -369,15 +541,15 @@ mod tests {
         for n in 0..3 {
             timers.push(t0 + 7, Node::site(n));
         }
-        timers.push(t0 + 7, Node::target(3));
+        timers.push(t0 + 7, target(3));
         timers.remove(t0 + 7, Node::site(1));
-        timers.remove(t0 + 7, Node::target(3));
+        timers.remove(t0 + 7, target(3));
         // Removing what is not linked is harmless.
         timers.remove(t0 + 7, Node::site(1));
-        timers.remove(t0 + 9, Node::target(2));
+        timers.remove(t0 + 9, target(2));
         // A far entry that its owner no longer wants is dropped when it reaches the wheel.
-        timers.push(t0 + 100_000, Node::target(0));
-        timers.push(t0 + 100_001, Node::target(1));
+        timers.push(t0 + 100_000, target(0));
+        timers.push(t0 + 100_001, target(1));
         let mut out = Vec::new();
         timers.drain_due(t0 + 7, &mut out, |_, _| true);
         out.sort_unstable();
@@ -385,12 +557,12 @@ mod tests {
         // The removed node can be scheduled again.
         timers.push(t0 + 8, Node::site(1));
         out.clear();
-        timers.drain_due(t0 + 50_000, &mut out, |_, n| n != Node::target(1));
+        timers.drain_due(t0 + 50_000, &mut out, |_, n| n != target(1));
         assert_eq!(out, vec![(t0 + 8, Node::site(1))]);
         assert_eq!(timers.next_deadline(), Some(t0 + 100_000));
         out.clear();
         timers.drain_due(t0 + 200_000, &mut out, |_, _| true);
-        assert_eq!(out, vec![(t0 + 100_000, Node::target(0))]);
+        assert_eq!(out, vec![(t0 + 100_000, target(0))]);
         assert_eq!(timers.next_deadline(), None);
     }
 
@@ -401,30 +573,27 @@ mod tests {
         timers.drain_due(t0 - 1, &mut Vec::new(), |_, _| true);
         // Ten nodes in one ms a bucket ahead, three in the current bucket, one 60 s ahead.
         for n in 0..10 {
-            timers.push(t0 + SLOTS + 100, Node::target(n));
+            timers.push(t0 + BUCKET + 100, target(n));
         }
         for n in 10..13 {
-            timers.push(t0 + 5, Node::target(n));
+            timers.push(t0 + 5, target(n));
         }
         timers.push(t0 + 60_000, Node::site(1));
-        timers.remove(t0 + SLOTS + 100, Node::target(4));
-        timers.remove(t0 + 5, Node::target(11));
+        timers.remove(t0 + BUCKET + 100, target(4));
+        timers.remove(t0 + 5, target(11));
         timers.remove(t0 + 60_000, Node::site(1));
         timers.remove(t0 + 60_000, Node::site(1));
         assert_eq!(timers.next_deadline(), Some(t0 + 5));
         let mut out = Vec::new();
-        timers.drain_due(t0 + SLOTS + 99, &mut out, |_, _| true);
-        assert_eq!(
-            out,
-            [(t0 + 5, Node::target(12)), (t0 + 5, Node::target(10))]
-        );
-        assert_eq!(timers.next_deadline(), Some(t0 + SLOTS + 100));
+        timers.drain_due(t0 + BUCKET + 99, &mut out, |_, _| true);
+        assert_eq!(out, [(t0 + 5, target(12)), (t0 + 5, target(10))]);
+        assert_eq!(timers.next_deadline(), Some(t0 + BUCKET + 100));
         out.clear();
-        timers.drain_due(t0 + SLOTS + 100, &mut out, |_, _| true);
+        timers.drain_due(t0 + BUCKET + 100, &mut out, |_, _| true);
         let want: Vec<_> = (0..10)
             .rev()
             .filter(|&n| n != 4)
-            .map(|n| (t0 + SLOTS + 100, Node::target(n)))
+            .map(|n| (t0 + BUCKET + 100, target(n)))
             .collect();
         assert_eq!(out, want, "last pushed first");
         assert_eq!(timers.next_deadline(), None, "the removed site is gone");
@@ -435,5 +604,118 @@ mod tests {
         out.clear();
         timers.drain_due(t0 + 7_300_000, &mut out, |_, _| true);
         assert_eq!(out, [(t0 + 7_200_070, Node::site(2))]);
+    }
+
+    #[test]
+    fn a_crowded_millisecond_spills_and_keeps_its_order() {
+        let mut timers = Timers::new();
+        let t0 = 5 * BUCKET;
+        timers.drain_due(t0 - 1, &mut Vec::new(), |_, _| true);
+        let n = INLINE as u32 + 4;
+        for k in 0..n {
+            timers.push(t0 + 3, Node::site(k));
+        }
+        // Out of the inline part and out of the spill; the rest close up in order.
+        timers.remove(t0 + 3, Node::site(2));
+        timers.remove(t0 + 3, Node::site(INLINE as u32 + 1));
+        let left: Vec<u32> = (0..n)
+            .filter(|&k| k != 2 && k != INLINE as u32 + 1)
+            .collect();
+        let (inline, spilled) = timers.nodes_at(t0 + 3);
+        assert_eq!(inline, &left[..INLINE]);
+        assert_eq!(spilled, &left[INLINE..]);
+        let mut out = Vec::new();
+        timers.drain_due(t0 + 3, &mut out, |_, _| true);
+        let want: Vec<_> = left
+            .iter()
+            .rev()
+            .map(|&k| (t0 + 3, Node::site(k)))
+            .collect();
+        assert_eq!(out, want, "last pushed first");
+        assert_eq!(timers.next_deadline(), None);
+        assert!(timers.spill.is_empty());
+    }
+
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Push a node this many ms ahead of the drained point (may be behind it).
+        Push(i64, u32),
+        /// Remove the `n`th pending entry (modulo), if any.
+        Remove(usize),
+        /// Drain up to this many ms ahead.
+        Drain(u64),
+        /// Grow the ring for this many sites.
+        Fit(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let ahead = prop_oneof![-50i64..20, 0i64..3_000, 0i64..70_000, 0i64..10_000_000,];
+        prop_oneof![
+            6 => (ahead, 0u32..40).prop_map(|(a, n)| Op::Push(a, n)),
+            1 => any::<usize>().prop_map(Op::Remove),
+            3 => prop_oneof![0u64..5, 0u64..2_000, 0u64..100_000, 0u64..20_000_000].prop_map(Op::Drain),
+            1 => (1usize..20_000).prop_map(Op::Fit),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Against a plain list of (deadline, node): every drain gives exactly the pending
+        /// entries due by then, in deadline order, and `next_deadline` is never late.
+        #[test]
+        fn the_wheel_agrees_with_a_sorted_list(ops in prop::collection::vec(op(), 1..300)) {
+            let mut timers = Timers::new();
+            let mut model: Vec<(u64, Node)> = Vec::new();
+            let mut now = 1_700_000_000_000u64;
+            timers.drain_due(now, &mut Vec::new(), |_, _| true);
+            for op in ops {
+                match op {
+                    Op::Push(ahead, n) => {
+                        let at = now.saturating_add_signed(ahead);
+                        timers.push(at, Node::site(n));
+                        model.push((at, Node::site(n)));
+                    }
+                    Op::Remove(i) => {
+                        if !model.is_empty() {
+                            let (at, node) = model[i % model.len()];
+                            // Only the wheel removes at once; a far entry (outside the
+                            // window) stays until the owner's liveness check, which this
+                            // model does not exercise.
+                            timers.remove(at, node);
+                            if at >= timers.base && at < timers.bucket_end() {
+                                let j = model.iter().rposition(|&e| e == (at, node)).unwrap();
+                                model.remove(j);
+                            }
+                        }
+                    }
+                    Op::Drain(ahead) => {
+                        let to = now + ahead;
+                        // Early (a removed entry's time) but never late.
+                        let earliest = model.iter().map(|e| e.0).min();
+                        match timers.next_deadline() {
+                            Some(next) => prop_assert!(earliest.is_none_or(|e| next <= e)),
+                            None => prop_assert!(earliest.is_none()),
+                        }
+                        let mut out = Vec::new();
+                        timers.drain_due(to, &mut out, |_, _| true);
+                        prop_assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "in order");
+                        let mut due: Vec<_> = model.iter().copied().filter(|e| e.0 <= to).collect();
+                        model.retain(|e| e.0 > to);
+                        out.sort_unstable();
+                        due.sort_unstable();
+                        prop_assert_eq!(out, due);
+                        now = to.max(now);
+                    }
+                    Op::Fit(sites) => timers.fit(sites),
+                }
+            }
+            let mut pending = timers.pending();
+            pending.sort_unstable();
+            model.sort_unstable();
+            prop_assert_eq!(pending, model);
+        }
     }
 }

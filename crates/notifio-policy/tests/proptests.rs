@@ -7,7 +7,9 @@
 //! - no wait exceeds max_wait, and Retry-After never shortens a wait;
 //! - never two checks in flight on one site, never more than `concurrency` overall, and
 //!   starts on one site are at least `spacing` apart;
-//! - nothing is due before `poll_timeout()`: `poll_due(t)` for any `t < poll_timeout()` is `None`.
+//! - nothing is due before `poll_timeout()`: `poll_due(t)` for any `t < poll_timeout()` is `None`;
+//! - `poll_due_into` (the driver's batch form) issues exactly the checks, in the same order,
+//!   that calling `poll_due` until `None` would (`batch_and_single_polls_agree`).
 
 mod common;
 
@@ -75,6 +77,8 @@ struct Setup {
     max_wait_s: u64,
     short_ladders: bool,
     seed: u64,
+    /// Drain with `poll_due_into` instead of `poll_due` until `None`.
+    batch: bool,
 }
 
 fn setup() -> impl Strategy<Value = Setup> {
@@ -85,15 +89,17 @@ fn setup() -> impl Strategy<Value = Setup> {
         prop_oneof![Just(3600u64), 5u64..3600],
         any::<bool>(),
         any::<u64>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(searches, spacing_ms, concurrency, max_wait_s, short_ladders, seed)| Setup {
+            |(searches, spacing_ms, concurrency, max_wait_s, short_ladders, seed, batch)| Setup {
                 searches,
                 spacing_ms,
                 concurrency,
                 max_wait_s,
                 short_ladders,
                 seed,
+                batch,
             },
         )
 }
@@ -110,7 +116,9 @@ struct Harness {
     spacing: Duration,
     concurrency: usize,
     max_wait: Duration,
-    issued: usize,
+    /// Every check issued, in order: (time, check id, probe).
+    issued: Vec<(Timestamp, CheckId, bool)>,
+    batch: bool,
 }
 
 impl Harness {
@@ -157,14 +165,19 @@ impl Harness {
             spacing,
             concurrency: setup.concurrency,
             max_wait,
-            issued: 0,
+            issued: Vec::new(),
+            batch: setup.batch,
         }
     }
 
-    /// poll_due until None, checking every issued check.
+    /// poll_due until None (or poll_due_into), checking every issued check.
     fn drain(&mut self) -> Result<(), TestCaseError> {
-        while let Some(c) = self.s.poll_check(self.now) {
-            self.issued += 1;
+        let due = match self.batch {
+            true => self.s.poll_checks(self.now),
+            false => std::iter::from_fn(|| self.s.poll_check(self.now)).collect(),
+        };
+        for c in due {
+            self.issued.push((self.now, c.id, c.probe));
             match self.s.registry().entry(&c.site) {
                 Some(e) => {
                     prop_assert!(
@@ -193,8 +206,8 @@ impl Harness {
             self.last_start.insert(c.site.clone(), self.now);
             self.in_flight.push(c);
             prop_assert!(self.in_flight.len() <= self.concurrency);
-            prop_assert_eq!(self.s.in_flight(), self.in_flight.len());
         }
+        prop_assert_eq!(self.s.in_flight(), self.in_flight.len());
         Ok(())
     }
 
@@ -281,6 +294,20 @@ proptest! {
         h.drain()?;
         for op in &ops {
             h.step(op)?;
+        }
+    }
+
+    #[test]
+    fn batch_and_single_polls_agree(setup in setup(), ops in prop::collection::vec(op(), 1..200)) {
+        let mut single = Harness::new(&Setup { batch: false, ..setup.clone() });
+        let mut batch = Harness::new(&Setup { batch: true, ..setup });
+        single.drain()?;
+        batch.drain()?;
+        for op in &ops {
+            single.step(op)?;
+            batch.step(op)?;
+            prop_assert_eq!(&single.issued, &batch.issued);
+            prop_assert_eq!(single.s.poll_timeout(), batch.s.poll_timeout());
         }
     }
 

@@ -135,7 +135,7 @@ impl AppMetrics {
     }
 }
 
-/// A check from [`Scheduler::poll_due`] with its site key, URL and searches looked up once
+/// A check from [`Scheduler::poll_due_into`] with its site key, URL and searches looked up once
 /// (the scheduler hands out a small `Copy` check; one lookup per real fetch costs nothing).
 #[derive(Debug, Clone)]
 struct Check {
@@ -562,12 +562,15 @@ impl Watcher {
         let mode = self.mode;
         let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
         let mut results: HashMap<SearchId, PassResult> = HashMap::new();
+        let mut due = Vec::new();
         loop {
             if cancel.is_cancelled() {
                 break;
             }
             let t = now();
-            while let Some(c) = self.scheduler.poll_due(t) {
+            due.clear();
+            self.scheduler.poll_due_into(t, &mut due);
+            for &c in &due {
                 match Check::resolve(&self.scheduler, c) {
                     Some(check) => self.start(check, &tx, &cancel)?,
                     None => self.scheduler.abandon(c.id),

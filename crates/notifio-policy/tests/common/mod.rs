@@ -43,24 +43,38 @@ pub(crate) struct Check {
     pub(crate) probe: bool,
 }
 
-/// `poll_due`, resolved.
+/// `poll_due` and `poll_due_into`, resolved.
 pub(crate) trait PollCheck {
     /// [`Scheduler::poll_due`] with the check's site key, URL and searches looked up.
     fn poll_check(&mut self, now: Timestamp) -> Option<Check>;
+    /// [`Scheduler::poll_due_into`], resolved the same way.
+    #[allow(dead_code)]
+    fn poll_checks(&mut self, now: Timestamp) -> Vec<Check>;
+}
+
+/// A scheduler's check with its site key, URL and searches looked up.
+fn resolve(s: &Scheduler, c: notifio_policy::Check) -> Check {
+    Check {
+        id: c.id,
+        site: s.site_key(c.site).clone(),
+        url: Arc::clone(s.check_url(c.id).expect("an issued check has a URL")),
+        searches: Arc::clone(
+            s.check_searches(c.id)
+                .expect("an issued check has searches"),
+        ),
+        probe: c.probe,
+    }
 }
 
 impl PollCheck for Scheduler {
     fn poll_check(&mut self, now: Timestamp) -> Option<Check> {
         let c = self.poll_due(now)?;
-        Some(Check {
-            id: c.id,
-            site: self.site_key(c.site).clone(),
-            url: Arc::clone(self.check_url(c.id).expect("an issued check has a URL")),
-            searches: Arc::clone(
-                self.check_searches(c.id)
-                    .expect("an issued check has searches"),
-            ),
-            probe: c.probe,
-        })
+        Some(resolve(self, c))
+    }
+
+    fn poll_checks(&mut self, now: Timestamp) -> Vec<Check> {
+        let mut due = Vec::new();
+        self.poll_due_into(now, &mut due);
+        due.into_iter().map(|c| resolve(self, c)).collect()
     }
 }
