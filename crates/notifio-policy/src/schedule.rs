@@ -634,7 +634,7 @@ impl Scheduler {
         let mut acc = 0;
         for &s in inline {
             if let Some(site) = self.sites.get(s as usize) {
-                acc ^= site.wake_at;
+                acc ^= site.wake_at ^ u64::from(site.spacing_ms); // both cache lines
             }
         }
         std::hint::black_box(acc);
