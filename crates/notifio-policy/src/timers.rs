@@ -44,7 +44,7 @@ impl Node {
 }
 
 /// One millisecond of the ring: its first nodes in push order (the rest in `Timers::spill`;
-/// the count in `Timers::lens`).
+/// how many are inline in `Timers::lens`).
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(32))]
 struct Slot {
@@ -74,10 +74,11 @@ pub(crate) struct Timers {
     /// The ring's length in ms (a power of two, a multiple of `BUCKET`).
     ring: u64,
     slots: Box<[Slot]>,
-    /// Per slot: how many nodes it holds, inline and spilled. Apart from the slots, so a push
-    /// reads this small, hot array and only writes the slot: a store that misses the cache
-    /// does not hold the work up the way a load does.
-    lens: Box<[u32]>,
+    /// Per slot: how many nodes it holds inline (when `INLINE`, more may be in `spill`).
+    /// Apart from the slots and one byte each, so a push reads this small, hot array and only
+    /// writes the slot: a store that misses the cache does not hold the work up the way a
+    /// load does.
+    lens: Box<[u8]>,
     /// One bit per slot: non-empty.
     slot_bits: [u64; BIT_WORDS],
     /// Nodes beyond a slot's `INLINE`, by deadline, in push order.
@@ -140,10 +141,9 @@ impl Timers {
         let mask = self.ring - 1;
         let start = self.base & mask;
         let mut all = Vec::new();
-        for (k, &len) in self.lens.iter().enumerate() {
+        for k in 0..self.lens.len() {
             let at = self.base + ((k as u64).wrapping_sub(start) & mask);
             let (inline, spilled) = self.nodes_at(at);
-            debug_assert_eq!(inline.len() + spilled.len(), len as usize);
             all.extend(inline.iter().chain(spilled).map(|&n| (at, Node(n))));
         }
         let first = (self.ring_end) / BUCKET;
@@ -178,10 +178,10 @@ impl Timers {
     pub(crate) fn push(&mut self, at: u64, node: Node) {
         if at < self.ring_end && at >= self.base {
             let k = self.slot_of(at);
-            let len = self.lens[k] as usize;
-            self.lens[k] += 1;
+            let len = usize::from(self.lens[k]);
             if len < INLINE {
                 self.slots[k].nodes[len] = node.0;
+                self.lens[k] += 1;
             } else {
                 self.push_spill(at, node);
             }
@@ -218,9 +218,9 @@ impl Timers {
             return (&[], &[]);
         }
         let k = self.slot_of(at);
-        let len = self.lens[k] as usize;
-        let inline = &self.slots[k].nodes[..len.min(INLINE)];
-        let spilled = match len > INLINE {
+        let len = usize::from(self.lens[k]);
+        let inline = &self.slots[k].nodes[..len];
+        let spilled = match len == INLINE {
             true => self.spill.get(&at).map_or(&[][..], Vec::as_slice),
             false => &[],
         };
@@ -235,7 +235,7 @@ impl Timers {
             let k = self.slot_of(at);
             let (slot, len) = (&mut self.slots[k], &mut self.lens[k]);
             // The others keep their order (determinism): the spilled ones are the newest.
-            if *len as usize > INLINE
+            if usize::from(*len) == INLINE
                 && let Some(spilled) = self.spill.get_mut(&at)
                 && let Some(i) = spilled.iter().rposition(|&n| n == node.0)
             {
@@ -243,25 +243,26 @@ impl Timers {
                 if spilled.is_empty() {
                     self.spill.remove(&at);
                 }
-                *len -= 1;
                 return;
             }
-            let inline = (*len as usize).min(INLINE);
+            let inline = usize::from(*len);
             let Some(i) = slot.nodes[..inline].iter().rposition(|&n| n == node.0) else {
                 return;
             };
             slot.nodes.copy_within(i + 1..inline, i);
-            if *len as usize > INLINE
+            if inline == INLINE
                 && let Some(spilled) = self.spill.get_mut(&at)
             {
+                // The oldest spilled node takes the last inline place.
                 slot.nodes[INLINE - 1] = spilled.remove(0);
                 if spilled.is_empty() {
                     self.spill.remove(&at);
                 }
-            }
-            *len -= 1;
-            if *len == 0 {
-                self.slot_bits[k >> 6] &= !(1 << (k & 63));
+            } else {
+                *len -= 1;
+                if *len == 0 {
+                    self.slot_bits[k >> 6] &= !(1 << (k & 63));
+                }
             }
         } else if at >= self.base && at < self.bucket_end() {
             let b = ((at / BUCKET) % BUCKETS) as usize;
@@ -398,15 +399,15 @@ impl Timers {
                 let k = w * 64 + u64::from(word.trailing_zeros());
                 word &= word - 1;
                 let at = from - lo + k;
-                let len = std::mem::take(&mut self.lens[k as usize]) as usize;
-                if len > INLINE
+                let len = usize::from(std::mem::take(&mut self.lens[k as usize]));
+                if len == INLINE
                     && let Some(spilled) = self.spill.remove(&at)
                 {
                     for &n in spilled.iter().rev() {
                         visit(at, Node(n), true);
                     }
                 }
-                for &n in self.slots[k as usize].nodes[..len.min(INLINE)].iter().rev() {
+                for &n in self.slots[k as usize].nodes[..len].iter().rev() {
                     visit(at, Node(n), true);
                 }
             }
