@@ -746,8 +746,7 @@ impl Watcher {
             }
             let fingerprint = fingerprint(&fetched);
             let same = expected.is_some() && fingerprint == expected;
-            let (outcome, listings) =
-                judge(&fetched, profile.as_ref(), &markers, has_session, same);
+            let (outcome, listings) = judge(&fetched, &profile, &markers, has_session, same).await;
             let _ = tx.send(Done {
                 check,
                 outcome,
@@ -1191,13 +1190,18 @@ impl Watcher {
     }
 }
 
+/// Pages larger than this are parsed on the blocking pool. `watch` runs its checks on one
+/// worker thread (fewer thread hand-offs per check), and a huge page (up to the body cap) must
+/// not hold up other sites' checks meanwhile; an ordinary page (~300 KB) parses in ~1 ms.
+const PARSE_INLINE_MAX: usize = 1 << 20;
+
 /// Classifies a fetched page and, when it is a proper page, extracts its listings.
 ///
 /// `same_page`: the bytes are those of the last page judged good, so a listing cannot be new;
 /// classification still runs (headers may differ), extraction does not.
-fn judge(
+async fn judge(
     fetched: &Fetched,
-    profile: &dyn SiteProfile,
+    profile: &Arc<dyn SiteProfile>,
     markers: &Markers,
     has_session: bool,
     same_page: bool,
@@ -1209,7 +1213,15 @@ fn judge(
     let Ok(url) = url::Url::parse(&fetched.final_url) else {
         return (Outcome::LayoutUnknown, None);
     };
-    match profile.extract(&fetched.body, &url) {
+    let extraction = if fetched.body.len() <= PARSE_INLINE_MAX {
+        profile.extract(&fetched.body, &url)
+    } else {
+        let (profile, body) = (Arc::clone(profile), fetched.body.clone());
+        tokio::task::spawn_blocking(move || profile.extract(&body, &url))
+            .await
+            .unwrap_or(Extraction::LayoutUnknown)
+    };
+    match extraction {
         Extraction::Listings(v) => (Outcome::Ok, Some(v)),
         Extraction::NoResults => (Outcome::Ok, Some(Vec::new())),
         Extraction::LayoutUnknown => (Outcome::LayoutUnknown, None),
