@@ -28,6 +28,11 @@ def main():
     ap.add_argument("--validators", action="store_true",
                     help="let the portal send ETags (unchanged pages come back as 304)")
     ap.add_argument("--perf", action="store_true", help="record with perf for the profile")
+    ap.add_argument("--perf-from", type=float, metavar="SECONDS",
+                    help="instead of --perf: attach perf this long after the start, for the "
+                    "rest of the run (a steady-state profile without the first pass)")
+    ap.add_argument("--perf-call-graph", default="fp",
+                    help="perf's --call-graph mode for --perf-from (e.g. dwarf,16384)")
     ap.add_argument("--new-every", default="30s",
                     help="a new listing on one search per site this often; 'never' for none")
     args = ap.parse_args()
@@ -49,12 +54,22 @@ def main():
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                          stderr=open(os.path.join(work, "notifio.err"), "w"),
                          start_new_session=True)
-    hwm, samples = 0.0, []
+    hwm, samples, perf = 0.0, [], None
     try:
         while time.time() - t0 < args.duration:
-            time.sleep(min(15, max(0.1, args.duration - (time.time() - t0))))
+            step = min(15, max(0.1, args.duration - (time.time() - t0)))
+            if args.perf_from is not None and perf is None:
+                step = min(step, max(0.1, args.perf_from - (time.time() - t0)))
+            time.sleep(step)
             if args.perf:
                 continue
+            if args.perf_from is not None and perf is None and time.time() - t0 >= args.perf_from:
+                perf = subprocess.Popen(
+                    ["perf", "record", "-F", "999", "--call-graph", args.perf_call_graph,
+                     "-o", os.path.join(os.getcwd(), "perf.data"), "-p", str(p.pid)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    start_new_session=True)
+                log("perf attached at t=%.0fs" % (time.time() - t0))
             try:
                 hwm = max(hwm, proc_hwm_mb(p.pid))
                 samples.append((time.time() - t0, proc_cpu(p.pid), hwm))
@@ -63,6 +78,9 @@ def main():
                 break
     finally:
         t_end = time.time()
+        if perf is not None:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
         os.kill(p.pid, signal.SIGTERM)
         _, status, ru = os.wait4(p.pid, 0)
         portal.stop()

@@ -175,10 +175,14 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {
     Ok(cfg)
 }
 
-/// `watch` and `demo` run on all cores: a hostile page (a gzip bomb decoded up to the cap, a
-/// huge body) must not hold up the checks of other sites.
+/// `watch` and `demo` run their checks on one worker thread: with a second one, nearly every
+/// spawned check, finished request and wake-up of the loop also woke the other thread (futex and
+/// epoll hand-offs), ~7% of the CPU per check, and its malloc arena cost ~3 MB of RSS
+/// (docs/benchmarks/watch.md). A page large enough to take long to parse goes to the blocking
+/// pool (`watch::judge`), so a hostile page still does not hold up the checks of other sites.
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(e.into()))

@@ -15,7 +15,7 @@ use crate::notify::{ChannelKind, Notification};
 use crate::store::{CheckRecord, PageMemo, Recorded, RoutineCheck, SearchSync, Store, StoreError};
 use notifio_policy::schedule::{SearchState, SiteState};
 use notifio_policy::{
-    CheckId, Entry, Outcome, Reaction, Registry, RequestClass, Scheduler, SchedulerConfig,
+    CheckId, Entry, Markers, Outcome, Reaction, Registry, RequestClass, Scheduler, SchedulerConfig,
     SearchId, SearchSpec, SiteKey, Timestamp, classify,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -166,6 +166,8 @@ struct SearchInfo {
     name: String,
     notify_existing: bool,
     profile: Arc<dyn SiteProfile>,
+    /// The profile's markers, built once per profile (not per check: ~15 strings each).
+    markers: Arc<Markers>,
     has_session: bool,
     site: SiteKey,
 }
@@ -387,6 +389,8 @@ impl Watcher {
 
         let mut searches = HashMap::new();
         let mut by_site: HashMap<SiteKey, Vec<SearchId>> = HashMap::new();
+        // Searches share profiles (one per profile and rules): their markers are shared too.
+        let mut markers: HashMap<*const (), Arc<Markers>> = HashMap::new();
         for ((s, &db_id), profile) in config.searches.iter().zip(&ids).zip(profiles) {
             if profile.needs_cookies() {
                 let problem = match sessions.get(&s.site) {
@@ -426,6 +430,11 @@ impl Watcher {
                     name: s.name.clone(),
                     notify_existing: s.notify_existing,
                     has_session: sessions.contains_key(&s.site),
+                    markers: Arc::clone(
+                        markers
+                            .entry(Arc::as_ptr(&profile).cast::<()>())
+                            .or_insert_with(|| Arc::new(profile.markers())),
+                    ),
                     profile,
                     site: s.site.clone(),
                 },
@@ -668,11 +677,17 @@ impl Watcher {
         tx: &mpsc::UnboundedSender<Done>,
         cancel: &CancellationToken,
     ) -> Result<(), WatchError> {
-        let Some(info) = check
+        let Some((profile, markers, has_session)) = check
             .searches
             .first()
             .and_then(|id| self.searches.get(id))
-            .cloned()
+            .map(|i| {
+                (
+                    Arc::clone(&i.profile),
+                    Arc::clone(&i.markers),
+                    i.has_session,
+                )
+            })
         else {
             self.scheduler.abandon(check.id);
             return Ok(());
@@ -734,8 +749,7 @@ impl Watcher {
             }
             let fingerprint = fingerprint(&fetched);
             let same = expected.is_some() && fingerprint == expected;
-            let (outcome, listings) =
-                judge(&fetched, info.profile.as_ref(), info.has_session, same);
+            let (outcome, listings) = judge(&fetched, &profile, &markers, has_session, same).await;
             let _ = tx.send(Done {
                 check,
                 outcome,
@@ -928,28 +942,27 @@ impl Watcher {
         } else {
             self.persist_site(&check.site)?;
         }
-        self.persist_site(&check.site)?;
 
-        let search_rows: Vec<(u32, String, bool)> = check
-            .searches
-            .iter()
-            .filter_map(|id| self.searches.get(id))
-            .map(|s| (s.db_id, s.name.clone(), s.notify_existing))
-            .collect();
         let recorded = if routine {
             let latency_ms = u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX);
-            self.pending_checks
-                .extend(search_rows.iter().map(|(id, _, _)| RoutineCheck {
-                    search_id: *id,
-                    at: t.as_millis(),
-                    outcome: outcome.as_str(),
-                    status: fetched.status,
-                    attempts: fetched.attempts,
-                    latency_ms,
-                }));
+            let ids = check.searches.iter().filter_map(|id| self.searches.get(id));
+            self.pending_checks.extend(ids.map(|s| RoutineCheck {
+                search_id: s.db_id,
+                at: t.as_millis(),
+                outcome: outcome.as_str(),
+                status: fetched.status,
+                attempts: fetched.attempts,
+                latency_ms,
+            }));
             self.pending_since.get_or_insert_with(Instant::now);
             Recorded::default()
         } else {
+            let search_rows: Vec<(u32, String, bool)> = check
+                .searches
+                .iter()
+                .filter_map(|id| self.searches.get(id))
+                .map(|s| (s.db_id, s.name.clone(), s.notify_existing))
+                .collect();
             self.store.record_check(&CheckRecord {
                 searches: &search_rows,
                 site: &check.site,
@@ -1180,24 +1193,38 @@ impl Watcher {
     }
 }
 
+/// Pages larger than this are parsed on the blocking pool. `watch` runs its checks on one
+/// worker thread (fewer thread hand-offs per check), and a huge page (up to the body cap) must
+/// not hold up other sites' checks meanwhile; an ordinary page (~300 KB) parses in ~1 ms.
+const PARSE_INLINE_MAX: usize = 1 << 20;
+
 /// Classifies a fetched page and, when it is a proper page, extracts its listings.
 ///
 /// `same_page`: the bytes are those of the last page judged good, so a listing cannot be new;
 /// classification still runs (headers may differ), extraction does not.
-fn judge(
+async fn judge(
     fetched: &Fetched,
-    profile: &dyn SiteProfile,
+    profile: &Arc<dyn SiteProfile>,
+    markers: &Markers,
     has_session: bool,
     same_page: bool,
 ) -> (Outcome, Option<Vec<Listing>>) {
-    let outcome = classify(&fetched.facts(has_session), &profile.markers());
+    let outcome = classify(&fetched.facts(has_session), markers);
     if outcome != Outcome::Ok || same_page {
         return (outcome, None);
     }
     let Ok(url) = url::Url::parse(&fetched.final_url) else {
         return (Outcome::LayoutUnknown, None);
     };
-    match profile.extract(&fetched.body, &url) {
+    let extraction = if fetched.body.len() <= PARSE_INLINE_MAX {
+        profile.extract(&fetched.body, &url)
+    } else {
+        let (profile, body) = (Arc::clone(profile), fetched.body.clone());
+        tokio::task::spawn_blocking(move || profile.extract(&body, &url))
+            .await
+            .unwrap_or(Extraction::LayoutUnknown)
+    };
+    match extraction {
         Extraction::Listings(v) => (Outcome::Ok, Some(v)),
         Extraction::NoResults => (Outcome::Ok, Some(Vec::new())),
         Extraction::LayoutUnknown => (Outcome::LayoutUnknown, None),

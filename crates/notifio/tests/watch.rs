@@ -26,12 +26,19 @@ fn config_text(
         state_dir.display().to_string()
     );
     for i in 0..searches {
-        t.push_str(&format!(
-            "[[search]]\nname = \"search {i}\"\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n",
-            portal.search_url(site, &format!("s{i}"))
+        t.push_str(&search_toml(
+            &format!("search {i}"),
+            &portal.search_url(site, &format!("s{i}")),
         ));
     }
     t
+}
+
+/// One `[[search]]` table reading the fake portal's cards.
+fn search_toml(name: &str, url: &str) -> String {
+    format!(
+        "[[search]]\nname = {name:?}\nurl = {url:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n"
+    )
 }
 
 fn load(dir: &Path, text: &str) -> config::Config {
@@ -325,10 +332,7 @@ async fn check_one_pass_reports_every_search_and_skips_a_waiting_site() {
         .await
         .unwrap();
     let mut text = config_text(dir.path(), &portal, "a", 2, "30s");
-    text.push_str(&format!(
-        "[[search]]\nname = \"on b\"\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
-        portal.search_url("b", "x")
-    ));
+    text.push_str(&search_toml("on b", &portal.search_url("b", "x")));
     portal.set_behaviour("b", Behaviour::Forbidden);
     let mut watcher = Watcher::for_one_pass(load(dir.path(), &text), vec![], false).unwrap();
     let results = watcher.run(CancellationToken::new()).await.unwrap();
@@ -610,5 +614,35 @@ async fn ordinary_checks_share_commits_and_every_row_reaches_the_disk() {
     }
     task.await.unwrap().unwrap();
     assert_eq!(written(), checks + ordinary, "one history row per check");
+    portal.shutdown().await;
+}
+
+/// A page over a megabyte is parsed off the worker thread (on the blocking pool): its listings
+/// come out the same as an ordinary page's, in the same pass.
+#[tokio::test]
+async fn a_page_over_a_megabyte_is_read_like_any_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = SiteSpec {
+        page_bytes: 1_500_000,
+        ..portal_site("big")
+    };
+    let portal = Portal::start(vec![big, portal_site("small")])
+        .await
+        .unwrap();
+    let mut text = config_text(dir.path(), &portal, "big", 1, "30s");
+    text.push_str(&search_toml("on small", &portal.search_url("small", "x")));
+    let mut watcher = Watcher::for_one_pass(load(dir.path(), &text), vec![], false).unwrap();
+    let results = watcher.run(CancellationToken::new()).await.unwrap();
+    assert_eq!(results.len(), 2);
+    for r in &results {
+        assert_eq!(r.outcome, "ok", "{}", r.search);
+        assert_eq!(r.listings.len(), 30, "{}", r.search);
+    }
+    let big_page = portal
+        .requests()
+        .into_iter()
+        .filter(|r| r.site == "big")
+        .count();
+    assert_eq!(big_page, 1);
     portal.shutdown().await;
 }

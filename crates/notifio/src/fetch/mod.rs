@@ -531,8 +531,14 @@ impl Fetcher {
     }
 
     fn cookie_header(&self, url: &Url) -> Option<String> {
-        let key = SiteKey::from_parsed(url).ok()?;
-        let jar = lock(&self.inner.cookies).get(&key).cloned()?;
+        let jar = {
+            let jars = lock(&self.inner.cookies);
+            // Most sites have no jar: skip working out the URL's site key.
+            if jars.is_empty() {
+                return None;
+            }
+            jars.get(&SiteKey::from_parsed(url).ok()?).cloned()?
+        };
         jar.header_for(url)
     }
 
@@ -636,7 +642,9 @@ impl Fetcher {
                 .copied()
                 .unwrap_or(0);
             let (body, failure, error) = read_capped(resp, cfg.body_cap, expected).await;
-            if failure.is_none() {
+            // A 304 (or any empty body) says nothing about the page's size: remembering 0
+            // would make the next 200 grow its buffer by doubling, copying it each time.
+            if failure.is_none() && !body.is_empty() {
                 let mut sizes = lock(&self.inner.body_sizes);
                 if sizes.len() >= MAX_VALIDATORS && !sizes.contains_key(&size_key) {
                     sizes.clear();
@@ -662,12 +670,14 @@ async fn read_capped(
     cap: usize,
     expected: usize,
 ) -> (Bytes, Option<TransportFailure>, Option<String>) {
-    // Content-Length is remote input: trust it only as a small pre-allocation hint. The last
-    // length gets 1/16 more room, for a page that grew a little.
+    // An exact length (a plain body: hyper reads no more than Content-Length, and a 304 has
+    // none) is the size to reserve; a decoded body's is unknown, so the last length gets 1/16
+    // more room, for a page that grew a little. Remote input either way: capped.
     let hint = resp
         .content_length()
-        .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX))
-        .max(expected.saturating_add(expected / 16))
+        .map_or(expected.saturating_add(expected / 16), |n| {
+            usize::try_from(n).unwrap_or(usize::MAX)
+        })
         .min(cap)
         .min(4 << 20);
     let mut buf = BytesMut::with_capacity(hint);

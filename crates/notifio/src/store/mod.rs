@@ -667,16 +667,12 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
     if let Some(listings) = rec.listings {
         let mut announce_to = Vec::new();
         for (id, name, notify_existing) in rec.searches {
-            let baseline_at: Option<u64> = tx.query_row(
-                "SELECT baseline_at FROM searches WHERE id = ?1",
-                [id],
-                |r| r.get(0),
-            )?;
+            let baseline_at: Option<u64> = tx
+                .prepare_cached("SELECT baseline_at FROM searches WHERE id = ?1")?
+                .query_row([id], |r| r.get(0))?;
             if baseline_at.is_none() {
-                tx.execute(
-                    "UPDATE searches SET baseline_at = ?2 WHERE id = ?1",
-                    params![id, rec.now],
-                )?;
+                tx.prepare_cached("UPDATE searches SET baseline_at = ?2 WHERE id = ?1")?
+                    .execute(params![id, rec.now])?;
                 out.baseline = true;
                 if *notify_existing {
                     announce_to.push(name.clone());
