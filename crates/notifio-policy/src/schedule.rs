@@ -199,9 +199,9 @@ fn prefetch<T>(x: &T) {
     let _ = x;
 }
 
-/// How far ahead `poll_due_into` reads the records of the sites coming due: enough for the
-/// loads to land before they are needed, not so far that they are evicted again.
-const TOUCH_AHEAD_MS: u64 = 2;
+/// How far ahead `poll_due_into` prefetches the records of the sites coming due: enough for
+/// the loads to land before they are needed, not so far that they are evicted again.
+const PREFETCH_AHEAD_MS: u64 = 2;
 
 /// A slot's key: its due time, then its index, so the smallest key is the target to check next,
 /// ties going to the one added first, exactly as a min-heap of (due, index) would pop them.
@@ -576,7 +576,7 @@ impl Scheduler {
             self.ready.clear();
             self.ready_head = 0;
             self.drain_wheel::<true>(now, out);
-            self.touch_ahead(now.0 + TOUCH_AHEAD_MS);
+            self.prefetch_ahead(now.0 + PREFETCH_AHEAD_MS);
             if self.ready.is_empty() {
                 return; // all dispatched on the way out of the wheel (or nothing due)
             }
@@ -645,7 +645,7 @@ impl Scheduler {
     /// come out of the wheel their cache misses have been taken already, overlapped with this
     /// work.
     #[inline]
-    fn touch_ahead(&self, at: u64) {
+    fn prefetch_ahead(&self, at: u64) {
         let (inline, _) = self.events.nodes_at(at);
         for &s in inline {
             if let Some(site) = self.sites.get(s as usize) {
