@@ -5,12 +5,12 @@
 //! Why this shape: a simulated day is ~280 million checks and each re-arms its site's timer,
 //! usually 2-6 s ahead (spacing, or the next search's due time), so push and pop must be O(1),
 //! allocation-free and cache-friendly. A slot is 32 bytes holding up to eight nodes inline
-//! (more spill to a map), its count kept apart, so a push within the ring writes one half
-//! cache line, and a drain reads the slots in order. The ring grows with the number of sites (from
-//! 1 s to 8 s of slots, 32-256 KB) so that a few sites do not pay for ten thousand. Pushes
-//! further ahead append to their bucket's vector, which moves into the ring in one pass when
-//! the ring reaches it. Hand-written because the timer crates we know either own the clock or
-//! allocate per timer.
+//! (more spill to a map), its count kept apart in a byte array, so a push within the ring
+//! reads a small hot array and writes one half cache line, and a drain reads the slots in
+//! order. The ring grows with the number of sites (1 s to 8 s of slots, 33-264 KB) so that a
+//! few sites do not pay for ten thousand. Pushes further ahead append to their bucket's
+//! vector, which moves into the ring in one pass when the ring reaches it. Hand-written
+//! because the timer crates we know either own the clock or allocate per timer.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
