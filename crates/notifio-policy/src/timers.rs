@@ -463,7 +463,7 @@ impl Timers {
         let start = self.base & mask;
         let words = self.ring / 64;
         for i in 0..=words {
-            let w = (start / 64 + i) % words;
+            let w = (start / 64 + i) & (words - 1); // a power of two: no division
             let mut word = self.slot_bits[w as usize];
             if i == 0 {
                 word &= u64::MAX << (start % 64);
