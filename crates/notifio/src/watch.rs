@@ -367,7 +367,7 @@ impl Watcher {
                     .and_then(|x| x.profile.as_deref())
             });
             let profile = made
-                .profile_for(&s.site, forced, s.listing.as_ref())
+                .shared_for(&s.site, forced, s.listing.as_ref())
                 .map_err(|source| WatchError::Profile {
                     search: s.name.clone(),
                     source,
@@ -382,16 +382,15 @@ impl Watcher {
                 name: s.name.clone(),
                 url: s.url.clone(),
                 site: s.site.as_str().to_owned(),
-                rules: rules_fingerprint(profile.as_ref()),
+                rules: rules_fingerprint(profile.profile.as_ref()),
             })
             .collect();
         let ids = store.sync_searches(&rows)?;
 
         let mut searches = HashMap::new();
         let mut by_site: HashMap<SiteKey, Vec<SearchId>> = HashMap::new();
-        // Searches share profiles (one per profile and rules): their markers are shared too.
-        let mut markers: HashMap<*const (), Arc<Markers>> = HashMap::new();
-        for ((s, &db_id), profile) in config.searches.iter().zip(&ids).zip(profiles) {
+        for ((s, &db_id), shared) in config.searches.iter().zip(&ids).zip(profiles) {
+            let extract::SharedProfile { profile, markers } = shared;
             if profile.needs_cookies() {
                 let problem = match sessions.get(&s.site) {
                     None => "no cookies file is configured for it".to_owned(),
@@ -430,11 +429,7 @@ impl Watcher {
                     name: s.name.clone(),
                     notify_existing: s.notify_existing,
                     has_session: sessions.contains_key(&s.site),
-                    markers: Arc::clone(
-                        markers
-                            .entry(Arc::as_ptr(&profile).cast::<()>())
-                            .or_insert_with(|| Arc::new(profile.markers())),
-                    ),
+                    markers,
                     profile,
                     site: s.site.clone(),
                 },

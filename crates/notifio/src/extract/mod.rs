@@ -115,10 +115,20 @@ pub fn profile_for(
 }
 
 /// Hands out one shared profile per (profile, spec) pair: a thousand searches with the same
-/// `listing` rules share one set of compiled selectors (each set is about a kilobyte).
+/// `listing` rules share one set of compiled selectors (each set is about a kilobyte), and one
+/// set of markers (built once here, not on every check).
 #[derive(Default)]
 pub struct ProfileCache {
-    made: Vec<(&'static str, Option<ListingSpec>, Arc<dyn SiteProfile>)>,
+    made: Vec<(&'static str, Option<ListingSpec>, SharedProfile)>,
+}
+
+/// A profile with its markers, as [`ProfileCache`] shares them.
+#[derive(Clone)]
+pub struct SharedProfile {
+    /// The profile.
+    pub profile: Arc<dyn SiteProfile>,
+    /// `profile.markers()`, built once.
+    pub markers: Arc<Markers>,
 }
 
 impl ProfileCache {
@@ -132,6 +142,19 @@ impl ProfileCache {
         forced: Option<&str>,
         spec: Option<&ListingSpec>,
     ) -> Result<Arc<dyn SiteProfile>, ProfileError> {
+        self.shared_for(site, forced, spec).map(|s| s.profile)
+    }
+
+    /// [`Self::profile_for`] with the profile's markers.
+    ///
+    /// # Errors
+    /// As [`profile_for`].
+    pub fn shared_for(
+        &mut self,
+        site: &SiteKey,
+        forced: Option<&str>,
+        spec: Option<&ListingSpec>,
+    ) -> Result<SharedProfile, ProfileError> {
         let name = profile_name(site, forced)?;
         // Only the generic profile reads the spec.
         let spec = spec.filter(|_| name == "generic");
@@ -140,11 +163,15 @@ impl ProfileCache {
             .iter()
             .find(|(n, s, _)| *n == name && s.as_ref() == spec)
         {
-            return Ok(Arc::clone(p));
+            return Ok(p.clone());
         }
-        let p = make_profile(name, site, spec)?;
-        self.made.push((name, spec.cloned(), Arc::clone(&p)));
-        Ok(p)
+        let profile = make_profile(name, site, spec)?;
+        let shared = SharedProfile {
+            markers: Arc::new(profile.markers()),
+            profile,
+        };
+        self.made.push((name, spec.cloned(), shared.clone()));
+        Ok(shared)
     }
 }
 
@@ -262,6 +289,16 @@ mod tests {
             made.profile_for(&site("https://c.example/"), None, None)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_shared_profile_builds_its_markers_once() {
+        let mut made = ProfileCache::default();
+        let url = "https://www.idealista.com/a";
+        let a = made.shared_for(&key(url), None, None).unwrap();
+        let b = made.shared_for(&key(url), None, None).unwrap();
+        assert!(Arc::ptr_eq(&a.markers, &b.markers), "one set of markers");
+        assert_eq!(*a.markers, a.profile.markers(), "the profile's own markers");
     }
 
     #[test]
