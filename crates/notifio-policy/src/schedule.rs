@@ -202,6 +202,8 @@ fn prefetch<T>(x: &T) {
 /// How far ahead `poll_due_into` prefetches the records of the sites coming due: enough for
 /// the loads to land before they are needed, not so far that they are evicted again.
 const PREFETCH_AHEAD_MS: u64 = 2;
+/// How many of the sites due then it prefetches (a day of 10,000 sites has ~3 per ms).
+const PREFETCH_SITES: usize = 4;
 
 /// A slot's key: its due time, then its index, so the smallest key is the target to check next,
 /// ties going to the one added first, exactly as a min-heap of (due, index) would pop them.
@@ -651,13 +653,16 @@ impl Scheduler {
     /// work.
     #[inline]
     fn prefetch_ahead(&self, at: u64) {
-        let (inline, _) = self.events.nodes_at(at);
-        for &s in inline {
-            if let Some(site) = self.sites.get(s as usize) {
-                // Both cache lines of the record.
-                prefetch(&site.wake_at);
-                prefetch(&site.spacing_ms);
-            }
+        let Some(last) = self.sites.len().checked_sub(1) else {
+            return;
+        };
+        // The first few (most milliseconds have fewer), without a branch per site: past the
+        // end of the list this prefetches the last site again, which is harmless.
+        for s in self.events.first_at::<PREFETCH_SITES>(at) {
+            let site = &self.sites[(s as usize).min(last)];
+            // Both cache lines of the record.
+            prefetch(&site.wake_at);
+            prefetch(&site.spacing_ms);
         }
     }
 
