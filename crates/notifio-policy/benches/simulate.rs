@@ -11,6 +11,7 @@
 //! Run: `cargo bench -p notifio-policy --bench simulate` (optional args: hours, sites,
 //! searches per site).
 
+use notifio_policy::schedule::prefetch;
 use notifio_policy::{
     BackoffPolicy, Outcome, Registry, Scheduler, SchedulerConfig, SearchId, SearchSpec, SiteKey,
     Timestamp,
@@ -234,20 +235,6 @@ fn main() {
         eprintln!("POLITENESS VIOLATED");
         std::process::exit(1);
     }
-}
-
-/// Asks the CPU to start loading `x`'s cache line (a hint: no effect on behaviour).
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has; it cannot fault.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            std::ptr::from_ref(x).cast(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 /// The benchmark measures real elapsed time; the scheduler itself never reads a clock.

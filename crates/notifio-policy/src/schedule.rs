@@ -184,9 +184,11 @@ const GONE: u64 = u64::MAX;
 
 /// Asks the CPU to start loading `x`'s cache line: a hint with no effect on behaviour. A load
 /// whose value is thrown away would do the same, but it holds up the instructions after it
-/// until it lands; a prefetch does not.
+/// until it lands; a prefetch does not. (Public for the scheduler's benchmark, which reads
+/// ahead in its own books the same way.)
+#[doc(hidden)]
 #[inline(always)]
-fn prefetch<T>(x: &T) {
+pub fn prefetch<T>(x: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has; it reads nothing that the
     // program can see and cannot fault, and `x` is a valid reference in any case.
