@@ -70,6 +70,17 @@ fn search(p: &Portal, site: &str, class: RequestClass) -> FetchRequest {
     }
 }
 
+/// An unconditional search GET of `url` (a server other than the portal).
+fn plain_search(url: &str) -> FetchRequest {
+    FetchRequest {
+        url: url.to_owned(),
+        site: SiteKey::from_url(url).unwrap(),
+        class: RequestClass::Search,
+        conditional: false,
+        post_json: None,
+    }
+}
+
 async fn get(f: &Fetcher, p: &Portal, site: &str) -> Fetched {
     f.fetch(
         &search(p, site, RequestClass::Search),
@@ -207,13 +218,7 @@ async fn connection_refused_and_reset_are_retried() {
         l.local_addr().unwrap().port()
     };
     let url = format!("http://127.0.0.1:{closed}/search/x");
-    let req = FetchRequest {
-        url: url.clone(),
-        site: SiteKey::from_url(&url).unwrap(),
-        class: RequestClass::Search,
-        conditional: false,
-        post_json: None,
-    };
+    let req = plain_search(&url);
     let got = f.fetch(&req, &CancellationToken::new()).await;
     assert_eq!(
         (got.failure, got.attempts),
@@ -221,6 +226,37 @@ async fn connection_refused_and_reset_are_retried() {
     );
     let err = got.last_error.unwrap_or_default();
     assert!(!err.contains(&url), "errors do not carry the URL: {err}");
+}
+
+#[tokio::test]
+async fn a_response_that_does_not_parse_is_malformed_and_not_retried() {
+    // A raw server (hyper will not send this): a control character in a header value. The
+    // response arrives but is not HTTP, so it is not retried like a broken connection.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connections = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut buf = vec![0u8; 8192];
+            let _ = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await;
+            let _ = sock
+                .write_all(b"HTTP/1.1 200 OK\r\nX-Note: a\x01b\r\nContent-Length: 2\r\n\r\nok")
+                .await;
+            let _ = sock.shutdown().await;
+        }
+    });
+    let url = format!("http://{addr}/search/x");
+    let req = plain_search(&url);
+    let f = fetcher_with(|c| c.retry.search = policy(3, 10, 1000, 5000, true));
+    let got = f.fetch(&req, &CancellationToken::new()).await;
+    assert_eq!(got.failure, Some(TransportFailure::Malformed), "{got:?}");
+    assert_eq!(got.attempts, 1);
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+    assert_eq!(outcome(&got), Outcome::Error);
 }
 
 #[tokio::test]

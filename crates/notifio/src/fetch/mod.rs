@@ -288,7 +288,7 @@ fn describe(e: reqwest::Error) -> String {
 fn failure_of(e: &reqwest::Error) -> TransportFailure {
     if e.is_timeout() {
         TransportFailure::Timeout
-    } else if e.is_decode() {
+    } else if e.is_decode() || unparsable(e) {
         TransportFailure::Malformed
     } else if e.is_redirect() {
         TransportFailure::TooManyRedirects
@@ -298,6 +298,21 @@ fn failure_of(e: &reqwest::Error) -> TransportFailure {
         // connect, request and mid-body failures (resets): all "the connection broke".
         TransportFailure::Connect
     }
+}
+
+/// Whether the server's response arrived but did not parse as HTTP (a control character in a
+/// header value, a broken status line, headers too large): a malformed response, which the ADR
+/// does not retry, rather than a broken connection, which it does. reqwest reports both as
+/// request errors; hyper's error down its source chain tells them apart.
+fn unparsable(e: &reqwest::Error) -> bool {
+    let mut src = std::error::Error::source(e);
+    while let Some(cause) = src {
+        if let Some(h) = cause.downcast_ref::<hyper::Error>() {
+            return h.is_parse() || h.is_parse_status() || h.is_parse_too_large();
+        }
+        src = cause.source();
+    }
+    false
 }
 
 fn attempt_result(a: &Attempt) -> AttemptResult {
