@@ -158,11 +158,7 @@ impl Timers {
                 word &= word - 1;
                 let at = self.base + (k.wrapping_sub(start) & mask);
                 let from = all.len();
-                let mut n = self.heads[k as usize];
-                while let Some(&next) = self.links.get(n as usize) {
-                    all.push((at, Node(n)));
-                    n = next;
-                }
+                self.each_at(at, |n| all.push((at, Node(n))));
                 all[from..].reverse(); // the list is newest first
             }
         }
@@ -224,7 +220,9 @@ impl Timers {
         if self.links[n] != UNLINKED {
             // Where it is linked is not recorded: look through the ring.
             for k in 0..self.heads.len() {
-                self.unlink_at_slot(k, node.0);
+                if self.unlink_at_slot(k, node.0) {
+                    break;
+                }
             }
         }
         self.push(at, node);
@@ -269,8 +267,7 @@ impl Timers {
 
     /// Calls `f` with each node (site index) due at `at` if it is in the ring (else none),
     /// newest first.
-    #[cfg(test)]
-    pub(crate) fn each_at(&self, at: u64, mut f: impl FnMut(u32)) {
+    fn each_at(&self, at: u64, mut f: impl FnMut(u32)) {
         if at >= self.ring_end || at < self.base {
             return;
         }

@@ -308,7 +308,7 @@ fn unparsable(e: &reqwest::Error) -> bool {
     let mut src = std::error::Error::source(e);
     while let Some(cause) = src {
         if let Some(h) = cause.downcast_ref::<hyper::Error>() {
-            return h.is_parse() || h.is_parse_status() || h.is_parse_too_large();
+            return h.is_parse(); // status line, headers, sizes: all parse errors
         }
         src = cause.source();
     }
