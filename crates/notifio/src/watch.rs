@@ -438,12 +438,12 @@ impl Watcher {
 
         let mut registry = Registry::new(config.backoff.clone());
         if !force {
-            registry.restore(
-                store
-                    .backoff_entries()?
-                    .into_iter()
-                    .map(|(site, entry, _)| (site, entry)),
-            );
+            let entries = store.backoff_entries()?;
+            // A site still waiting stays closed to redirects from other sites, too.
+            for (site, _, _) in &entries {
+                fetcher.close_site(site.clone());
+            }
+            registry.restore(entries.into_iter().map(|(site, entry, _)| (site, entry)));
         }
         let sched_cfg = SchedulerConfig {
             spacing: config.watch.spacing,
@@ -482,6 +482,7 @@ impl Watcher {
         if !force {
             for site in store.expired_sessions()? {
                 scheduler.pause_site(&site);
+                fetcher.close_site(site);
             }
         }
         let mut pages = HashMap::new();
@@ -1000,6 +1001,7 @@ impl Watcher {
                 searches,
             }) => {
                 tracing::warn!(site = %site, kind = %entry.kind, failures = entry.failures, until = entry.next_retry_at.as_millis(), "site refused; all its searches wait");
+                self.fetcher.close_site(site.clone());
                 let _ = self.events.send(WatchEvent::SiteWaiting {
                     site: site.clone(),
                     entry: entry.clone(),
@@ -1009,12 +1011,14 @@ impl Watcher {
             }
             Some(Reaction::SiteCleared { site, .. }) => {
                 tracing::info!(site = %site, "site clear again");
+                self.fetcher.open_site(site);
                 let _ = self
                     .events
                     .send(WatchEvent::SiteCleared { site: site.clone() });
             }
             Some(Reaction::SessionExpired { site }) => {
                 tracing::warn!(site = %site, "session expired; export fresh cookies");
+                self.fetcher.close_site(site.clone());
                 let _ = self
                     .events
                     .send(WatchEvent::SessionExpired { site: site.clone() });
@@ -1212,6 +1216,13 @@ async fn judge(
     has_session: bool,
     same_page: bool,
 ) -> (Outcome, Option<Vec<Listing>>) {
+    if let Some(site) = &fetched.held_at {
+        // The search's own site answered (with a redirect); the site it leads to is waiting.
+        // Nothing is learnt about the page and nobody refused: the search is simply due
+        // again after its interval, like an unchanged page.
+        tracing::info!(to = %site, "a redirect leads to a waiting site; not followed");
+        return (Outcome::Unchanged, None);
+    }
     let outcome = classify(&fetched.facts(has_session), markers);
     if outcome != Outcome::Ok || same_page {
         return (outcome, None);

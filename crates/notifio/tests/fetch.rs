@@ -13,6 +13,8 @@ use notifio::fetch::{FetchConfig, FetchRequest, Fetched, Fetcher};
 use notifio_policy::{
     Markers, Outcome, RequestClass, RetryBudget, RetryPolicy, SiteKey, TransportFailure, classify,
 };
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 
@@ -228,35 +230,68 @@ async fn connection_refused_and_reset_are_retried() {
     assert!(!err.contains(&url), "errors do not carry the URL: {err}");
 }
 
-#[tokio::test]
-async fn a_response_that_does_not_parse_is_malformed_and_not_retried() {
-    // A raw server (hyper will not send this): a control character in a header value. The
-    // response arrives but is not HTTP, so it is not retried like a broken connection.
-    use std::sync::atomic::{AtomicUsize, Ordering};
+/// A server on loopback that answers every request with `response` (bytes hyper would not
+/// send, or a redirect to another site) and counts its connections.
+async fn raw_server(response: impl Into<Vec<u8>>) -> (String, Arc<AtomicUsize>) {
+    let response: Arc<[u8]> = response.into().into();
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let connections = std::sync::Arc::new(AtomicUsize::new(0));
+    let connections = Arc::new(AtomicUsize::new(0));
     let counted = connections.clone();
     tokio::spawn(async move {
         while let Ok((mut sock, _)) = listener.accept().await {
             counted.fetch_add(1, Ordering::SeqCst);
             let mut buf = vec![0u8; 8192];
             let _ = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await;
-            let _ = sock
-                .write_all(b"HTTP/1.1 200 OK\r\nX-Note: a\x01b\r\nContent-Length: 2\r\n\r\nok")
-                .await;
+            let _ = sock.write_all(&response).await;
             let _ = sock.shutdown().await;
         }
     });
-    let url = format!("http://{addr}/search/x");
-    let req = plain_search(&url);
+    (format!("http://{addr}"), connections)
+}
+
+#[tokio::test]
+async fn a_response_that_does_not_parse_is_malformed_and_not_retried() {
+    // A control character in a header value: the response arrives but is not HTTP, so it is
+    // not retried like a broken connection.
+    let (base, connections) =
+        raw_server(b"HTTP/1.1 200 OK\r\nX-Note: a\x01b\r\nContent-Length: 2\r\n\r\nok").await;
+    let req = plain_search(&format!("{base}/search/x"));
     let f = fetcher_with(|c| c.retry.search = policy(3, 10, 1000, 5000, true));
     let got = f.fetch(&req, &CancellationToken::new()).await;
     assert_eq!(got.failure, Some(TransportFailure::Malformed), "{got:?}");
     assert_eq!(got.attempts, 1);
     assert_eq!(connections.load(Ordering::SeqCst), 1);
     assert_eq!(outcome(&got), Outcome::Error);
+}
+
+#[tokio::test]
+async fn a_redirect_into_a_closed_site_is_held_until_the_site_opens() {
+    let p = portal().await;
+    // `localhost` and `127.0.0.1` are different sites to us (the reliability suite does the
+    // same): the raw server sends us on to the portal's site "b".
+    let port = p.base_url("b").rsplit(':').next().unwrap().to_owned();
+    let location = format!("http://localhost:{port}/search/madrid");
+    let (base, _) = raw_server(format!(
+        "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n"
+    ))
+    .await;
+    let req = plain_search(&format!("{base}/search/x"));
+    let f = fetcher();
+    let b = SiteKey::from_url(&location).unwrap();
+    f.close_site(b.clone());
+    let held = f.fetch(&req, &CancellationToken::new()).await;
+    assert_eq!(held.held_at.as_ref(), Some(&b), "{held:?}");
+    assert_eq!((held.status, held.attempts), (Some(302), 1));
+    assert!(seen(&p, "b").is_empty(), "the closed site saw a request");
+    // The request's own site is never held: closing it does not stop its redirects.
+    f.open_site(&b);
+    f.close_site(req.site.clone());
+    let followed = f.fetch(&req, &CancellationToken::new()).await;
+    assert_eq!(followed.held_at, None);
+    assert_eq!(followed.status, Some(200), "{followed:?}");
+    assert_eq!(seen(&p, "b").len(), 1);
 }
 
 #[tokio::test]

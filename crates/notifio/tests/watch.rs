@@ -65,6 +65,21 @@ async fn next_matching(
     .expect("timed out waiting for an event")
 }
 
+/// A watcher running in the background.
+type WatchTask =
+    tokio::task::JoinHandle<Result<Vec<notifio::watch::PassResult>, notifio::watch::WatchError>>;
+
+/// Starts a watcher on `cfg` in the background: its events, the token that stops it, and its
+/// task.
+fn spawn_watcher(cfg: config::Config) -> (Receiver<WatchEvent>, CancellationToken, WatchTask) {
+    let mut watcher = Watcher::new(cfg, vec![], false).unwrap();
+    let rx = watcher.subscribe();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move { watcher.run(stop).await });
+    (rx, cancel, task)
+}
+
 fn portal_site(name: &str) -> SiteSpec {
     SiteSpec {
         name: name.into(),
@@ -167,11 +182,7 @@ async fn five_searches_on_a_refusing_site_wait_together_and_come_back_through_on
         dir.path(),
         &config_text(dir.path(), &portal, "busy", 5, "300ms"),
     );
-    let mut watcher = Watcher::new(cfg, vec![], false).unwrap();
-    let mut rx = watcher.subscribe();
-    let cancel = CancellationToken::new();
-    let stop = cancel.clone();
-    let task = tokio::spawn(async move { watcher.run(stop).await });
+    let (mut rx, cancel, task) = spawn_watcher(cfg);
 
     // Let all five take their baseline, then the site starts refusing.
     for _ in 0..5 {
@@ -268,11 +279,7 @@ async fn a_restart_during_a_wait_does_not_knock_early() {
     let dir = tempfile::tempdir().unwrap();
     let portal = Portal::start(vec![portal_site("strict")]).await.unwrap();
     let text = config_text(dir.path(), &portal, "strict", 2, "300ms");
-    let mut watcher = Watcher::new(load(dir.path(), &text), vec![], false).unwrap();
-    let mut rx = watcher.subscribe();
-    let cancel = CancellationToken::new();
-    let stop = cancel.clone();
-    let task = tokio::spawn(async move { watcher.run(stop).await });
+    let (mut rx, cancel, task) = spawn_watcher(load(dir.path(), &text));
     next_matching(&mut rx, Duration::from_secs(10), |e| {
         matches!(e, WatchEvent::CheckDone { .. })
     })
@@ -299,11 +306,7 @@ async fn a_restart_during_a_wait_does_not_knock_early() {
     portal.set_behaviour("strict", Behaviour::Normal);
 
     // A new process (a new watcher on the same state dir) keeps the wait.
-    let mut watcher = Watcher::new(load(dir.path(), &text), vec![], false).unwrap();
-    let mut rx = watcher.subscribe();
-    let cancel = CancellationToken::new();
-    let stop = cancel.clone();
-    let task = tokio::spawn(async move { watcher.run(stop).await });
+    let (mut rx, cancel, task) = spawn_watcher(load(dir.path(), &text));
     next_matching(&mut rx, Duration::from_secs(10), |e| {
         matches!(e, WatchEvent::SiteCleared { .. })
     })
@@ -644,5 +647,122 @@ async fn a_page_over_a_megabyte_is_read_like_any_other() {
         .filter(|r| r.site == "big")
         .count();
     assert_eq!(big_page, 1);
+    portal.shutdown().await;
+}
+
+/// A server on loopback (another site than the portal's) that answers every request with the
+/// response currently in `response`, and counts the connections it takes.
+async fn switchable_server(
+    response: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            connections.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let bytes = response.lock().unwrap().clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let _ = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await;
+                let _ = sock.write_all(&bytes).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+fn http_response(status: &str, headers: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\n{headers}Content-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// A search on one site whose page redirects to another site that is waiting after a refusal:
+/// the redirect is not followed while the wait runs (the waiting site sees nothing from us),
+/// and the search's own site is not blamed for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_does_not_lead_into_a_waiting_site() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let portal = Portal::start(vec![portal_site("waiting")]).await.unwrap();
+    portal.set_behaviour(
+        "waiting",
+        Behaviour::RateLimited {
+            retry_after: Some("3".into()),
+        },
+    );
+    let page = http_response(
+        "200 OK",
+        "",
+        "<html><body><article class=\"listing\" data-id=\"1\">flat</article></body></html>",
+    );
+    let response = Arc::new(Mutex::new(page));
+    let connections = Arc::new(AtomicUsize::new(0));
+    let other = switchable_server(response.clone(), connections.clone()).await;
+    let mut text = config_text(dir.path(), &portal, "waiting", 1, "300ms");
+    text.push_str(&search_toml("via redirect", &format!("{other}/search/r")));
+    let (mut rx, cancel, task) = spawn_watcher(load(dir.path(), &text));
+
+    next_matching(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, WatchEvent::SiteWaiting { .. })
+    })
+    .await;
+    let refused_at = portal.requests().iter().map(|r| r.at).max().unwrap();
+    // From now on the other site's page redirects into the waiting one.
+    *response.lock().unwrap() = http_response(
+        "302 Found",
+        &format!(
+            "Location: {}\r\n",
+            portal.search_url("waiting", "via-redirect")
+        ),
+        "",
+    );
+    let before = connections.load(Ordering::SeqCst);
+    let mut outcomes = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_millis(2000), async {
+        loop {
+            if let Ok(WatchEvent::CheckDone {
+                searches, outcome, ..
+            }) = rx.recv().await
+                && searches.iter().any(|s| s == "via redirect")
+            {
+                outcomes.push(outcome);
+            }
+        }
+    })
+    .await;
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+
+    let inside: Vec<u64> = portal
+        .requests()
+        .iter()
+        .filter(|r| r.at > refused_at && r.at < refused_at + 3000)
+        .map(|r| r.at - refused_at)
+        .collect();
+    assert!(
+        inside.is_empty(),
+        "requests reached the waiting site {inside:?} ms after its refusal"
+    );
+    let checked = connections.load(Ordering::SeqCst) - before;
+    assert!(
+        checked >= 3,
+        "the redirecting search was checked {checked} times"
+    );
+    // Each check of the redirecting search ended as "nothing learnt", not as an error or a
+    // refusal of its own site.
+    let held: Vec<_> = outcomes.iter().skip(1).collect();
+    assert!(!held.is_empty(), "{outcomes:?}");
+    assert!(
+        held.iter()
+            .all(|o| **o == notifio_policy::Outcome::Unchanged),
+        "{outcomes:?}"
+    );
     portal.shutdown().await;
 }

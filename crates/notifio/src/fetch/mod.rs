@@ -25,7 +25,7 @@ use rand::{Rng, SeedableRng};
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
@@ -158,6 +158,10 @@ pub struct Fetched {
     pub cancelled: bool,
     /// A readable description of the last failure (never contains cookies or the URL).
     pub last_error: Option<String>,
+    /// The response redirected to this other site, which is closed to us right now (waiting
+    /// after a refusal, or its session expired: [`Fetcher::close_site`]), so the redirect was
+    /// not followed. The response is the redirect itself, with no body.
+    pub held_at: Option<SiteKey>,
 }
 
 impl Fetched {
@@ -209,6 +213,7 @@ impl Fetched {
             retry_after: None,
             cancelled: false,
             last_error: Some(error),
+            held_at: None,
         }
     }
 }
@@ -221,6 +226,8 @@ struct Attempt {
     body: Bytes,
     failure: Option<TransportFailure>,
     error: Option<String>,
+    /// A redirect into this closed site was not followed.
+    held_at: Option<SiteKey>,
 }
 
 #[derive(Clone, Default)]
@@ -238,6 +245,8 @@ struct Inner {
     /// instead of doubling its buffer up from nothing (a gzip response has no usable length).
     body_sizes: Mutex<HashMap<u64, usize>>,
     budgets: Mutex<HashMap<SiteKey, RetryBudget>>,
+    /// Sites a redirect must not lead into now (see [`Fetcher::close_site`]).
+    closed: Mutex<HashSet<SiteKey>>,
     rng: Mutex<SmallRng>,
     metrics: FetchMetrics,
 }
@@ -367,10 +376,25 @@ impl Fetcher {
                 validators: Mutex::default(),
                 body_sizes: Mutex::default(),
                 budgets: Mutex::default(),
+                closed: Mutex::default(),
                 rng: Mutex::new(rng),
                 metrics: FetchMetrics::new(),
             }),
         })
+    }
+
+    /// Keeps redirects out of `site` until [`Self::open_site`]: a response of another site
+    /// that redirects there is not followed ([`Fetched::held_at`]). The watcher closes a site
+    /// while it waits after a refusal or its session is expired, so a search on one site
+    /// cannot knock on a waiting one through a redirect. (A request *to* `site` itself is the
+    /// scheduler's business and is not affected.)
+    pub fn close_site(&self, site: SiteKey) {
+        lock(&self.inner.closed).insert(site);
+    }
+
+    /// Lets redirects into `site` be followed again.
+    pub fn open_site(&self, site: &SiteKey) {
+        lock(&self.inner.closed).remove(site);
     }
 
     /// Cookies for a site; sent only to URLs whose site key is `site` (and whose host, path
@@ -446,6 +470,7 @@ impl Fetcher {
                 latency,
                 cancelled: out.cancelled,
                 last_error: a.error,
+                held_at: a.held_at,
             },
             None => {
                 let timed_out = out.result == Some(AttemptResult::Timeout);
@@ -602,6 +627,7 @@ impl Fetcher {
                         body: Bytes::new(),
                         failure: Some(failure_of(&e)),
                         error: Some(describe(e)),
+                        held_at: None,
                     };
                 }
             };
@@ -639,6 +665,25 @@ impl Fetcher {
                         body: Bytes::new(),
                         failure: Some(TransportFailure::TooManyRedirects),
                         error: Some(error),
+                        held_at: None,
+                    };
+                }
+                // Another site that is waiting (or whose session expired) is not knocked on
+                // through a redirect either: the check stops here, at the redirect.
+                if let Ok(to) = SiteKey::from_parsed(&next)
+                    && to != req.site
+                    && lock(&self.inner.closed).contains(&to)
+                {
+                    return Attempt {
+                        status: Some(status.as_u16()),
+                        final_url: current.to_string(),
+                        headers,
+                        body: Bytes::new(),
+                        failure: None,
+                        error: Some(format!(
+                            "redirected to {to}, which is waiting: not followed"
+                        )),
+                        held_at: Some(to),
                     };
                 }
                 hops += 1;
@@ -673,6 +718,7 @@ impl Fetcher {
                 body,
                 failure,
                 error,
+                held_at: None,
             };
         }
     }
