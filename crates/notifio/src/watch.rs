@@ -568,9 +568,6 @@ impl Watcher {
         let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
         let mut results: HashMap<SearchId, PassResult> = HashMap::new();
         let mut due = Vec::new();
-        // One timer for the whole run, moved to each next wake-up (not a new one per turn).
-        let timer = tokio::time::sleep(Duration::ZERO);
-        tokio::pin!(timer);
         loop {
             if cancel.is_cancelled() {
                 break;
@@ -599,17 +596,12 @@ impl Watcher {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            if let Some(d) = sleep {
-                // Capped like `tokio::time::sleep` does: a year is "not in this run".
-                let d = d.min(Duration::from_secs(365 * 86_400));
-                timer.as_mut().reset(tokio::time::Instant::now() + d);
-            }
             tokio::select! {
                 () = cancel.cancelled() => break,
                 Some(done) = rx.recv() => {
                     self.finish(done, mode, &mut results)?;
                 }
-                () = &mut timer, if sleep.is_some() => {
+                () = sleep_or_forever(sleep) => {
                     if self.flush_in() == Some(Duration::ZERO) {
                         self.flush()?;
                     }
@@ -1276,5 +1268,12 @@ pub const fn search_state_name(state: SearchState) -> &'static str {
         SearchState::Probing => "probing",
         SearchState::SessionExpired => "session_expired",
         SearchState::SearchGone => "search_gone",
+    }
+}
+
+async fn sleep_or_forever(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
     }
 }
