@@ -6,6 +6,8 @@
 //! `src/fetch/retry.rs`. Timing bounds are the ADR's ±25% below and generous above (a loaded
 //! 2-core machine can only make things later).
 
+mod util;
+
 use bytes::Bytes;
 use fake_portal::{Behaviour, ChallengeKind, Portal, RecordedRequest, SiteSpec};
 use notifio::fetch::cookies::{self, CookieJar};
@@ -13,10 +15,9 @@ use notifio::fetch::{FetchConfig, FetchRequest, Fetched, Fetcher};
 use notifio_policy::{
     Markers, Outcome, RequestClass, RetryBudget, RetryPolicy, SiteKey, TransportFailure, classify,
 };
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
+use util::{RawServer, raw_response};
 
 const MIB: usize = 1024 * 1024;
 
@@ -230,39 +231,17 @@ async fn connection_refused_and_reset_are_retried() {
     assert!(!err.contains(&url), "errors do not carry the URL: {err}");
 }
 
-/// A server on loopback that answers every request with `response` (bytes hyper would not
-/// send, or a redirect to another site) and counts its connections.
-async fn raw_server(response: impl Into<Vec<u8>>) -> (String, Arc<AtomicUsize>) {
-    let response: Arc<[u8]> = response.into().into();
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let connections = Arc::new(AtomicUsize::new(0));
-    let counted = connections.clone();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            counted.fetch_add(1, Ordering::SeqCst);
-            let mut buf = vec![0u8; 8192];
-            let _ = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await;
-            let _ = sock.write_all(&response).await;
-            let _ = sock.shutdown().await;
-        }
-    });
-    (format!("http://{addr}"), connections)
-}
-
 #[tokio::test]
 async fn a_response_that_does_not_parse_is_malformed_and_not_retried() {
     // A control character in a header value: the response arrives but is not HTTP, so it is
     // not retried like a broken connection.
-    let (base, connections) =
-        raw_server(b"HTTP/1.1 200 OK\r\nX-Note: a\x01b\r\nContent-Length: 2\r\n\r\nok").await;
-    let req = plain_search(&format!("{base}/search/x"));
+    let server = RawServer::start(raw_response("200 OK", &[b"X-Note: a\x01b"], "ok")).await;
+    let req = plain_search(&format!("{}/search/x", server.url));
     let f = fetcher_with(|c| c.retry.search = policy(3, 10, 1000, 5000, true));
     let got = f.fetch(&req, &CancellationToken::new()).await;
     assert_eq!(got.failure, Some(TransportFailure::Malformed), "{got:?}");
     assert_eq!(got.attempts, 1);
-    assert_eq!(connections.load(Ordering::SeqCst), 1);
+    assert_eq!(server.connections(), 1);
     assert_eq!(outcome(&got), Outcome::Error);
 }
 
@@ -273,11 +252,10 @@ async fn a_redirect_into_a_closed_site_is_held_until_the_site_opens() {
     // same): the raw server sends us on to the portal's site "b".
     let port = p.base_url("b").rsplit(':').next().unwrap().to_owned();
     let location = format!("http://localhost:{port}/search/madrid");
-    let (base, _) = raw_server(format!(
-        "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n"
-    ))
-    .await;
-    let req = plain_search(&format!("{base}/search/x"));
+    let location_header = format!("Location: {location}");
+    let server =
+        RawServer::start(raw_response("302 Found", &[location_header.as_bytes()], "")).await;
+    let req = plain_search(&format!("{}/search/x", server.url));
     let f = fetcher();
     let b = SiteKey::from_url(&location).unwrap();
     f.close_site(b.clone());

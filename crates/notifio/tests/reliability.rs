@@ -14,8 +14,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use util::{Notifio, wait_for};
+use util::{Notifio, RawServer, raw_response, wait_for};
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -284,47 +283,6 @@ async fn an_smtp_outage_loses_nothing_and_keeps_the_order() {
 
 // ---------------------------------------------------------------- (c) hostile servers
 
-/// A server that answers every request with the same raw bytes, then closes: for responses
-/// hyper will not produce (two Retry-After headers, control characters in header values).
-async fn raw_server(response: Vec<u8>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            let response = response.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") && seen.len() < 65_536 {
-                    match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await {
-                        Ok(Ok(n)) if n > 0 => seen.extend_from_slice(&buf[..n]),
-                        _ => return,
-                    }
-                }
-                let _ = sock.write_all(&response).await;
-                let _ = sock.shutdown().await;
-            });
-        }
-    });
-    format!("http://{addr}")
-}
-
-fn raw(status: &str, headers: &[&[u8]], body: &str) -> Vec<u8> {
-    let mut r = format!("HTTP/1.1 {status}\r\n").into_bytes();
-    for h in headers {
-        r.extend_from_slice(h);
-        r.extend_from_slice(b"\r\n");
-    }
-    r.extend_from_slice(
-        format!(
-            "Content-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .as_bytes(),
-    );
-    r
-}
-
 /// What a hostile case must be classified as.
 struct Expect {
     outcome: &'static str,
@@ -394,30 +352,33 @@ async fn hostile_servers_are_classified_bounded_and_do_not_stop_the_others() {
         portal.set_behaviour(n, b.clone());
     }
     // Raw servers for what hyper will not send, and a redirect to another host name.
-    let two_ra = raw_server(raw(
+    let two_ra = RawServer::start(raw_response(
         "429 Too Many Requests",
         &[b"Retry-After: 4", b"Retry-After: 1"],
         "slow down",
     ))
-    .await;
-    let ctl = raw_server(raw(
+    .await
+    .url;
+    let ctl = RawServer::start(raw_response(
         "429 Too Many Requests",
         &[b"Retry-After: 3\x01\x07", b"X-Note: a\x00b\x1bc"],
         "slow down",
     ))
-    .await;
+    .await
+    .url;
     let good_port = portal
         .base_url("good")
         .rsplit(':')
         .next()
         .unwrap()
         .to_owned();
-    let cross = raw_server(raw(
+    let cross = RawServer::start(raw_response(
         "302 Found",
         &[format!("Location: http://localhost:{good_port}/search/cross").as_bytes()],
         "",
     ))
-    .await;
+    .await
+    .url;
     let mut searches: Vec<(String, String, Option<Expect>)> =
         vec![("good".into(), portal.search_url("good", "g"), None)];
     for (n, _, e) in cases {

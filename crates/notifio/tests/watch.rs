@@ -2,6 +2,8 @@
 //! short ladders set in config. Time is real here (the subject is the wall-clock behaviour of
 //! the driver), but every wait is a few hundred ms to a few seconds.
 
+mod util;
+
 use fake_portal::{Behaviour, Portal, SiteSpec};
 use notifio::config;
 use notifio::notify::ChannelKind;
@@ -11,6 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 use tokio::sync::broadcast::Receiver;
 use tokio_util::sync::CancellationToken;
+use util::{RawServer, raw_response};
 
 fn config_text(
     state_dir: &Path,
@@ -650,45 +653,11 @@ async fn a_page_over_a_megabyte_is_read_like_any_other() {
     portal.shutdown().await;
 }
 
-/// A server on loopback (another site than the portal's) that answers every request with the
-/// response currently in `response`, and counts the connections it takes.
-async fn switchable_server(
-    response: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
-    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            connections.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let bytes = response.lock().unwrap().clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let _ = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await;
-                let _ = sock.write_all(&bytes).await;
-                let _ = sock.shutdown().await;
-            });
-        }
-    });
-    format!("http://{addr}")
-}
-
-fn http_response(status: &str, headers: &str, body: &str) -> Vec<u8> {
-    format!(
-        "HTTP/1.1 {status}\r\n{headers}Content-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
-}
-
 /// A search on one site whose page redirects to another site that is waiting after a refusal:
 /// the redirect is not followed while the wait runs (the waiting site sees nothing from us),
 /// and the search's own site is not blamed for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redirect_does_not_lead_into_a_waiting_site() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex};
     let dir = tempfile::tempdir().unwrap();
     let portal = Portal::start(vec![portal_site("waiting")]).await.unwrap();
     portal.set_behaviour(
@@ -697,16 +666,17 @@ async fn a_redirect_does_not_lead_into_a_waiting_site() {
             retry_after: Some("3".into()),
         },
     );
-    let page = http_response(
+    let other = RawServer::start(raw_response(
         "200 OK",
-        "",
+        &[],
         "<html><body><article class=\"listing\" data-id=\"1\">flat</article></body></html>",
-    );
-    let response = Arc::new(Mutex::new(page));
-    let connections = Arc::new(AtomicUsize::new(0));
-    let other = switchable_server(response.clone(), connections.clone()).await;
+    ))
+    .await;
     let mut text = config_text(dir.path(), &portal, "waiting", 1, "300ms");
-    text.push_str(&search_toml("via redirect", &format!("{other}/search/r")));
+    text.push_str(&search_toml(
+        "via redirect",
+        &format!("{}/search/r", other.url),
+    ));
     let (mut rx, cancel, task) = spawn_watcher(load(dir.path(), &text));
 
     next_matching(&mut rx, Duration::from_secs(10), |e| {
@@ -715,15 +685,9 @@ async fn a_redirect_does_not_lead_into_a_waiting_site() {
     .await;
     let refused_at = portal.requests().iter().map(|r| r.at).max().unwrap();
     // From now on the other site's page redirects into the waiting one.
-    *response.lock().unwrap() = http_response(
-        "302 Found",
-        &format!(
-            "Location: {}\r\n",
-            portal.search_url("waiting", "via-redirect")
-        ),
-        "",
-    );
-    let before = connections.load(Ordering::SeqCst);
+    let location = format!("Location: {}", portal.search_url("waiting", "via-redirect"));
+    other.answer(raw_response("302 Found", &[location.as_bytes()], ""));
+    let before = other.connections();
     let mut outcomes = Vec::new();
     let _ = tokio::time::timeout(Duration::from_millis(2000), async {
         loop {
@@ -750,7 +714,7 @@ async fn a_redirect_does_not_lead_into_a_waiting_site() {
         inside.is_empty(),
         "requests reached the waiting site {inside:?} ms after its refusal"
     );
-    let checked = connections.load(Ordering::SeqCst) - before;
+    let checked = other.connections() - before;
     assert!(
         checked >= 3,
         "the redirecting search was checked {checked} times"

@@ -1,6 +1,7 @@
-//! Shared by `email_e2e.rs`, `notify.rs` and `reliability.rs`: the real `notifio` binary as a
-//! child process, a real SMTP server (mailin-embedded) on 127.0.0.1, read-only peeks into the
-//! state database, and a decoder for the messages the SMTP server receives. Everything is
+//! Shared by the end-to-end tests: the real `notifio` binary as a child process, a real SMTP
+//! server (mailin-embedded) on 127.0.0.1, a raw HTTP server for responses hyper will not send,
+//! read-only peeks into the state database, and a decoder for the messages the SMTP server
+//! receives. Everything is
 //! loopback and every wait is bounded, so a broken product fails a test instead of hanging it.
 #![allow(dead_code)] // each test file uses a different part of this module
 
@@ -10,6 +11,7 @@ use std::fs::File;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,6 +35,82 @@ pub(crate) async fn wait_for<T>(
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+// ---------------------------------------------------------------- a raw HTTP server
+
+/// A server on 127.0.0.1 (a site of its own: not the fake portal) that reads each request's
+/// head, answers with the bytes currently set, and closes: for responses hyper will not send
+/// (two Retry-After headers, control characters in a header value) and for redirects to
+/// another site. It counts the connections it takes.
+pub(crate) struct RawServer {
+    /// `http://127.0.0.1:<port>`.
+    pub(crate) url: String,
+    response: Arc<Mutex<Vec<u8>>>,
+    connections: Arc<AtomicUsize>,
+}
+
+impl RawServer {
+    pub(crate) async fn start(response: impl Into<Vec<u8>>) -> Self {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = Self {
+            url,
+            response: Arc::new(Mutex::new(response.into())),
+            connections: Arc::new(AtomicUsize::new(0)),
+        };
+        let (response, connections) = (server.response.clone(), server.connections.clone());
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                connections.fetch_add(1, Ordering::SeqCst);
+                let response = response.lock().unwrap().clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let mut seen = Vec::new();
+                    while !seen.windows(4).any(|w| w == b"\r\n\r\n") && seen.len() < 65_536 {
+                        match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf))
+                            .await
+                        {
+                            Ok(Ok(n)) if n > 0 => seen.extend_from_slice(&buf[..n]),
+                            _ => return,
+                        }
+                    }
+                    let _ = sock.write_all(&response).await;
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+        server
+    }
+
+    /// From the next connection on, answer with `response`.
+    pub(crate) fn answer(&self, response: impl Into<Vec<u8>>) {
+        *self.response.lock().unwrap() = response.into();
+    }
+
+    /// Connections taken so far.
+    pub(crate) fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+/// An HTTP/1.1 response: the status line, `headers` as given (raw bytes), then an HTML
+/// content type, the body's length and `Connection: close`.
+pub(crate) fn raw_response(status: &str, headers: &[&[u8]], body: &str) -> Vec<u8> {
+    let mut r = format!("HTTP/1.1 {status}\r\n").into_bytes();
+    for h in headers {
+        r.extend_from_slice(h);
+        r.extend_from_slice(b"\r\n");
+    }
+    r.extend_from_slice(
+        format!(
+            "Content-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    r
 }
 
 // ---------------------------------------------------------------- SMTP
