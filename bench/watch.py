@@ -25,6 +25,8 @@ def main():
     ap.add_argument("--per-site", type=int, default=10)
     ap.add_argument("--duration", type=float, default=300)
     ap.add_argument("--interval", default="30s")
+    ap.add_argument("--concurrency", type=int, default=16,
+                    help="[watch] concurrency (the product's default is 4)")
     ap.add_argument("--validators", action="store_true",
                     help="let the portal send ETags (unchanged pages come back as 304)")
     ap.add_argument("--perf", action="store_true", help="record with perf for the profile")
@@ -46,7 +48,7 @@ def main():
     portal = Portal(args.sites, args.per_site, extra, log_path=log_path)
     cfg = os.path.join(work, "notifio.toml")
     notifio_config(cfg, os.path.join(work, "state"), portal.all_urls(), interval=args.interval,
-                   concurrency=16)
+                   concurrency=args.concurrency)
     cmd = [NOTIFIO, "watch", "--config", cfg]
     if args.perf:
         cmd = ["perf", "record", "-g", "-o", os.path.join(os.getcwd(), "perf.data"), "--"] + cmd

@@ -153,7 +153,7 @@ fn init_logging(verbose: u8, quiet: bool) {
         0 if quiet => "error",
         0 => "warn",
         1 => "info,notifio=info",
-        _ => "debug,hyper=info,reqwest=info,h2=info,rustls=info",
+        _ => "debug,hyper=info,hyper_util=info,reqwest=info,h2=info,rustls=info",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -10,10 +10,14 @@
 pub mod cookies;
 pub mod metrics;
 mod retry;
+mod transport;
 
 pub use metrics::FetchMetrics;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Full};
 use notifio_policy::classify::BODY_HEAD;
 use notifio_policy::retry::GiveUp;
 use notifio_policy::{
@@ -22,8 +26,6 @@ use notifio_policy::{
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use reqwest::header::{self, HeaderMap, HeaderValue};
-use reqwest::{Method, StatusCode};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -41,6 +43,11 @@ pub const DEFAULT_ACCEPT_LANGUAGE: &str = "es-ES,es;q=0.9,en;q=0.8,de;q=0.7";
 const ACCEPT: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
 /// Bound on remembered ETag/Last-Modified pairs (one per watched URL in practice).
 const MAX_VALIDATORS: usize = 10_000;
+/// The retry header of the ADR (`x-retry-count: n` on the n-th retry, when the class sends it).
+const RETRY_COUNT: header::HeaderName = header::HeaderName::from_static("x-retry-count");
+/// Seeds the body-size key of a host (the fallback for a URL never read before: a site's
+/// pages tend to be alike in size), so that a host's key is not a URL's key.
+const HOST_SIZE_SEED: u64 = 0x5173_e5ee_d0f0_5175;
 
 /// How the fetcher talks to sites.
 ///
@@ -237,12 +244,15 @@ struct Validators {
 }
 
 struct Inner {
-    client: reqwest::Client,
+    transport: transport::Transport,
+    /// Sent with every request: User-Agent, Accept, Accept-Language.
+    headers: HeaderMap,
     cfg: FetchConfig,
     cookies: Mutex<HashMap<SiteKey, Arc<cookies::CookieJar>>>,
     validators: Mutex<HashMap<String, Validators>>,
-    /// The last body length per URL (by hash): the next read of it reserves that much at once
-    /// instead of doubling its buffer up from nothing (a gzip response has no usable length).
+    /// The last body length per URL and per host (by hash): the next read of that URL (or,
+    /// the first time, of another URL on that host) reserves that much at once instead of
+    /// doubling its buffer up from nothing (a gzip response has no usable length).
     body_sizes: Mutex<HashMap<u64, usize>>,
     budgets: Mutex<HashMap<SiteKey, RetryBudget>>,
     /// Sites a redirect must not lead into now (see [`Fetcher::close_site`]).
@@ -278,50 +288,12 @@ fn now_timestamp() -> Timestamp {
     )
 }
 
-/// A reqwest error as one line, without the URL (webhook URLs can hold tokens).
-fn describe(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut s = e.to_string();
-    let mut src = std::error::Error::source(&e);
-    while let Some(cause) = src {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        src = cause.source();
+/// A transport failure as the retry policy sees it.
+fn failure_of(e: &(dyn std::error::Error + 'static)) -> TransportFailure {
+    match transport::broken(e) {
+        transport::Broken::Malformed => TransportFailure::Malformed,
+        transport::Broken::Connection => TransportFailure::Connect,
     }
-    s
-}
-
-fn failure_of(e: &reqwest::Error) -> TransportFailure {
-    if e.is_timeout() {
-        TransportFailure::Timeout
-    } else if e.is_decode() || unparsable(e) {
-        TransportFailure::Malformed
-    } else if e.is_redirect() {
-        TransportFailure::TooManyRedirects
-    } else if e.is_builder() {
-        TransportFailure::Malformed
-    } else {
-        // connect, request and mid-body failures (resets): all "the connection broke".
-        TransportFailure::Connect
-    }
-}
-
-/// Whether the server's response arrived but did not parse as HTTP (a control character in a
-/// header value, a broken status line, headers too large): a malformed response, which the ADR
-/// does not retry, rather than a broken connection, which it does. reqwest reports both as
-/// request errors; hyper's error down its source chain tells them apart.
-fn unparsable(e: &reqwest::Error) -> bool {
-    let mut src = std::error::Error::source(e);
-    while let Some(cause) = src {
-        if let Some(h) = cause.downcast_ref::<hyper::Error>() {
-            return h.is_parse(); // status line, headers, sizes: all parse errors
-        }
-        src = cause.source();
-    }
-    false
 }
 
 fn attempt_result(a: &Attempt) -> AttemptResult {
@@ -334,8 +306,8 @@ fn attempt_result(a: &Attempt) -> AttemptResult {
 }
 
 impl Fetcher {
-    /// Builds the client (rustls, gzip/brotli/deflate, HTTP/1.1 and HTTP/2, no automatic
-    /// redirects: they are followed by hand so limits and cookies apply per hop).
+    /// Builds the client (rustls, gzip/brotli/deflate, HTTP/1.1 and HTTP/2; redirects are
+    /// followed by hand so limits and cookies apply per hop). See `fetch/transport.rs`.
     ///
     /// # Errors
     /// A header setting that is not a valid header value, or a TLS initialisation failure.
@@ -353,24 +325,17 @@ impl Fetcher {
             what: "user_agent",
             value: cfg.user_agent.clone(),
         })?;
-        let client = reqwest::Client::builder()
-            .use_rustls_tls()
-            .user_agent(ua)
-            .default_headers(headers)
-            .redirect(reqwest::redirect::Policy::none())
-            .gzip(true)
-            .brotli(true)
-            .deflate(true)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()
-            .map_err(|e| FetchError::Client(describe(e)))?;
+        headers.insert(header::USER_AGENT, ua);
+        let transport =
+            transport::Transport::new(Duration::from_secs(60)).map_err(FetchError::Client)?;
         let rng = match cfg.rng_seed {
             Some(seed) => SmallRng::seed_from_u64(seed),
             None => SmallRng::from_rng(&mut rand::rng()),
         };
         Ok(Self {
             inner: Arc::new(Inner {
-                client,
+                transport,
+                headers,
                 cfg,
                 cookies: Mutex::default(),
                 validators: Mutex::default(),
@@ -582,6 +547,32 @@ impl Fetcher {
         jar.header_for(url)
     }
 
+    /// One request: the default headers, then `extra` (a value that is not a valid header
+    /// value, such as a stored ETag with a control character, is an error).
+    fn request(
+        &self,
+        method: &Method,
+        url: &Url,
+        body: Option<Bytes>,
+        extra: Vec<(header::HeaderName, String)>,
+    ) -> Result<http::Request<Full<Bytes>>, String> {
+        let uri: http::Uri = url
+            .as_str()
+            .parse()
+            .map_err(|e| format!("not a valid request URI: {e}"))?;
+        let mut request = http::Request::new(Full::new(body.unwrap_or_default()));
+        *request.method_mut() = method.clone();
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        headers.clone_from(&self.inner.headers);
+        for (name, value) in extra {
+            let value = HeaderValue::try_from(value)
+                .map_err(|_| format!("a {name} value that is not a valid header value"))?;
+            headers.insert(name, value);
+        }
+        Ok(request)
+    }
+
     /// One attempt: the request and its redirects, then the capped body.
     async fn attempt(&self, req: &FetchRequest, url: &Url, retry_n: u32, header: bool) -> Attempt {
         let cfg = &self.inner.cfg;
@@ -594,39 +585,40 @@ impl Fetcher {
         let mut body = req.post_json.clone();
         let mut hops = 0usize;
         loop {
-            let mut rb = self.inner.client.request(method.clone(), current.clone());
-            if let Some(b) = &body {
-                rb = rb
-                    .header(header::CONTENT_TYPE, "application/json")
-                    .body(b.clone());
+            let mut extra: Vec<(header::HeaderName, String)> = Vec::new();
+            if body.is_some() {
+                extra.push((header::CONTENT_TYPE, "application/json".into()));
             }
             if header && retry_n > 0 {
-                rb = rb.header("x-retry-count", retry_n.to_string());
+                extra.push((RETRY_COUNT, retry_n.to_string()));
             }
             if let Some(c) = self.cookie_header(&current) {
-                rb = rb.header(header::COOKIE, c);
+                extra.push((header::COOKIE, c));
             }
             if hops == 0 && req.conditional && method == Method::GET {
                 let v = lock(&self.inner.validators).get(&req.url).cloned();
                 if let Some(v) = v {
-                    if let Some(e) = v.etag {
-                        rb = rb.header(header::IF_NONE_MATCH, e);
-                    }
-                    if let Some(lm) = v.last_modified {
-                        rb = rb.header(header::IF_MODIFIED_SINCE, lm);
-                    }
+                    extra.extend(v.etag.map(|e| (header::IF_NONE_MATCH, e)));
+                    extra.extend(v.last_modified.map(|m| (header::IF_MODIFIED_SINCE, m)));
                 }
             }
-            let resp = match rb.send().await {
+            let sent = match self.request(&method, &current, body.clone(), extra) {
+                Ok(request) => self.inner.transport.send(request).await.map_err(|e| {
+                    let failure = failure_of(&e);
+                    (failure, transport::describe(&e))
+                }),
+                Err(error) => Err((TransportFailure::Malformed, error)),
+            };
+            let resp = match sent {
                 Ok(r) => r,
-                Err(e) => {
+                Err((failure, error)) => {
                     return Attempt {
                         status: None,
                         final_url: current.to_string(),
                         headers: Vec::new(),
                         body: Bytes::new(),
-                        failure: Some(failure_of(&e)),
-                        error: Some(describe(e)),
+                        failure: Some(failure),
+                        error: Some(error),
                         held_at: None,
                     };
                 }
@@ -697,10 +689,18 @@ impl Fetcher {
                 continue;
             }
             let size_key = xxhash_rust::xxh3::xxh3_64(current.as_str().as_bytes());
-            let expected = lock(&self.inner.body_sizes)
-                .get(&size_key)
-                .copied()
-                .unwrap_or(0);
+            let host_key = xxhash_rust::xxh3::xxh3_64_with_seed(
+                current.host_str().unwrap_or_default().as_bytes(),
+                HOST_SIZE_SEED,
+            );
+            let expected = {
+                let sizes = lock(&self.inner.body_sizes);
+                sizes
+                    .get(&size_key)
+                    .or_else(|| sizes.get(&host_key))
+                    .copied()
+                    .unwrap_or(0)
+            };
             let (body, failure, error) = read_capped(resp, cfg.body_cap, expected).await;
             // A 304 (or any empty body) says nothing about the page's size: remembering 0
             // would make the next 200 grow its buffer by doubling, copying it each time.
@@ -710,6 +710,7 @@ impl Fetcher {
                     sizes.clear();
                 }
                 sizes.insert(size_key, body.len());
+                sizes.insert(host_key, body.len());
             }
             return Attempt {
                 status: Some(status.as_u16()),
@@ -724,32 +725,37 @@ impl Fetcher {
     }
 }
 
-/// Reads a body chunk by chunk (already decompressed by reqwest), stopping at `cap`.
+/// Reads a body frame by frame (decoded as it arrives), stopping at `cap`.
 /// `expected` is this URL's last body length, if known.
 async fn read_capped(
-    mut resp: reqwest::Response,
+    resp: transport::Response,
     cap: usize,
     expected: usize,
 ) -> (Bytes, Option<TransportFailure>, Option<String>) {
     // An exact length (a plain body: hyper reads no more than Content-Length, and a 304 has
-    // none) is the size to reserve; a decoded body's is unknown, so the last length gets 1/16
-    // more room, for a page that grew a little. Remote input either way: capped.
+    // none) is the size to reserve; a decoded body's is unknown (the decoder drops the
+    // header), so the last length gets 1/16 more room, for a page that grew a little. Remote
+    // input either way: capped.
     let hint = resp
-        .content_length()
-        .map_or(expected.saturating_add(expected / 16), |n| {
-            usize::try_from(n).unwrap_or(usize::MAX)
-        })
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .unwrap_or(expected.saturating_add(expected / 16))
         .min(cap)
         .min(4 << 20);
-    let mut buf = BytesMut::with_capacity(hint);
+    let mut body = resp.into_body();
+    let mut buf = Vec::with_capacity(hint);
     loop {
-        match resp.chunk().await {
-            Ok(Some(chunk)) => {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                let Ok(chunk) = frame.into_data() else {
+                    continue; // trailers
+                };
                 let room = cap - buf.len();
                 if chunk.len() > room {
                     buf.extend_from_slice(&chunk[..room]);
                     return (
-                        buf.freeze(),
+                        fitted(buf),
                         Some(TransportFailure::BodyTooLarge),
                         Some(format!(
                             "body larger than the {cap}-byte cap (after decompression)"
@@ -758,11 +764,22 @@ async fn read_capped(
                 }
                 buf.extend_from_slice(&chunk);
             }
-            Ok(None) => return (buf.freeze(), None, None),
-            Err(e) => {
-                let failure = failure_of(&e);
-                return (buf.freeze(), Some(failure), Some(describe(e)));
+            None => return (fitted(buf), None, None),
+            Some(Err(e)) => {
+                let failure = failure_of(&*e);
+                return (fitted(buf), Some(failure), Some(transport::describe(&*e)));
             }
         }
     }
+}
+
+/// A body read without a good size hint grew by doubling and may hold up to twice its
+/// length; it lives on through parsing and storing, so give the slack back first. (Shrinking
+/// in place costs no copy in glibc's allocator; in the `watch` benchmark's first pass, where
+/// no page's size is known yet, this was ~3 MB of the peak RSS.)
+fn fitted(mut buf: Vec<u8>) -> Bytes {
+    if buf.capacity() - buf.len() > buf.len() / 16 {
+        buf.shrink_to_fit();
+    }
+    Bytes::from(buf)
 }
