@@ -655,19 +655,16 @@ impl Scheduler {
     /// work.
     #[inline]
     fn prefetch_ahead(&self, at: u64) {
-        let due = self.events.due_at(at);
-        let Some(last) = due.len().checked_sub(1) else {
+        let Some(last) = self.sites.len().checked_sub(1) else {
             return;
         };
-        // The newest few (they come out first; most milliseconds have fewer), without a
-        // branch per site: past the oldest this prefetches it again, which is harmless.
-        for i in 0..PREFETCH_SITES {
-            let s = due[last - i.min(last)] as usize;
-            if let Some(site) = self.sites.get(s) {
-                // Both cache lines of the record.
-                prefetch(&site.wake_at);
-                prefetch(&site.spacing_ms);
-            }
+        // The first few (most milliseconds have fewer), without a branch per site: past the
+        // end of the list this prefetches the last site again, which is harmless.
+        for s in self.events.first_at::<PREFETCH_SITES>(at) {
+            let site = &self.sites[(s as usize).min(last)];
+            // Both cache lines of the record.
+            prefetch(&site.wake_at);
+            prefetch(&site.spacing_ms);
         }
     }
 

@@ -1,35 +1,36 @@
-//! The scheduler's timer queue: 64 ms chunks over the next ~8 s, ~1 s buckets beyond them to
-//! ~65 s, and a binary heap for anything further out (backoff waits, long intervals) or
-//! already past.
+//! The scheduler's timer queue: a ring of 1 ms slots over the next few seconds, ~1 s buckets
+//! beyond it to ~65 s, and a binary heap for anything further out (backoff waits, long
+//! intervals) or already past.
 //!
 //! Why this shape: a simulated day is ~280 million checks and each re-arms its site's timer,
 //! usually 2-6 s ahead (spacing, or the next search's due time), so push and pop must be O(1),
-//! allocation-free and cache-friendly. A push into the next ~8 s appends one word to its
-//! chunk's vector and loads nothing it does not write (the ~100 vectors' ends stay in cache).
-//! When the drain reaches a chunk, one counting sort puts its nodes in millisecond order in
-//! one array, each millisecond's in push order: draining walks an array, and reading ahead
-//! (what is due in 2 ms) reads a few neighbouring words, not a linked list. (The fifth round's
-//! ring of 1 ms linked lists spent ~30% of a simulated day on its links: a push loaded its
-//! slot's head, the read-ahead walked a list one dependent miss at a time.) Pushes further
-//! ahead append to their bucket's vector, which moves into the chunks in one pass when the
-//! chunks reach it. Hand-written because the timer crates we know either own the clock or
-//! allocate per timer.
+//! allocation-free and cache-friendly. A millisecond's nodes are a singly linked list threaded
+//! through one `u32` per node: a slot is just its list's head, so a push writes two words in
+//! two small arrays (4 bytes per ms, 4 per node) and nothing is ever full. (An earlier ring of
+//! 32-byte slots with eight nodes inline spent ~14% of a simulated day waiting on its stores:
+//! 264 KB written at random did not stay in cache.) The ring grows with the number of sites
+//! (1 s to 8 s of slots) so that a few sites do not pay for ten thousand. Pushes further ahead
+//! append to their bucket's vector, which moves into the ring in one pass when the ring
+//! reaches it. Hand-written because the timer crates we know either own the clock or allocate
+//! per timer.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// Bucket width in ms; the chunks' span is a multiple of it.
+/// Bucket width in ms; the ring's length is a multiple of it.
 const BUCKET: u64 = 1024;
-/// Buckets beyond the chunks (together ~65 s).
+/// Buckets beyond the ring (together ~65 s).
 const BUCKETS: u64 = 64;
-/// Chunk width in ms: the unit the near future is sorted in (one bit per ms in a `u64`).
-const CHUNK: u64 = 64;
-/// The chunks' span in ms, from the start of `base`'s bucket.
-const RING: u64 = 8 * BUCKET;
-/// Chunks in the ring: the current (sorted) one and those after it.
-const CHUNKS: usize = (RING / CHUNK) as usize;
-/// No node (past the end of a millisecond's list).
+/// The ring's length in ms: smallest and largest.
+const RING_MIN: u64 = BUCKET;
+const RING_MAX: u64 = 8 * BUCKET;
+/// Words of the ring's bitmap, for the longest ring (inline: a fixed length lets an index
+/// masked to the ring skip its bounds check).
+const BIT_WORDS: usize = (RING_MAX / 64) as usize;
+/// The end of a slot's list (and an empty slot's head).
 const END: u32 = u32::MAX;
+/// A node's link while it is not in the ring.
+const UNLINKED: u32 = u32::MAX - 1;
 
 /// A timer's owner: a site, by its index. (Only sites are timed.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -38,7 +39,7 @@ pub(crate) struct Node(u32);
 impl Node {
     /// Site `s` (below 2^31: the scheduler numbers fewer sites).
     pub(crate) fn site(s: u32) -> Self {
-        debug_assert!(s < END);
+        debug_assert!(s < UNLINKED);
         Self(s)
     }
 
@@ -53,44 +54,29 @@ fn entry(at: u64, node: Node) -> u64 {
     ((at % BUCKET) << 32) | u64::from(node.0)
 }
 
-/// A chunk entry: the deadline's offset in its chunk (high half) and the node (low half).
-fn chunk_entry(at: u64, node: Node) -> u64 {
-    ((at % CHUNK) << 32) | u64::from(node.0)
-}
-
-/// The ring index of the chunk holding `at`.
-fn chunk_of(at: u64) -> usize {
-    ((at / CHUNK) % CHUNKS as u64) as usize
-}
-
-/// Nodes keyed by a millisecond deadline, the way the scheduler times its sites: its owner
-/// removes an entry it replaces with [`Timers::remove`], so a node is in the wheel at most
-/// once. Far-heap entries are not removed: the owner says which still stand (its liveness
-/// check) when they enter the wheel, and checks what comes out again (a far entry that came
-/// in twice comes out twice). Nodes with equal deadlines come out last pushed first; different
-/// deadlines come out in deadline order per drain.
+/// Nodes keyed by a millisecond deadline, the way the scheduler times its sites: a node is
+/// in the ring at most once (pushing it there again moves it, so a list can never be
+/// corrupted), and its owner removes an entry it replaces with [`Timers::remove`]. Far-heap
+/// entries are not removed: the owner says which still stand (its liveness check) when they
+/// enter the wheel, and checks what comes out again. Nodes with equal deadlines come out last
+/// pushed first; different deadlines come out in deadline order per drain.
 #[derive(Debug, Clone)]
 pub(crate) struct Timers {
-    /// Every deadline before `base` has been drained. The current chunk is the one holding
-    /// `base`: `[chunk_end - CHUNK, chunk_end)`.
+    /// Every deadline before `base` has been drained; the ring holds those in
+    /// `[base, ring_end)`, slot `at & (ring - 1)`.
     base: u64,
-    /// The end of `base`'s chunk.
-    chunk_end: u64,
-    /// `base` rounded down to a bucket, plus `RING`: where the buckets begin. (Not
-    /// `base + RING`: then the first bucket and the chunks would share a stretch.)
+    /// `base` rounded down to a bucket, plus `ring`: where the buckets begin. (Not
+    /// `base + ring`: then the first bucket and the ring would share a stretch.)
     ring_end: u64,
-    /// The current chunk's nodes by millisecond, each millisecond's in push order: those due
-    /// at `chunk start + k` are `sorted[starts[k]..starts[k + 1]]` (drained ones stay until
-    /// the next chunk is sorted; `sorted_bits` says which are not drained).
-    sorted: Vec<u32>,
-    starts: [u32; CHUNK as usize + 1],
-    /// One bit per millisecond of the current chunk: has nodes not yet drained.
-    sorted_bits: u64,
-    /// Per chunk after the current one (by [`chunk_of`]) up to `ring_end`: its entries in
-    /// push order (see [`chunk_entry`]). The current chunk's is empty (it has been sorted).
-    /// No bitmap or earliest deadline per chunk: a push only appends, and `next_deadline`
-    /// looks at the chunks only when the current one has nothing left.
-    chunks: Box<[Vec<u64>; CHUNKS]>,
+    /// The ring's length in ms (a power of two, a multiple of `BUCKET`).
+    ring: u64,
+    /// Per slot: the node pushed there last, the head of its list (`END`: none).
+    heads: Box<[u32]>,
+    /// Per node: the next node in its slot's list (`END` at the tail), or `UNLINKED` while it
+    /// is not in the ring. Grows to the largest node pushed.
+    links: Vec<u32>,
+    /// One bit per slot: non-empty.
+    slot_bits: [u64; BIT_WORDS],
     /// Per bucket (by `(start / BUCKET) % BUCKETS`): its entries in push order (see [`entry`]).
     /// The buckets hold the deadlines from the ring's end to `bucket_end()`.
     buckets: Box<[Vec<u64>]>,
@@ -104,18 +90,21 @@ pub(crate) struct Timers {
 }
 
 const _: () = assert!(BUCKETS == 64, "bucket_bits is one u64");
-const _: () = assert!(CHUNK == 64, "sorted_bits is one u64");
 
 impl Timers {
     pub(crate) fn new() -> Self {
+        Self::with_ring(RING_MIN)
+    }
+
+    fn with_ring(ring: u64) -> Self {
+        debug_assert!(ring.is_power_of_two() && ring % BUCKET == 0);
         Self {
             base: 0,
-            chunk_end: CHUNK,
-            ring_end: RING,
-            sorted: Vec::new(),
-            starts: [0; CHUNK as usize + 1],
-            sorted_bits: 0,
-            chunks: Box::new([const { Vec::new() }; CHUNKS]),
+            ring_end: ring,
+            ring,
+            heads: vec![END; ring as usize].into_boxed_slice(),
+            links: Vec::new(),
+            slot_bits: [0; BIT_WORDS],
             buckets: vec![Vec::new(); BUCKETS as usize].into_boxed_slice(),
             bucket_bits: 0,
             bucket_min: vec![u64::MAX; BUCKETS as usize].into_boxed_slice(),
@@ -123,11 +112,29 @@ impl Timers {
         }
     }
 
-    /// Room for `sites` owners' entries in the sorted chunk. (Nothing else depends on the
-    /// number of owners: the chunks cover the same ~8 s for one site or a million.)
+    /// Sizes the ring for `sites` owners: ~1 ms of ring per site, from 1 s to 8 s (a site
+    /// re-arms a few seconds ahead, so a longer ring takes more pushes straight into their
+    /// slot). Growing moves every pending node; it happens a few times at most.
     pub(crate) fn fit(&mut self, sites: usize) {
-        let want = sites.min(1 << 16);
-        self.sorted.reserve(want.saturating_sub(self.sorted.len()));
+        if self.links.len() < sites {
+            self.links.resize(sites, UNLINKED);
+        }
+        let want = (sites as u64).next_power_of_two().clamp(RING_MIN, RING_MAX);
+        if want <= self.ring {
+            return;
+        }
+        let mut grown = Self::with_ring(want);
+        grown.links = vec![UNLINKED; self.links.len()];
+        grown.set_base(self.base);
+        // In push order within each millisecond, so equal deadlines keep their order. The far
+        // heap stays as it is: it may hold entries its owner no longer wants, which must not
+        // enter the wheel without its liveness check (`take_far` moves the others in time:
+        // they are all beyond the next bucket boundary).
+        for (at, node) in self.in_wheel() {
+            grown.push(at, node);
+        }
+        grown.far = std::mem::take(&mut self.far);
+        *self = grown;
     }
 
     /// Every pending node with its deadline: the wheel's, then the far heap's.
@@ -138,32 +145,24 @@ impl Timers {
         all
     }
 
-    /// Every node in the chunks or the buckets with its deadline, in push order within each
+    /// Every node in the ring or the buckets with its deadline, in push order within each
     /// millisecond.
-    #[cfg(test)]
     fn in_wheel(&self) -> Vec<(u64, Node)> {
-        let start = self.chunk_end - CHUNK;
+        let mask = self.ring - 1;
+        let start = self.base & mask;
         let mut all = Vec::new();
-        let mut word = self.sorted_bits;
-        while word != 0 {
-            let k = word.trailing_zeros() as usize;
-            word &= word - 1;
-            let (lo, hi) = (self.starts[k] as usize, self.starts[k + 1] as usize);
-            all.extend(
-                self.sorted[lo..hi]
-                    .iter()
-                    .map(|&n| (start + k as u64, Node(n))),
-            );
+        for (w, &bits) in self.slot_bits[..self.heads.len() / 64].iter().enumerate() {
+            let mut word = bits;
+            while word != 0 {
+                let k = w as u64 * 64 + u64::from(word.trailing_zeros());
+                word &= word - 1;
+                let at = self.base + (k.wrapping_sub(start) & mask);
+                let from = all.len();
+                self.each_at(at, |n| all.push((at, Node(n))));
+                all[from..].reverse(); // the list is newest first
+            }
         }
-        for ahead in 1..CHUNKS as u64 {
-            let chunk = start + ahead * CHUNK;
-            all.extend(
-                self.chunks[chunk_of(chunk)]
-                    .iter()
-                    .map(|&e| (chunk + (e >> 32), Node(e as u32))),
-            );
-        }
-        let first = self.ring_end / BUCKET;
+        let first = (self.ring_end) / BUCKET;
         for (b, bucket) in self.buckets.iter().enumerate() {
             let start = (first + (b as u64).wrapping_sub(first) % BUCKETS) * BUCKET;
             all.extend(bucket.iter().map(|&e| (start + (e >> 32), Node(e as u32))));
@@ -171,10 +170,16 @@ impl Timers {
         all
     }
 
+    /// The ring slot of deadline `at` (the second mask is a no-op that tells the compiler
+    /// the bitmap index is in bounds).
+    #[inline(always)]
+    fn slot_of(&self, at: u64) -> usize {
+        (at & (self.ring - 1) & (RING_MAX - 1)) as usize
+    }
+
     fn set_base(&mut self, base: u64) {
         self.base = base;
-        self.chunk_end = base - base % CHUNK + CHUNK;
-        self.ring_end = base - base % BUCKET + RING;
+        self.ring_end = base - base % BUCKET + self.ring;
     }
 
     /// The first deadline past the buckets: `[ring_end, bucket_end)` goes to buckets.
@@ -183,24 +188,74 @@ impl Timers {
     }
 
     /// Schedules `node` at `at`. Inlined: it is on the path of every check, and a call would
-    /// cost as much as the push (saving registers around it). The usual push, a chunk after
-    /// the current one, appends to that chunk's vector and reads nothing it does not write.
+    /// cost as much as the push (saving registers around it).
     #[inline(always)]
     pub(crate) fn push(&mut self, at: u64, node: Node) {
-        if at >= self.chunk_end && at < self.ring_end {
-            self.chunks[chunk_of(at)].push(chunk_entry(at, node));
+        if at < self.ring_end && at >= self.base {
+            let n = node.0 as usize;
+            match self.links.get(n) {
+                Some(&UNLINKED) => {
+                    let k = self.slot_of(at);
+                    self.links[n] = self.heads[k];
+                    self.heads[k] = node.0;
+                    self.slot_bits[k >> 6] |= 1 << (k & 63);
+                }
+                _ => self.relink(at, node),
+            }
         } else {
-            self.push_other(at, node);
+            self.push_beyond(at, node);
         }
     }
 
-    /// Into the current chunk, a bucket or the far heap. Out of line, so the chunks' push
-    /// stays small where it is inlined.
+    /// A push into the ring of a node it has no link for yet, or one that is in it already
+    /// (moved: a node is in the ring once, or the lists would tangle). Rare: the scheduler
+    /// sizes the links for its sites, and removes a site's entry before it pushes another
+    /// (short of a far entry that comes in twice).
     #[inline(never)]
-    fn push_other(&mut self, at: u64, node: Node) {
-        if at >= self.base && at < self.chunk_end {
-            self.insert_sorted(at, node);
-        } else if at < self.base || at >= self.bucket_end() {
+    fn relink(&mut self, at: u64, node: Node) {
+        let n = node.0 as usize;
+        if n >= self.links.len() {
+            self.links.resize(n + 1, UNLINKED);
+        }
+        if self.links[n] != UNLINKED {
+            // Where it is linked is not recorded: look through the ring.
+            for k in 0..self.heads.len() {
+                if self.unlink_at_slot(k, node.0) {
+                    break;
+                }
+            }
+        }
+        self.push(at, node);
+    }
+
+    /// Takes `node` out of slot `k`'s list if it is there; whether it was.
+    fn unlink_at_slot(&mut self, k: usize, node: u32) -> bool {
+        let mut prev = END;
+        let mut n = self.heads[k];
+        while n != END {
+            let next = self.links[n as usize];
+            if n == node {
+                match prev {
+                    END => self.heads[k] = next,
+                    p => self.links[p as usize] = next,
+                }
+                self.links[n as usize] = UNLINKED;
+                if self.heads[k] == END {
+                    self.slot_bits[k >> 6] &= !(1 << (k & 63));
+                }
+                return true;
+            }
+            prev = n;
+            n = next;
+        }
+        false
+    }
+
+    /// Past the ring: into a bucket, or the far heap. Out of line, so the ring's push stays
+    /// small where it is inlined.
+    #[inline(never)]
+    fn push_beyond(&mut self, at: u64, node: Node) {
+        if at < self.base || at >= self.bucket_end() {
             self.far.push(Reverse((at, node)));
         } else {
             let b = ((at / BUCKET) % BUCKETS) as usize;
@@ -210,123 +265,44 @@ impl Timers {
         }
     }
 
-    /// A push into the current chunk (rare: within 64 ms): at the end of its millisecond, the
-    /// newest there, the ones after it move up one.
-    fn insert_sorted(&mut self, at: u64, node: Node) {
-        let k = (at % CHUNK) as usize;
-        self.sorted.insert(self.starts[k + 1] as usize, node.0);
-        for start in &mut self.starts[k + 1..] {
-            *start += 1;
-        }
-        self.sorted_bits |= 1 << k;
-    }
-
-    /// Sorts the chunk starting at `start` (now the current one) by millisecond into
-    /// `sorted`, keeping push order within each millisecond (a counting sort: one pass to
-    /// count, one to place).
-    fn sort_chunk(&mut self, start: u64) {
-        debug_assert_eq!(start % CHUNK, 0);
-        let c = chunk_of(start);
-        if self.chunks[c].is_empty() {
-            self.starts = [0; CHUNK as usize + 1];
-            self.sorted_bits = 0;
-            return;
-        }
-        let entries = std::mem::take(&mut self.chunks[c]);
-        let mut counts = [0u32; CHUNK as usize];
-        for &e in &entries {
-            counts[(e >> 32) as usize % CHUNK as usize] += 1;
-        }
-        let (mut sum, mut bits) = (0, 0u64);
-        for (k, &n) in counts.iter().enumerate() {
-            self.starts[k] = sum;
-            sum += n;
-            bits |= u64::from(n != 0) << k;
-        }
-        self.starts[CHUNK as usize] = sum;
-        self.sorted_bits = bits;
-        if self.sorted.len() < sum as usize {
-            // Grown, never shrunk: `starts[CHUNK]` is its length in use.
-            self.sorted.resize(sum as usize, END);
-        }
-        let mut next = self.starts;
-        for &e in &entries {
-            let k = (e >> 32) as usize % CHUNK as usize;
-            self.sorted[next[k] as usize] = e as u32;
-            next[k] += 1;
-        }
-        let mut entries = entries;
-        entries.clear();
-        self.chunks[c] = entries;
-    }
-
-    /// Calls `f` with each node (site index) due at `at` if it is in the chunks (else none),
+    /// Calls `f` with each node (site index) due at `at` if it is in the ring (else none),
     /// newest first.
-    #[cfg(test)]
     fn each_at(&self, at: u64, mut f: impl FnMut(u32)) {
-        if at < self.base || at >= self.ring_end {
+        if at >= self.ring_end || at < self.base {
             return;
         }
-        if at < self.chunk_end {
-            let k = (at % CHUNK) as usize;
-            if self.sorted_bits & (1 << k) != 0 {
-                let (lo, hi) = (self.starts[k] as usize, self.starts[k + 1] as usize);
-                self.sorted[lo..hi].iter().rev().for_each(|&n| f(n));
-            }
-        } else {
-            let e = (at % CHUNK) << 32;
-            self.chunks[chunk_of(at)]
-                .iter()
-                .rev()
-                .filter(|&&x| x & !u64::from(u32::MAX) == e)
-                .for_each(|&x| f(x as u32));
+        let mut n = self.heads[self.slot_of(at)];
+        while let Some(&next) = self.links.get(n as usize) {
+            f(n);
+            n = next;
         }
     }
 
-    /// The nodes (site indices) due at `at` if it is in the current chunk, oldest first (they
-    /// come out newest first); else none: what is coming soon, for the owner to read ahead.
-    /// Neighbouring words of one array.
+    /// The first `N` nodes (site indices) due at `at` if it is in the ring, newest first,
+    /// then `END` (a value above every node): what is coming soon, for the owner to read
+    /// ahead. Without a branch per node, so that a list's varying length costs no
+    /// mispredicted loop exit.
     #[inline]
-    pub(crate) fn due_at(&self, at: u64) -> &[u32] {
-        let k = (at % CHUNK) as usize;
-        if at >= self.base && at < self.chunk_end && self.sorted_bits & (1 << k) != 0 {
-            let (lo, hi) = (self.starts[k] as usize, self.starts[k + 1] as usize);
-            self.sorted.get(lo..hi).unwrap_or(&[])
-        } else {
-            &[]
-        }
+    pub(crate) fn first_at<const N: usize>(&self, at: u64) -> [u32; N] {
+        let mut n = match at < self.ring_end && at >= self.base {
+            true => self.heads[self.slot_of(at)],
+            false => END,
+        };
+        std::array::from_fn(|_| {
+            let this = n;
+            n = *self.links.get(n as usize).unwrap_or(&END);
+            this
+        })
     }
 
     /// Takes `node` out of the wheel at `at`, if it is there. (A far-heap entry is left in
     /// place: the owner's liveness check drops it later.)
     #[inline(never)] // rare: a wake-up replaced by an earlier one
     pub(crate) fn remove(&mut self, at: u64, node: Node) {
-        if at < self.base || at >= self.bucket_end() {
-            return;
-        }
-        // The others keep their order (determinism).
-        if at < self.chunk_end {
-            let k = (at % CHUNK) as usize;
-            if self.sorted_bits & (1 << k) == 0 {
-                return;
-            }
-            let (lo, hi) = (self.starts[k] as usize, self.starts[k + 1] as usize);
-            if let Some(i) = self.sorted[lo..hi].iter().rposition(|&n| n == node.0) {
-                self.sorted.remove(lo + i);
-                for start in &mut self.starts[k + 1..] {
-                    *start -= 1;
-                }
-                if hi - lo == 1 {
-                    self.sorted_bits &= !(1 << k);
-                }
-            }
-        } else if at < self.ring_end {
-            let chunk = &mut self.chunks[chunk_of(at)];
-            let e = chunk_entry(at, node);
-            if let Some(i) = chunk.iter().rposition(|&x| x == e) {
-                chunk.remove(i);
-            }
-        } else {
+        if at < self.ring_end && at >= self.base {
+            // The others keep their order (determinism).
+            self.unlink_at_slot(self.slot_of(at), node.0);
+        } else if at >= self.base && at < self.bucket_end() {
             let b = ((at / BUCKET) % BUCKETS) as usize;
             let bucket = &mut self.buckets[b];
             let e = entry(at, node);
@@ -383,26 +359,25 @@ impl Timers {
             return;
         }
         loop {
-            // Up to `now` or the end of the current chunk, whichever comes first.
-            let chunk_end = self.chunk_end;
-            let end = now.min(chunk_end - 1);
-            self.visit_sorted(self.base, end, &mut visit);
+            // Up to `now` or the end of `base`'s bucket, whichever comes first: the slots in
+            // [base, end] are contiguous in the ring (its length is a multiple of `BUCKET`).
+            let boundary = self.base - self.base % BUCKET + BUCKET;
+            let end = now.min(boundary - 1);
+            self.visit_slots(self.base, end, &mut visit);
             self.set_base(end + 1);
-            if self.base == chunk_end {
-                // The next chunk is the current one now. Sorted first: what moves in below
-                // may land in it.
-                self.sort_chunk(chunk_end);
-                if chunk_end % BUCKET == 0 {
-                    // The chunks now reach the end of a new bucket: it moves in, and far
-                    // entries now inside the window move into the wheel.
-                    self.enter_bucket(self.ring_end - BUCKET);
-                    self.take_far(&mut visit);
-                }
+            if self.base == boundary {
+                // The ring now reaches the end of this bucket: it moves in, and far entries
+                // now inside the window move into the wheel.
+                self.enter_bucket(boundary + self.ring - BUCKET);
+                self.take_far(&mut visit);
             }
             if end == now {
                 break;
             }
-            if self.sorted_bits == 0 && self.next_chunk().is_none() {
+            if self.slot_bits[..self.ring as usize / 64]
+                .iter()
+                .all(|&w| w == 0)
+            {
                 self.skip_empty(now, &mut visit);
                 if self.base > now {
                     break;
@@ -411,13 +386,13 @@ impl Timers {
         }
     }
 
-    /// With nothing in the chunks: moves `base` straight on to where the first bucket with
-    /// entries moves in, or the first far entry would land in the chunks, or past `now`,
+    /// With nothing in the ring: moves `base` straight on to where the first bucket with
+    /// entries moves in, or the first far entry would land in the ring, or past `now`,
     /// whichever comes first (there is nothing to visit in between).
     fn skip_empty(&mut self, now: u64, visit: &mut impl FnMut(u64, Node, bool) -> bool) {
         let bucket = self
             .next_bucket()
-            .map_or(u64::MAX, |start| start + BUCKET - RING);
+            .map_or(u64::MAX, |start| start + BUCKET - self.ring);
         let far = self
             .far
             .peek()
@@ -427,10 +402,8 @@ impl Timers {
             return;
         }
         self.set_base(to);
-        // Every chunk is empty: the new current one too.
-        self.sort_chunk(self.chunk_end - CHUNK);
         if to == bucket {
-            self.enter_bucket(to + RING - BUCKET);
+            self.enter_bucket(to + self.ring - BUCKET);
         }
         self.take_far(visit);
     }
@@ -449,31 +422,32 @@ impl Timers {
         }
     }
 
-    /// Visits the current chunk's milliseconds `[from, to]`, newest first within each.
+    /// Visits the slots for `[from, to]` (inside one bucket), emptying them.
     #[inline]
-    fn visit_sorted(
-        &mut self,
-        from: u64,
-        to: u64,
-        visit: &mut impl FnMut(u64, Node, bool) -> bool,
-    ) {
-        let start = from - from % CHUNK;
-        let (lo, hi) = (from % CHUNK, to % CHUNK);
-        let bits = (u64::MAX << lo) & (u64::MAX >> (63 - hi));
-        let mut word = self.sorted_bits & bits;
-        self.sorted_bits &= !bits;
-        while word != 0 {
-            let k = word.trailing_zeros() as usize;
-            word &= word - 1;
-            let at = start + k as u64;
-            let (a, b) = (self.starts[k] as usize, self.starts[k + 1] as usize);
-            for &n in self.sorted[a..b].iter().rev() {
-                visit(at, Node(n), true);
+    fn visit_slots(&mut self, from: u64, to: u64, visit: &mut impl FnMut(u64, Node, bool) -> bool) {
+        let mask = self.ring - 1;
+        let (lo, hi) = (from & mask, to & mask);
+        for w in lo / 64..=hi / 64 {
+            let first = if w == lo / 64 { lo % 64 } else { 0 };
+            let last = if w == hi / 64 { hi % 64 } else { 63 };
+            let bits = (u64::MAX << first) & (u64::MAX >> (63 - last));
+            let mut word = self.slot_bits[w as usize] & bits;
+            self.slot_bits[w as usize] &= !bits;
+            while word != 0 {
+                let k = w * 64 + u64::from(word.trailing_zeros());
+                word &= word - 1;
+                let at = from - lo + k;
+                let mut n = std::mem::replace(&mut self.heads[k as usize], END);
+                while let Some(link) = self.links.get_mut(n as usize) {
+                    let next = std::mem::replace(link, UNLINKED);
+                    visit(at, Node(n), true);
+                    n = next;
+                }
             }
         }
     }
 
-    /// Moves the bucket starting at `start` into the chunks, which now cover all of it.
+    /// Moves the bucket starting at `start` into the ring, which now covers all of it.
     fn enter_bucket(&mut self, start: u64) {
         let b = ((start / BUCKET) % BUCKETS) as usize;
         if self.bucket_bits & (1 << b) == 0 {
@@ -494,7 +468,7 @@ impl Timers {
         if self.bucket_bits == 0 {
             return None;
         }
-        let first = self.ring_end / BUCKET;
+        let first = (self.ring_end) / BUCKET;
         let k = self
             .bucket_bits
             .rotate_right((first % BUCKETS) as u32)
@@ -504,37 +478,37 @@ impl Timers {
 
     /// The earliest deadline, if any (possibly a stale entry: early, never late).
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        let mut first = self.chunks_first();
-        if first == u64::MAX {
-            if let Some(start) = self.next_bucket() {
-                first = self.bucket_min[((start / BUCKET) % BUCKETS) as usize];
-            }
+        let mut first = self.ring_first().unwrap_or(u64::MAX);
+        if let Some(start) = self.next_bucket() {
+            // Buckets come after the ring, but its entries may all be stale (removed).
+            first = first.min(self.bucket_min[((start / BUCKET) % BUCKETS) as usize]);
         }
-        // (Else the buckets come later: everything in them is at or after `ring_end`.)
         if let Some(Reverse((at, _))) = self.far.peek() {
             first = first.min(*at);
         }
         (first != u64::MAX).then_some(first)
     }
 
-    /// The chunks' earliest deadline (`u64::MAX`: none): the current chunk's first
-    /// millisecond with nodes, else the earliest entry of the next chunk with entries (a scan,
-    /// but only when the current chunk has nothing left: in a busy wheel, rarely).
-    fn chunks_first(&self) -> u64 {
-        if self.sorted_bits != 0 {
-            return self.chunk_end - CHUNK + u64::from(self.sorted_bits.trailing_zeros());
+    /// The ring's earliest deadline: its first set bit at or after `base`'s slot, going round
+    /// once (usually in the first word).
+    fn ring_first(&self) -> Option<u64> {
+        let mask = self.ring - 1;
+        let start = self.base & mask;
+        let words = self.ring / 64;
+        for i in 0..=words {
+            let w = (start / 64 + i) & (words - 1); // a power of two: no division
+            let mut word = self.slot_bits[w as usize];
+            if i == 0 {
+                word &= u64::MAX << (start % 64);
+            } else if i == words {
+                word &= !(u64::MAX << (start % 64));
+            }
+            if word != 0 {
+                let k = w * 64 + u64::from(word.trailing_zeros());
+                return Some(self.base + (k.wrapping_sub(start) & mask));
+            }
         }
-        self.next_chunk().map_or(u64::MAX, |start| {
-            let first = self.chunks[chunk_of(start)].iter().map(|&e| e >> 32).min();
-            start + first.unwrap_or(0)
-        })
-    }
-
-    /// The start of the first chunk after the current one with entries, if any.
-    fn next_chunk(&self) -> Option<u64> {
-        (1..CHUNKS as u64)
-            .map(|ahead| self.chunk_end - CHUNK + ahead * CHUNK)
-            .find(|&start| !self.chunks[chunk_of(start)].is_empty())
+        None
     }
 }
 
@@ -688,114 +662,32 @@ mod tests {
         let want: Vec<_> = left.iter().map(|&k| (t0 + 3, Node::site(k))).collect();
         assert_eq!(out, want, "last pushed first");
         assert_eq!(timers.next_deadline(), None);
-        assert!(timers.in_wheel().is_empty());
+        assert!(timers.links.iter().all(|&l| l == UNLINKED));
     }
 
     #[test]
-    fn a_node_pushed_twice_without_a_removal_comes_out_twice_for_its_owner_to_filter() {
-        // The scheduler removes a wake-up before it sets another; only a far entry that came
-        // in twice reaches the wheel twice, and its owner's liveness check drops the second.
+    fn a_node_is_in_the_ring_once_and_pushing_it_again_moves_it() {
         let mut timers = Timers::new();
         let t0 = 7 * BUCKET;
         timers.drain_due(t0 - 1, &mut Vec::new(), |_, _| true);
-        for (at, k) in [(t0 + 900, 1), (t0 + 900, 5000), (t0 + 900, 2), (t0 + 4, 3)] {
+        // Node 5000 has no link yet: the links grow for it.
+        for (at, k) in [(t0 + 9, 1), (t0 + 9, 5000), (t0 + 9, 2), (t0 + 4, 3)] {
             timers.push(at, Node::site(k));
         }
-        timers.push(t0 + 900, Node::site(5000));
+        // Pushed again: it leaves its list (keeping the others' order) and joins the new one.
+        timers.push(t0 + 4, Node::site(5000));
+        timers.push(t0 + 2, Node::site(3));
         let mut out = Vec::new();
-        timers.drain_due(t0 + 1000, &mut out, |_, _| true);
-        let at = t0 + 900;
+        timers.drain_due(t0 + 100, &mut out, |_, _| true);
         assert_eq!(
             out,
             [
-                (t0 + 4, Node::site(3)),
-                (at, Node::site(5000)),
-                (at, Node::site(2)),
-                (at, Node::site(5000)),
-                (at, Node::site(1)),
+                (t0 + 2, Node::site(3)),
+                (t0 + 4, Node::site(5000)),
+                (t0 + 9, Node::site(2)),
+                (t0 + 9, Node::site(1)),
             ]
         );
-        assert_eq!(timers.next_deadline(), None);
-    }
-
-    /// What every drain relies on: the current chunk's index is consistent, and nothing sits
-    /// outside its level's window.
-    fn assert_consistent(timers: &Timers) {
-        let (starts, n) = (&timers.starts, CHUNK as usize);
-        assert!(starts.windows(2).all(|w| w[0] <= w[1]), "starts ascend");
-        assert!(starts[n] as usize <= timers.sorted.len());
-        let start = timers.chunk_end - CHUNK;
-        for k in 0..n {
-            let set = timers.sorted_bits & (1 << k) != 0;
-            if set {
-                assert!(starts[k] < starts[k + 1], "ms {k} marked but empty");
-                assert!(start + k as u64 >= timers.base, "ms {k} drained but marked");
-            }
-        }
-        assert!(
-            timers.chunks[chunk_of(start)].is_empty(),
-            "current chunk sorted"
-        );
-        for ahead in 1..CHUNKS as u64 {
-            let chunk = start + ahead * CHUNK;
-            let c = chunk_of(chunk);
-            for &e in &timers.chunks[c] {
-                let at = chunk + (e >> 32);
-                assert!(at >= timers.chunk_end && at < timers.ring_end);
-            }
-        }
-    }
-
-    #[test]
-    fn the_sort_keeps_push_order_within_each_millisecond() {
-        let mut timers = Timers::new();
-        let t0 = 3 * BUCKET;
-        timers.drain_due(t0 - 1, &mut Vec::new(), |_, _| true);
-        // 300 nodes over two chunks and their boundary, pushed in an order that interleaves
-        // their milliseconds; some leave again before and after their chunk is sorted.
-        let mut want: Vec<(u64, Node)> = Vec::new();
-        for k in 0..300u32 {
-            let at = t0 + 100 + u64::from(k * 37 % 128);
-            timers.push(at, Node::site(k));
-            want.push((at, Node::site(k)));
-        }
-        for k in [5u32, 77, 299] {
-            let at = t0 + 100 + u64::from(k * 37 % 128);
-            timers.remove(at, Node::site(k));
-            want.retain(|&(_, n)| n != Node::site(k));
-        }
-        assert_consistent(&timers);
-        // Into the chunk holding t0 + 128..t0 + 191, now sorted.
-        timers.drain_due(t0 + 140, &mut Vec::new(), |_, _| true);
-        want.retain(|&(at, _)| at > t0 + 140);
-        assert_consistent(&timers);
-        for k in [300u32, 301] {
-            timers.push(t0 + 150, Node::site(k));
-            want.push((t0 + 150, Node::site(k)));
-        }
-        let gone = want
-            .iter()
-            .find(|&&(at, _)| at == t0 + 150)
-            .copied()
-            .unwrap();
-        timers.remove(gone.0, gone.1);
-        want.retain(|&e| e != gone);
-        assert_consistent(&timers);
-        let mut listed = Vec::new();
-        timers.each_at(t0 + 150, |n| listed.push(n));
-        let mut out = Vec::new();
-        timers.drain_due(t0 + 400, &mut out, |_, _| true);
-        assert_consistent(&timers);
-        // Deadline order; within a millisecond the newest first.
-        want.reverse();
-        want.sort_by_key(|&(at, _)| at); // stable: keeps newest first
-        assert_eq!(out, want);
-        let at150: Vec<u32> = want
-            .iter()
-            .filter(|e| e.0 == t0 + 150)
-            .map(|e| e.1.0)
-            .collect();
-        assert_eq!(listed, at150);
         assert_eq!(timers.next_deadline(), None);
     }
 
@@ -889,7 +781,6 @@ mod tests {
                     }
                     Op::Fit(sites) => timers.fit(sites),
                 }
-                assert_consistent(&timers);
             }
             let mut pending: Vec<_> = timers
                 .pending()
