@@ -478,11 +478,14 @@ impl Timers {
 
     /// The earliest deadline, if any (possibly a stale entry: early, never late).
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        let mut first = self.ring_first().unwrap_or(u64::MAX);
-        if let Some(start) = self.next_bucket() {
-            // Buckets come after the ring, but its entries may all be stale (removed).
-            first = first.min(self.bucket_min[((start / BUCKET) % BUCKETS) as usize]);
-        }
+        // The buckets only if the ring is empty: everything in them is at or after `ring_end`.
+        // (Their earliest may be stale, removed: early, never late.)
+        let mut first = match self.ring_first() {
+            Some(at) => at,
+            None => self.next_bucket().map_or(u64::MAX, |start| {
+                self.bucket_min[((start / BUCKET) % BUCKETS) as usize]
+            }),
+        };
         if let Some(Reverse((at, _))) = self.far.peek() {
             first = first.min(*at);
         }
@@ -491,7 +494,22 @@ impl Timers {
 
     /// The ring's earliest deadline: its first set bit at or after `base`'s slot, going round
     /// once (usually in the first word).
+    #[inline]
     fn ring_first(&self) -> Option<u64> {
+        let mask = self.ring - 1;
+        let start = self.base & mask;
+        // The usual case, checked first (it is asked every simulated millisecond): something
+        // in the rest of `base`'s word.
+        let word = self.slot_bits[self.slot_of(self.base) / 64] & (u64::MAX << (start % 64));
+        if word != 0 {
+            return Some(self.base + u64::from(word.trailing_zeros()) - start % 64);
+        }
+        self.ring_first_beyond()
+    }
+
+    /// [`Self::ring_first`] past the rest of `base`'s word.
+    #[inline(never)]
+    fn ring_first_beyond(&self) -> Option<u64> {
         let mask = self.ring - 1;
         let start = self.base & mask;
         let words = self.ring / 64;
