@@ -70,8 +70,10 @@ pub(crate) struct Timers {
     ring_end: u64,
     /// The ring's length in ms (a power of two, a multiple of `BUCKET`).
     ring: u64,
-    /// Per slot: the node pushed there last, the head of its list (`END`: none).
-    heads: Box<[u32]>,
+    /// Per slot: the node pushed there last, the head of its list (`END`: none). Sized for
+    /// the longest ring (32 KB) whatever the ring's length, so that an index masked to it
+    /// needs no bounds check.
+    heads: Box<[u32; RING_MAX as usize]>,
     /// Per node: the next node in its slot's list (`END` at the tail), or `UNLINKED` while it
     /// is not in the ring. Grows to the largest node pushed.
     links: Vec<u32>,
@@ -102,7 +104,10 @@ impl Timers {
             base: 0,
             ring_end: ring,
             ring,
-            heads: vec![END; ring as usize].into_boxed_slice(),
+            heads: vec![END; RING_MAX as usize]
+                .into_boxed_slice()
+                .try_into()
+                .expect("RING_MAX heads"),
             links: Vec::new(),
             slot_bits: [0; BIT_WORDS],
             buckets: vec![Vec::new(); BUCKETS as usize].into_boxed_slice(),
@@ -151,7 +156,7 @@ impl Timers {
         let mask = self.ring - 1;
         let start = self.base & mask;
         let mut all = Vec::new();
-        for (w, &bits) in self.slot_bits[..self.heads.len() / 64].iter().enumerate() {
+        for (w, &bits) in self.slot_bits[..self.ring as usize / 64].iter().enumerate() {
             let mut word = bits;
             while word != 0 {
                 let k = w as u64 * 64 + u64::from(word.trailing_zeros());
@@ -219,7 +224,7 @@ impl Timers {
         }
         if self.links[n] != UNLINKED {
             // Where it is linked is not recorded: look through the ring.
-            for k in 0..self.heads.len() {
+            for k in 0..self.ring as usize {
                 if self.unlink_at_slot(k, node.0) {
                     break;
                 }
@@ -437,7 +442,8 @@ impl Timers {
                 let k = w * 64 + u64::from(word.trailing_zeros());
                 word &= word - 1;
                 let at = from - lo + k;
-                let mut n = std::mem::replace(&mut self.heads[k as usize], END);
+                let slot = (k & (RING_MAX - 1)) as usize; // `k` is: no bounds check
+                let mut n = std::mem::replace(&mut self.heads[slot], END);
                 while let Some(link) = self.links.get_mut(n as usize) {
                     let next = std::mem::replace(link, UNLINKED);
                     visit(at, Node(n), true);
