@@ -223,6 +223,16 @@ fn key_due(key: u64) -> u64 {
 /// How many targets' keys a site keeps inside its record; more spill to the heap.
 const INLINE: usize = 10;
 
+/// The smallest of a record's keys (the unused ones are `GONE`), as a tree: compares and
+/// conditional moves without branches to mispredict, four deep instead of a chain of ten (the
+/// next wake-up waits on this).
+#[inline]
+fn min_of(keys: &[u64; INLINE]) -> u64 {
+    let [a, b, c, d, e, f, g, h, i, j] = *keys;
+    let (ab, cd, ef, gh, ij) = (a.min(b), c.min(d), e.min(f), g.min(h), i.min(j));
+    ab.min(cd).min(ef.min(gh)).min(ij)
+}
+
 /// A site's targets' keys (`key(next due, slot)`, or `GONE`), by slot: inside the record for
 /// up to [`INLINE`] targets, so a check reads one 128-byte record and nothing else. While a
 /// slot is in flight its key is the due time it went out with (a refusal puts it back
@@ -252,15 +262,25 @@ impl Keys {
     /// The smallest key (`GONE` if none).
     fn min(&self) -> u64 {
         match self {
-            // All `INLINE` entries (the unused ones are `GONE`), as a tree: compares and
-            // conditional moves without branches to mispredict, four deep instead of a chain
-            // of ten (the next wake-up waits on this).
-            Self::Inline { keys, .. } => {
-                let [a, b, c, d, e, f, g, h, i, j] = *keys;
-                let (ab, cd, ef, gh, ij) = (a.min(b), c.min(d), e.min(f), g.min(h), i.min(j));
-                ab.min(cd).min(ef.min(gh)).min(ij)
-            }
+            Self::Inline { keys, .. } => min_of(keys),
             Self::Heap(keys) => keys.iter().fold(GONE, |m, &k| m.min(k)),
+        }
+    }
+
+    /// Sets slot `slot`'s key (`slot` is one of the site's) and returns the smallest key. One
+    /// look at the variant for both: this is on the path of every check.
+    #[inline]
+    fn set(&mut self, slot: usize, key: u64) -> u64 {
+        match self {
+            Self::Inline { keys, len } if slot < INLINE => {
+                debug_assert!(slot < usize::from(*len));
+                keys[slot] = key;
+                min_of(keys)
+            }
+            _ => {
+                self.as_mut_slice()[slot] = key;
+                self.min()
+            }
         }
     }
 
@@ -783,8 +803,7 @@ impl Scheduler {
                 common => common,
             };
             let next = jittered(&mut self.rng, self.jitter, interval, now);
-            site.keys.as_mut_slice()[slot] = key(next, slot);
-            site.next_key = site.keys.min();
+            site.next_key = site.keys.set(slot, key(next, slot));
             let at = site.next_start.max(key_due(site.next_key));
             Self::wake(site, &mut self.events, s, at);
             return None;
