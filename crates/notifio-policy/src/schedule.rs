@@ -21,8 +21,8 @@
 //! a small `Copy` value whose id encodes site, slot and a sequence number, so the common path
 //! hashes nothing and allocates nothing; URLs, search ids and site keys are cold, in parallel
 //! arrays. `poll_due_into` dispatches a site as it comes out of the wheel, with no queue in
-//! between, and prefetches the records of the sites due 2 ms later so their cache misses overlap
-//! (docs/benchmarks/scheduler.md has the figures).
+//! between, and prefetches the records of the first two sites due 2 ms later so their cache
+//! misses overlap (docs/benchmarks/scheduler.md has the figures).
 
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
