@@ -21,8 +21,8 @@
 //! a small `Copy` value whose id encodes site, slot and a sequence number, so the common path
 //! hashes nothing and allocates nothing; URLs, search ids and site keys are cold, in parallel
 //! arrays. `poll_due_into` dispatches a site as it comes out of the wheel, with no queue in
-//! between, and prefetches the records of the sites due 2 ms later so their cache misses overlap
-//! (docs/benchmarks/scheduler.md has the figures).
+//! between, and prefetches the records of the first two sites due 2 ms later so their cache
+//! misses overlap (docs/benchmarks/scheduler.md has the figures).
 
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
@@ -204,8 +204,11 @@ pub fn prefetch<T>(x: &T) {
 /// How far ahead `poll_due_into` prefetches the records of the sites coming due: enough for
 /// the loads to land before they are needed, not so far that they are evicted again.
 const PREFETCH_AHEAD_MS: u64 = 2;
-/// How many of the sites due then it prefetches (a day of 10,000 sites has ~3 per ms).
-const PREFETCH_SITES: usize = 4;
+/// How many of the sites due then it prefetches (a day of 10,000 sites has ~3 per ms). Two,
+/// not four: finding the sites walks their list one dependent load at a time, and the third
+/// and fourth were not worth their walk (sixth round: 346 vs 352 instructions per check, no
+/// slower).
+const PREFETCH_SITES: usize = 2;
 
 /// A slot's key: its due time, then its index, so the smallest key is the target to check next,
 /// ties going to the one added first, exactly as a min-heap of (due, index) would pop them.
@@ -219,6 +222,16 @@ fn key_due(key: u64) -> u64 {
 
 /// How many targets' keys a site keeps inside its record; more spill to the heap.
 const INLINE: usize = 10;
+
+/// The smallest of a record's keys (the unused ones are `GONE`), as a tree: compares and
+/// conditional moves without branches to mispredict, four deep instead of a chain of ten (the
+/// next wake-up waits on this).
+#[inline]
+fn min_of(keys: &[u64; INLINE]) -> u64 {
+    let [a, b, c, d, e, f, g, h, i, j] = *keys;
+    let (ab, cd, ef, gh, ij) = (a.min(b), c.min(d), e.min(f), g.min(h), i.min(j));
+    ab.min(cd).min(ef.min(gh)).min(ij)
+}
 
 /// A site's targets' keys (`key(next due, slot)`, or `GONE`), by slot: inside the record for
 /// up to [`INLINE`] targets, so a check reads one 128-byte record and nothing else. While a
@@ -249,15 +262,25 @@ impl Keys {
     /// The smallest key (`GONE` if none).
     fn min(&self) -> u64 {
         match self {
-            // All `INLINE` entries (the unused ones are `GONE`), as a tree: compares and
-            // conditional moves without branches to mispredict, four deep instead of a chain
-            // of ten (the next wake-up waits on this).
-            Self::Inline { keys, .. } => {
-                let [a, b, c, d, e, f, g, h, i, j] = *keys;
-                let (ab, cd, ef, gh, ij) = (a.min(b), c.min(d), e.min(f), g.min(h), i.min(j));
-                ab.min(cd).min(ef.min(gh)).min(ij)
-            }
+            Self::Inline { keys, .. } => min_of(keys),
             Self::Heap(keys) => keys.iter().fold(GONE, |m, &k| m.min(k)),
+        }
+    }
+
+    /// Sets slot `slot`'s key (`slot` is one of the site's) and returns the smallest key. One
+    /// look at the variant for both: this is on the path of every check.
+    #[inline]
+    fn set(&mut self, slot: usize, key: u64) -> u64 {
+        match self {
+            Self::Inline { keys, len } if slot < INLINE => {
+                debug_assert!(slot < usize::from(*len));
+                keys[slot] = key;
+                min_of(keys)
+            }
+            _ => {
+                self.as_mut_slice()[slot] = key;
+                self.min()
+            }
         }
     }
 
@@ -658,8 +681,8 @@ impl Scheduler {
         let Some(last) = self.sites.len().checked_sub(1) else {
             return;
         };
-        // The first few (most milliseconds have fewer), without a branch per site: past the
-        // end of the list this prefetches the last site again, which is harmless.
+        // The first two (see `PREFETCH_SITES`), without a branch per site: past the end of a
+        // shorter list this prefetches the last site again, which is harmless.
         for s in self.events.first_at::<PREFETCH_SITES>(at) {
             let site = &self.sites[(s as usize).min(last)];
             // Both cache lines of the record.
@@ -780,8 +803,7 @@ impl Scheduler {
                 common => common,
             };
             let next = jittered(&mut self.rng, self.jitter, interval, now);
-            site.keys.as_mut_slice()[slot] = key(next, slot);
-            site.next_key = site.keys.min();
+            site.next_key = site.keys.set(slot, key(next, slot));
             let at = site.next_start.max(key_due(site.next_key));
             Self::wake(site, &mut self.events, s, at);
             return None;

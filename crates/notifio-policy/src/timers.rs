@@ -70,8 +70,10 @@ pub(crate) struct Timers {
     ring_end: u64,
     /// The ring's length in ms (a power of two, a multiple of `BUCKET`).
     ring: u64,
-    /// Per slot: the node pushed there last, the head of its list (`END`: none).
-    heads: Box<[u32]>,
+    /// Per slot: the node pushed there last, the head of its list (`END`: none). Sized for
+    /// the longest ring (32 KB) whatever the ring's length, so that an index masked to it
+    /// needs no bounds check.
+    heads: Box<[u32; RING_MAX as usize]>,
     /// Per node: the next node in its slot's list (`END` at the tail), or `UNLINKED` while it
     /// is not in the ring. Grows to the largest node pushed.
     links: Vec<u32>,
@@ -102,7 +104,10 @@ impl Timers {
             base: 0,
             ring_end: ring,
             ring,
-            heads: vec![END; ring as usize].into_boxed_slice(),
+            heads: vec![END; RING_MAX as usize]
+                .into_boxed_slice()
+                .try_into()
+                .expect("RING_MAX heads"),
             links: Vec::new(),
             slot_bits: [0; BIT_WORDS],
             buckets: vec![Vec::new(); BUCKETS as usize].into_boxed_slice(),
@@ -151,7 +156,7 @@ impl Timers {
         let mask = self.ring - 1;
         let start = self.base & mask;
         let mut all = Vec::new();
-        for (w, &bits) in self.slot_bits[..self.heads.len() / 64].iter().enumerate() {
+        for (w, &bits) in self.slot_bits[..self.ring as usize / 64].iter().enumerate() {
             let mut word = bits;
             while word != 0 {
                 let k = w as u64 * 64 + u64::from(word.trailing_zeros());
@@ -219,7 +224,7 @@ impl Timers {
         }
         if self.links[n] != UNLINKED {
             // Where it is linked is not recorded: look through the ring.
-            for k in 0..self.heads.len() {
+            for k in 0..self.ring as usize {
                 if self.unlink_at_slot(k, node.0) {
                     break;
                 }
@@ -437,7 +442,8 @@ impl Timers {
                 let k = w * 64 + u64::from(word.trailing_zeros());
                 word &= word - 1;
                 let at = from - lo + k;
-                let mut n = std::mem::replace(&mut self.heads[k as usize], END);
+                let slot = (k & (RING_MAX - 1)) as usize; // `k` is: no bounds check
+                let mut n = std::mem::replace(&mut self.heads[slot], END);
                 while let Some(link) = self.links.get_mut(n as usize) {
                     let next = std::mem::replace(link, UNLINKED);
                     visit(at, Node(n), true);
@@ -478,11 +484,14 @@ impl Timers {
 
     /// The earliest deadline, if any (possibly a stale entry: early, never late).
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        let mut first = self.ring_first().unwrap_or(u64::MAX);
-        if let Some(start) = self.next_bucket() {
-            // Buckets come after the ring, but its entries may all be stale (removed).
-            first = first.min(self.bucket_min[((start / BUCKET) % BUCKETS) as usize]);
-        }
+        // The buckets only if the ring is empty: everything in them is at or after `ring_end`.
+        // (Their earliest may be stale, removed: early, never late.)
+        let mut first = match self.ring_first() {
+            Some(at) => at,
+            None => self.next_bucket().map_or(u64::MAX, |start| {
+                self.bucket_min[((start / BUCKET) % BUCKETS) as usize]
+            }),
+        };
         if let Some(Reverse((at, _))) = self.far.peek() {
             first = first.min(*at);
         }
@@ -491,7 +500,22 @@ impl Timers {
 
     /// The ring's earliest deadline: its first set bit at or after `base`'s slot, going round
     /// once (usually in the first word).
+    #[inline]
     fn ring_first(&self) -> Option<u64> {
+        let mask = self.ring - 1;
+        let start = self.base & mask;
+        // The usual case, checked first (it is asked every simulated millisecond): something
+        // in the rest of `base`'s word.
+        let word = self.slot_bits[self.slot_of(self.base) / 64] & (u64::MAX << (start % 64));
+        if word != 0 {
+            return Some(self.base + u64::from(word.trailing_zeros()) - start % 64);
+        }
+        self.ring_first_beyond()
+    }
+
+    /// [`Self::ring_first`] past the rest of `base`'s word.
+    #[inline(never)]
+    fn ring_first_beyond(&self) -> Option<u64> {
         let mask = self.ring - 1;
         let start = self.base & mask;
         let words = self.ring / 64;
