@@ -284,6 +284,60 @@ async fn a_large_response_head_is_read_and_an_endless_one_is_malformed() {
 }
 
 #[tokio::test]
+async fn an_https_site_with_an_untrusted_certificate_is_refused() {
+    // A real TLS server on loopback with a self-signed certificate for 127.0.0.1 that is in
+    // no trust store (tests/fixtures/tls): the fetcher does the handshake, refuses the
+    // certificate (a connection failure) and never sends the request.
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tls/");
+    let cert = CertificateDer::from_pem_file(format!("{dir}cert.pem")).unwrap();
+    let key = PrivateKeyDer::from_pem_file(format!("{dir}key.pem")).unwrap();
+    let tls = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert], key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(tls));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (hellos, requests) = (
+        std::sync::Arc::new(AtomicUsize::new(0)),
+        std::sync::Arc::new(AtomicUsize::new(0)),
+    );
+    let (h, r) = (hellos.clone(), requests.clone());
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            h.fetch_add(1, Ordering::SeqCst);
+            if let Ok(mut stream) = acceptor.accept(tcp).await {
+                let mut buf = [0u8; 1024];
+                if tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
+                    .await
+                    .unwrap_or(0)
+                    > 0
+                {
+                    r.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+    });
+    let req = plain_search(&format!("https://127.0.0.1:{port}/search/x"));
+    let got = fetcher().fetch(&req, &CancellationToken::new()).await;
+    assert_eq!(got.failure, Some(TransportFailure::Connect), "{got:?}");
+    let error = got.last_error.unwrap_or_default();
+    assert!(error.contains("certificate"), "{error}");
+    assert!(
+        hellos.load(Ordering::SeqCst) >= 1,
+        "a TLS handshake was attempted"
+    );
+    assert_eq!(requests.load(Ordering::SeqCst), 0, "no request went out");
+}
+
+#[tokio::test]
 async fn a_redirect_into_a_closed_site_is_held_until_the_site_opens() {
     let p = portal().await;
     // `localhost` and `127.0.0.1` are different sites to us (the reliability suite does the

@@ -289,8 +289,8 @@ fn now_timestamp() -> Timestamp {
 }
 
 /// A transport failure as the retry policy sees it.
-fn failure_of(e: &(dyn std::error::Error + 'static)) -> TransportFailure {
-    match transport::broken(e) {
+fn failure_of(broken: transport::Broken) -> TransportFailure {
+    match broken {
         transport::Broken::Malformed => TransportFailure::Malformed,
         transport::Broken::Connection => TransportFailure::Connect,
     }
@@ -604,7 +604,7 @@ impl Fetcher {
             }
             let sent = match self.request(&method, &current, body.clone(), extra) {
                 Ok(request) => self.inner.transport.send(request).await.map_err(|e| {
-                    let failure = failure_of(&e);
+                    let failure = failure_of(transport::broken_send(&e));
                     (failure, transport::describe(&e))
                 }),
                 Err(error) => Err((TransportFailure::Malformed, error)),
@@ -766,7 +766,7 @@ async fn read_capped(
             }
             None => return (fitted(buf), None, None),
             Some(Err(e)) => {
-                let failure = failure_of(&*e);
+                let failure = failure_of(transport::broken(&*e));
                 return (fitted(buf), Some(failure), Some(transport::describe(&*e)));
             }
         }

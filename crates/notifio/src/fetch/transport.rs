@@ -99,10 +99,21 @@ pub(crate) enum Broken {
     Connection,
 }
 
+/// Classifies an error from sending a request: failing to connect (refused, TLS handshake,
+/// certificate) is a connection failure; otherwise as [`broken`].
+pub(crate) fn broken_send(e: &SendError) -> Broken {
+    if e.is_connect() {
+        Broken::Connection
+    } else {
+        broken(e)
+    }
+}
+
 /// Classifies an error from sending or from reading a body, by what is down its chain:
-/// hyper's own error says whether the response failed to parse; an `InvalidData` I/O error
-/// with no hyper error inside comes from the decoder (a corrupt gzip stream). (An I/O error's
-/// `source` skips the error it wraps, so the walk looks inside it.)
+/// hyper's own error says whether the response failed to parse, a TLS error is a broken
+/// connection, and an `InvalidData` I/O error with neither inside comes from the decoder (a
+/// corrupt gzip stream). (An I/O error's `source` skips the error it wraps, so the walk looks
+/// inside it.)
 pub(crate) fn broken(e: &(dyn std::error::Error + 'static)) -> Broken {
     let mut invalid_data = false;
     let mut next = Some(e);
@@ -113,6 +124,9 @@ pub(crate) fn broken(e: &(dyn std::error::Error + 'static)) -> Broken {
             } else {
                 Broken::Connection
             };
+        }
+        if cause.is::<rustls::Error>() {
+            return Broken::Connection;
         }
         next = match cause.downcast_ref::<std::io::Error>() {
             Some(io) => {
