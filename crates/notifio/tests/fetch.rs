@@ -15,6 +15,8 @@ use notifio::fetch::{FetchConfig, FetchRequest, Fetched, Fetcher};
 use notifio_policy::{
     Markers, Outcome, RequestClass, RetryBudget, RetryPolicy, SiteKey, TransportFailure, classify,
 };
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 use util::{RawServer, raw_response};
@@ -283,58 +285,115 @@ async fn a_large_response_head_is_read_and_an_endless_one_is_malformed() {
     assert_eq!(got.attempts, 1);
 }
 
+/// A real TLS site on loopback: rustls with the self-signed certificate for 127.0.0.1 in
+/// tests/fixtures/tls (in no trust store), serving a small page over whichever HTTP version
+/// ALPN settles on (hyper-util's server), counting connections and recording each request's
+/// HTTP version.
+struct TlsSite {
+    url: String,
+    connections: Arc<AtomicUsize>,
+    versions: Arc<std::sync::Mutex<Vec<http::Version>>>,
+}
+
+const TLS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tls/");
+
+fn test_certificate() -> rustls::pki_types::CertificateDer<'static> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::from_pem_file(format!("{TLS_DIR}cert.pem")).unwrap()
+}
+
+impl TlsSite {
+    async fn start(alpn: &[&[u8]]) -> Self {
+        use rustls::pki_types::PrivateKeyDer;
+        use rustls::pki_types::pem::PemObject;
+        let key = PrivateKeyDer::from_pem_file(format!("{TLS_DIR}key.pem")).unwrap();
+        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![test_certificate()], key)
+        .unwrap();
+        tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        let site = Self {
+            url,
+            connections: Arc::default(),
+            versions: Arc::default(),
+        };
+        let (connections, versions) = (site.connections.clone(), site.versions.clone());
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                connections.fetch_add(1, Ordering::SeqCst);
+                let (acceptor, versions) = (acceptor.clone(), versions.clone());
+                tokio::spawn(async move {
+                    let Ok(stream) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let page = hyper::service::service_fn(move |req: http::Request<_>| {
+                        versions.lock().unwrap().push(req.version());
+                        let body = http_body_util::Full::new(Bytes::from_static(b"<p>hello</p>"));
+                        async move { Ok::<_, std::convert::Infallible>(http::Response::new(body)) }
+                    });
+                    let server = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    );
+                    let _ = server
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), page)
+                        .await;
+                });
+            }
+        });
+        site
+    }
+
+    fn versions(&self) -> Vec<http::Version> {
+        self.versions.lock().unwrap().clone()
+    }
+}
+
 #[tokio::test]
 async fn an_https_site_with_an_untrusted_certificate_is_refused() {
-    // A real TLS server on loopback with a self-signed certificate for 127.0.0.1 that is in
-    // no trust store (tests/fixtures/tls): the fetcher does the handshake, refuses the
-    // certificate (a connection failure) and never sends the request.
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tls/");
-    let cert = CertificateDer::from_pem_file(format!("{dir}cert.pem")).unwrap();
-    let key = PrivateKeyDer::from_pem_file(format!("{dir}key.pem")).unwrap();
-    let tls = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(vec![cert], key)
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(tls));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (hellos, requests) = (
-        std::sync::Arc::new(AtomicUsize::new(0)),
-        std::sync::Arc::new(AtomicUsize::new(0)),
-    );
-    let (h, r) = (hellos.clone(), requests.clone());
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            h.fetch_add(1, Ordering::SeqCst);
-            if let Ok(mut stream) = acceptor.accept(tcp).await {
-                let mut buf = [0u8; 1024];
-                if tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
-                    .await
-                    .unwrap_or(0)
-                    > 0
-                {
-                    r.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-        }
-    });
-    let req = plain_search(&format!("https://127.0.0.1:{port}/search/x"));
+    // The fetcher does the handshake, refuses the certificate (a connection failure, as a
+    // refused connection is) and never sends the request.
+    let site = TlsSite::start(&[b"h2", b"http/1.1"]).await;
+    let req = plain_search(&format!("{}/search/x", site.url));
     let got = fetcher().fetch(&req, &CancellationToken::new()).await;
     assert_eq!(got.failure, Some(TransportFailure::Connect), "{got:?}");
     let error = got.last_error.unwrap_or_default();
     assert!(error.contains("certificate"), "{error}");
     assert!(
-        hellos.load(Ordering::SeqCst) >= 1,
+        site.connections.load(Ordering::SeqCst) >= 1,
         "a TLS handshake was attempted"
     );
-    assert_eq!(requests.load(Ordering::SeqCst), 0, "no request went out");
+    assert!(site.versions().is_empty(), "no request went out");
+}
+
+#[tokio::test]
+async fn a_trusted_https_site_is_read_over_http2_or_http1_as_its_alpn_offers() {
+    let trusting = || fetcher_with(|c| c.extra_roots = vec![test_certificate().to_vec()]);
+    for (alpn, version) in [
+        (&[&b"h2"[..], b"http/1.1"][..], http::Version::HTTP_2),
+        (&[&b"http/1.1"[..]][..], http::Version::HTTP_11),
+    ] {
+        let site = TlsSite::start(alpn).await;
+        let req = plain_search(&format!("{}/search/x", site.url));
+        let f = trusting();
+        for _ in 0..2 {
+            let got = f.fetch(&req, &CancellationToken::new()).await;
+            assert_eq!(got.status, Some(200), "{got:?}");
+            assert_eq!(&got.body[..], b"<p>hello</p>");
+        }
+        assert_eq!(site.versions(), vec![version; 2]);
+        assert_eq!(
+            site.connections.load(Ordering::SeqCst),
+            1,
+            "the second request reused the connection"
+        );
+    }
 }
 
 #[tokio::test]

@@ -71,6 +71,9 @@ pub struct FetchConfig {
     pub budget: RetryBudget,
     /// Seed for retry jitter; `None` = from the OS (tests and benchmarks fix it).
     pub rng_seed: Option<u64>,
+    /// Certificates (DER) trusted besides the webpki roots: a private CA, or a test's own
+    /// certificate. Empty by default.
+    pub extra_roots: Vec<Vec<u8>>,
 }
 
 impl Default for FetchConfig {
@@ -83,6 +86,7 @@ impl Default for FetchConfig {
             retry: RetryPolicies::default(),
             budget: RetryBudget::default(),
             rng_seed: None,
+            extra_roots: Vec::new(),
         }
     }
 }
@@ -326,8 +330,8 @@ impl Fetcher {
             value: cfg.user_agent.clone(),
         })?;
         headers.insert(header::USER_AGENT, ua);
-        let transport =
-            transport::Transport::new(Duration::from_secs(60)).map_err(FetchError::Client)?;
+        let transport = transport::Transport::new(Duration::from_secs(60), &cfg.extra_roots)
+            .map_err(FetchError::Client)?;
         let rng = match cfg.rng_seed {
             Some(seed) => SmallRng::seed_from_u64(seed),
             None => SmallRng::from_rng(&mut rand::rng()),

@@ -41,13 +41,20 @@ pub(crate) struct Transport {
 }
 
 impl Transport {
-    /// A client whose idle connections close after `idle`.
+    /// A client whose idle connections close after `idle`, trusting the webpki roots and
+    /// `extra_roots` (DER certificates).
     ///
     /// # Errors
-    /// rustls refusing its own default protocol versions (a build problem).
-    pub(crate) fn new(idle: Duration) -> Result<Self, String> {
+    /// An extra root that is not a usable certificate, or rustls refusing its own default
+    /// protocol versions (a build problem).
+    pub(crate) fn new(idle: Duration, extra_roots: &[Vec<u8>]) -> Result<Self, String> {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        for der in extra_roots {
+            roots
+                .add(rustls::pki_types::CertificateDer::from(der.clone()))
+                .map_err(|e| format!("a trusted certificate that cannot be used: {e}"))?;
+        }
         let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
