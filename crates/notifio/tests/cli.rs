@@ -2,6 +2,8 @@
 
 use std::process::Command;
 
+mod util;
+
 fn notifio() -> Command {
     Command::new(env!("CARGO_BIN_EXE_notifio"))
 }
@@ -119,9 +121,16 @@ fn init_writes_a_starter_that_parses_and_refuses_to_overwrite() {
     );
 }
 
-/// `notifio watch` on SIGTERM finishes in-flight work, flushes the store and exits 0 within 2 s.
-#[test]
-fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
+/// A fake portal with one site, `p` (served by the returned runtime), and a config in a temp
+/// dir with one search on it, `s`; `watch` goes into the config's `[watch]` table.
+fn one_search(
+    watch: &str,
+) -> (
+    tokio::runtime::Runtime,
+    fake_portal::Portal,
+    tempfile::TempDir,
+    std::path::PathBuf,
+) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let portal = rt
         .block_on(fake_portal::Portal::start(vec![
@@ -133,12 +142,19 @@ fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
     std::fs::write(
         &path,
         format!(
-            "[watch]\ninterval = \"300ms\"\nspacing = \"50ms\"\nstate_dir = {:?}\ndashboard = false\n\n[[search]]\nname = \"s\"\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
+            "[watch]\n{watch}state_dir = {:?}\ndashboard = false\n\n[[search]]\nname = \"s\"\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
             dir.path().display().to_string(),
             portal.search_url("p", "s")
         ),
     )
     .unwrap();
+    (rt, portal, dir, path)
+}
+
+/// `notifio watch` on SIGTERM finishes in-flight work, flushes the store and exits 0 within 2 s.
+#[test]
+fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
+    let (rt, portal, dir, path) = one_search("interval = \"300ms\"\nspacing = \"50ms\"\n");
     let mut child = notifio()
         .args(["watch", "--config"])
         .arg(&path)
@@ -202,4 +218,43 @@ fn a_facebook_search_without_cookies_is_a_config_error_with_a_hint() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("needs your logged-in session"), "{err}");
     assert!(err.contains("[site.\"facebook.com\"]"), "{err}");
+}
+
+/// Proxies come from the environment, as curl reads them: `notifio check` with `HTTP_PROXY`
+/// set sends its request to that proxy (a forward proxy on loopback), in absolute form.
+#[test]
+fn check_goes_through_the_proxy_the_environment_names() {
+    let (rt, portal, _dir, path) = one_search("");
+    let (proxy, lines) = rt.block_on(util::start_proxy());
+    let url = portal.search_url("p", "s");
+    let mut check = notifio();
+    for name in [
+        "NO_PROXY",
+        "no_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "http_proxy",
+    ] {
+        check.env_remove(name);
+    }
+    let out = check
+        .env("HTTP_PROXY", &proxy)
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        lines.lock().unwrap().clone(),
+        vec![format!("GET {url} HTTP/1.1")]
+    );
+    assert_eq!(
+        portal.request_count("p"),
+        1,
+        "the page was read, through the proxy"
+    );
 }

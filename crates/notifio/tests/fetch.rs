@@ -397,6 +397,37 @@ async fn a_trusted_https_site_is_read_over_http2_or_http1_as_its_alpn_offers() {
 }
 
 #[tokio::test]
+async fn a_proxy_carries_plain_http_and_tunnels_https() {
+    let (proxy, lines) = util::start_proxy().await;
+    let via_proxy = fetcher_with(|c| {
+        c.proxy = Some(proxy.clone());
+        c.extra_roots = vec![test_certificate().to_vec()];
+    });
+    // Plain http: the request goes to the proxy in absolute form.
+    let p = portal().await;
+    let got = get(&via_proxy, &p, "a").await;
+    assert_eq!(got.status, Some(200), "{got:?}");
+    assert_eq!(got.text().matches("<article class=\"listing\"").count(), 30);
+    let page = format!("GET {}", search(&p, "a", RequestClass::Search).url);
+    assert_eq!(
+        lines.lock().unwrap().clone(),
+        vec![format!("{page} HTTP/1.1")]
+    );
+    // https: a CONNECT tunnel, with TLS (and HTTP/2) to the site inside it.
+    let site = TlsSite::start(&[b"h2", b"http/1.1"]).await;
+    let req = plain_search(&format!("{}/search/x", site.url));
+    let got = via_proxy.fetch(&req, &CancellationToken::new()).await;
+    assert_eq!(got.status, Some(200), "{got:?}");
+    assert_eq!(&got.body[..], b"<p>hello</p>");
+    assert_eq!(site.versions(), vec![http::Version::HTTP_2]);
+    let authority = site.url.trim_start_matches("https://");
+    assert_eq!(
+        lines.lock().unwrap().last().cloned(),
+        Some(format!("CONNECT {authority} HTTP/1.1"))
+    );
+}
+
+#[tokio::test]
 async fn a_redirect_into_a_closed_site_is_held_until_the_site_opens() {
     let p = portal().await;
     // `localhost` and `127.0.0.1` are different sites to us (the reliability suite does the

@@ -74,6 +74,9 @@ pub struct FetchConfig {
     /// Certificates (DER) trusted besides the webpki roots: a private CA, or a test's own
     /// certificate. Empty by default.
     pub extra_roots: Vec<Vec<u8>>,
+    /// A proxy URL for every request; `None` (the default) = the proxies the environment
+    /// names (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, read as curl does).
+    pub proxy: Option<String>,
 }
 
 impl Default for FetchConfig {
@@ -87,6 +90,7 @@ impl Default for FetchConfig {
             budget: RetryBudget::default(),
             rng_seed: None,
             extra_roots: Vec::new(),
+            proxy: None,
         }
     }
 }
@@ -330,8 +334,12 @@ impl Fetcher {
             value: cfg.user_agent.clone(),
         })?;
         headers.insert(header::USER_AGENT, ua);
-        let transport = transport::Transport::new(Duration::from_secs(60), &cfg.extra_roots)
-            .map_err(FetchError::Client)?;
+        let transport = transport::Transport::new(
+            Duration::from_secs(60),
+            &cfg.extra_roots,
+            cfg.proxy.as_deref(),
+        )
+        .map_err(FetchError::Client)?;
         let rng = match cfg.rng_seed {
             Some(seed) => SmallRng::seed_from_u64(seed),
             None => SmallRng::from_rng(&mut rand::rng()),

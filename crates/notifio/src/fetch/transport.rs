@@ -9,18 +9,29 @@
 //! 300 KB page is read in a few more calls). Redirects, cookies, timeouts and the body cap
 //! are the fetcher's own anyway (see `fetch/mod.rs`).
 //!
-//! Not carried over from reqwest: proxies from `HTTP_PROXY`/`HTTPS_PROXY` (see the README).
+//! Proxies are read from the environment as curl reads them (`HTTPS_PROXY`, `HTTP_PROXY`,
+//! `ALL_PROXY`, `NO_PROXY`), as reqwest did: an https site is reached through a `CONNECT`
+//! tunnel (TLS stays end to end), a plain-http one by sending the request to the proxy.
 
 use bytes::Bytes;
+use http::Uri;
+use http::uri::Scheme;
 use http_body_util::Full;
-use hyper_rustls::HttpsConnector;
+use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::client::legacy::connect::proxy::Tunnel;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::client::proxy::matcher::Matcher;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_http::decompression::{Decompression, DecompressionBody};
 use tower_service::Service;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The most a connection's read buffer grows to between reads. A response head (status line
 /// and headers) must fit in a few times this: hyper checks the cap between reads, so a head
@@ -37,17 +48,23 @@ pub(crate) type SendError = hyper_util::client::legacy::Error;
 /// The pooled client. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Transport {
-    service: Decompression<Client<HttpsConnector<HttpConnector>, Full<Bytes>>>,
+    service: Decompression<Client<Connector, Full<Bytes>>>,
+    proxies: Arc<Matcher>,
 }
 
 impl Transport {
     /// A client whose idle connections close after `idle`, trusting the webpki roots and
-    /// `extra_roots` (DER certificates).
+    /// `extra_roots` (DER certificates), through `proxy` (a URL) or, when `None`, the proxies
+    /// the environment names.
     ///
     /// # Errors
     /// An extra root that is not a usable certificate, or rustls refusing its own default
     /// protocol versions (a build problem).
-    pub(crate) fn new(idle: Duration, extra_roots: &[Vec<u8>]) -> Result<Self, String> {
+    pub(crate) fn new(
+        idle: Duration,
+        extra_roots: &[Vec<u8>],
+        proxy: Option<&str>,
+    ) -> Result<Self, String> {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         for der in extra_roots {
@@ -65,20 +82,25 @@ impl Transport {
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false);
         tcp.set_nodelay(true);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(tcp);
+        let proxies = Arc::new(match proxy {
+            Some(url) => Matcher::builder().all(url.to_owned()).build(),
+            None => Matcher::from_env(),
+        });
+        let connector = Connector {
+            direct: https(tls.clone(), tcp.clone()),
+            tcp,
+            tls,
+            proxies: Arc::clone(&proxies),
+        };
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(idle)
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new())
             .http1_max_buf_size(READ_BUF_MAX)
-            .build(https);
+            .build(connector);
         Ok(Self {
             service: Decompression::new(client),
+            proxies,
         })
     }
 
@@ -86,12 +108,132 @@ impl Transport {
     /// read; a decoded response has no `content-encoding` or `content-length` any more.
     pub(crate) async fn send(
         &self,
-        req: http::Request<Full<Bytes>>,
+        mut req: http::Request<Full<Bytes>>,
     ) -> Result<Response, SendError> {
+        // A plain-http request through a proxy carries the proxy's credentials itself (an
+        // https one gives them to the tunnel, see `Connector`).
+        if req.uri().scheme() == Some(&Scheme::HTTP)
+            && let Some(auth) = self
+                .proxies
+                .intercept(req.uri())
+                .and_then(|p| p.basic_auth().cloned())
+        {
+            req.headers_mut()
+                .insert(http::header::PROXY_AUTHORIZATION, auth);
+        }
         // The client is always ready (its pool queues), so `call` needs no `poll_ready` wait.
         let mut service = self.service.clone();
         std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
         service.call(req).await
+    }
+}
+
+/// TLS (HTTP/1.1 and HTTP/2 by ALPN) for https, plain TCP for http, over `inner`.
+fn https<C>(tls: rustls::ClientConfig, inner: C) -> HttpsConnector<C> {
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(inner)
+}
+
+/// Connects to a site directly, or through the proxy the matcher names for it.
+#[derive(Clone)]
+pub(crate) struct Connector {
+    direct: HttpsConnector<HttpConnector>,
+    tcp: HttpConnector,
+    tls: rustls::ClientConfig,
+    proxies: Arc<Matcher>,
+}
+
+impl Service<Uri> for Connector {
+    type Response = Conn;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Conn, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        let route = self.proxies.intercept(&dst);
+        let mut this = self.clone();
+        Box::pin(async move {
+            let Some(proxy) = route else {
+                let io = this.direct.call(dst).await?;
+                return Ok(Conn { io, proxied: false });
+            };
+            if dst.scheme() == Some(&Scheme::HTTPS) {
+                // A CONNECT tunnel through the proxy, TLS with the site inside it.
+                let mut tunnel = Tunnel::new(proxy.uri().clone(), this.tcp);
+                if let Some(auth) = proxy.basic_auth() {
+                    tunnel = tunnel.with_auth(auth.clone());
+                }
+                let io = https(this.tls, tunnel).call(dst).await?;
+                Ok(Conn { io, proxied: false })
+            } else {
+                // The request itself goes to the proxy, in absolute form.
+                let io = this.tcp.call(proxy.uri().clone()).await?;
+                Ok(Conn {
+                    io: MaybeHttpsStream::Http(io),
+                    proxied: true,
+                })
+            }
+        })
+    }
+}
+
+/// A connection, and whether its requests go to a proxy (so in absolute form).
+pub(crate) struct Conn {
+    io: MaybeHttpsStream<TokioIo<tokio::net::TcpStream>>,
+    proxied: bool,
+}
+
+impl Connection for Conn {
+    fn connected(&self) -> Connected {
+        self.io.connected().proxy(self.proxied)
+    }
+}
+
+// The I/O traits, passed through to the stream.
+impl hyper::rt::Read for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
     }
 }
 

@@ -15,6 +15,62 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+// ---------------------------------------------------------------- a forward proxy
+
+/// A forward proxy on loopback, as small as a proxy gets: a `CONNECT host:port` gets a tunnel
+/// to that address; any other request (absolute form) is passed to its host as it came, and
+/// the connection then relays both ways. Records each connection's request line.
+pub(crate) async fn start_proxy() -> (String, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+                    if client.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let text = String::from_utf8_lossy(&head).into_owned();
+                let line = text.lines().next().unwrap_or_default().to_owned();
+                log.lock().unwrap().push(line.clone());
+                let mut words = line.split(' ');
+                let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+                let address = if method == "CONNECT" {
+                    target.to_owned()
+                } else {
+                    let u = url::Url::parse(target).unwrap();
+                    format!(
+                        "{}:{}",
+                        u.host_str().unwrap(),
+                        u.port_or_known_default().unwrap()
+                    )
+                };
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(address).await else {
+                    return;
+                };
+                if method == "CONNECT" {
+                    let ok = b"HTTP/1.1 200 Connection established\r\n\r\n";
+                    if client.write_all(ok).await.is_err() {
+                        return;
+                    }
+                } else if upstream.write_all(&head).await.is_err() {
+                    return;
+                }
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            });
+        }
+    });
+    (url, seen)
+}
+
 // ---------------------------------------------------------------- waiting
 
 /// Polls `f` every 50 ms (letting the runtime serve the in-process portal meanwhile) until it
