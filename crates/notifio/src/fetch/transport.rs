@@ -4,7 +4,7 @@
 //! Why not reqwest, which the webhook notifier still uses: a kept-alive HTTP/1 connection
 //! keeps the read buffer its largest response grew it to, up to hyper's default of ~400 KB,
 //! and reqwest does not expose hyper's cap on it. Watching 100 sites means 100 idle
-//! connections: in the `watch` benchmark their buffers were ~3 MB of a ~30 MB peak RSS.
+//! connections: in the `watch` benchmark their buffers were 3-4 MB of a ~30 MB peak RSS.
 //! Capped at [`READ_BUF_MAX`] they cost that much at most, with no CPU cost measured (a
 //! 300 KB page is read in a few more calls). Redirects, cookies, timeouts and the body cap
 //! are the fetcher's own anyway (see `fetch/mod.rs`).
@@ -121,7 +121,8 @@ impl Transport {
             req.headers_mut()
                 .insert(http::header::PROXY_AUTHORIZATION, auth);
         }
-        // The client is always ready (its pool queues), so `call` needs no `poll_ready` wait.
+        // The client is always ready (its pool queues requests for a connection), so this
+        // `poll_ready` returns at once; it is there because the `Service` contract asks for it.
         let mut service = self.service.clone();
         std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
         service.call(req).await
