@@ -89,6 +89,13 @@ pub(crate) struct Timers {
     bucket_min: Box<[u64]>,
     /// Deadlines outside the wheel's window (far future, or pushed already past).
     far: BinaryHeap<Reverse<(u64, Node)>>,
+    /// The far heap's earliest deadline (`u64::MAX`: empty), so that the paths taken every
+    /// millisecond compare one field instead of looking into the heap.
+    far_first: u64,
+    /// The earliest deadline (`u64::MAX`: none), possibly a stale entry's: recomputed by each
+    /// drain, lowered by each push. Asked every simulated millisecond, so kept rather than
+    /// searched for.
+    next: u64,
 }
 
 const _: () = assert!(BUCKETS == 64, "bucket_bits is one u64");
@@ -114,6 +121,8 @@ impl Timers {
             bucket_bits: 0,
             bucket_min: vec![u64::MAX; BUCKETS as usize].into_boxed_slice(),
             far: BinaryHeap::new(),
+            far_first: u64::MAX,
+            next: u64::MAX,
         }
     }
 
@@ -139,6 +148,8 @@ impl Timers {
             grown.push(at, node);
         }
         grown.far = std::mem::take(&mut self.far);
+        grown.far_first = self.far_first;
+        grown.next = grown.next.min(self.far_first);
         *self = grown;
     }
 
@@ -196,6 +207,7 @@ impl Timers {
     /// cost as much as the push (saving registers around it).
     #[inline(always)]
     pub(crate) fn push(&mut self, at: u64, node: Node) {
+        self.next = self.next.min(at);
         if at < self.ring_end && at >= self.base {
             let n = node.0 as usize;
             match self.links.get(n) {
@@ -260,8 +272,10 @@ impl Timers {
     /// small where it is inlined.
     #[inline(never)]
     fn push_beyond(&mut self, at: u64, node: Node) {
+        self.next = self.next.min(at);
         if at < self.base || at >= self.bucket_end() {
             self.far.push(Reverse((at, node)));
+            self.far_first = self.far_first.min(at);
         } else {
             let b = ((at / BUCKET) % BUCKETS) as usize;
             self.buckets[b].push(entry(at, node));
@@ -323,7 +337,7 @@ impl Timers {
 
     /// Whether anything is due at `now` (cheap: lets `poll_due` skip the drain).
     pub(crate) fn any_due(&self, now: u64) -> bool {
-        now >= self.base || self.far.peek().is_some_and(|Reverse((at, _))| *at <= now)
+        now >= self.base || self.far_first <= now
     }
 
     /// Moves every node with a deadline `<= now` into `out`, with its deadline. `live` says
@@ -346,18 +360,72 @@ impl Timers {
         });
     }
 
+    /// The usual drain, every millisecond, in pieces the owner strings together in its own
+    /// loop (a closure here was compiled out of line, a call per site): if `now` is in
+    /// `base`'s bucket short of its last millisecond, nothing is due in the far heap, and
+    /// `[base, now]` lies in one word of the bitmap, takes those slots out of the bitmap, moves
+    /// `base` past `now` and returns them as `(bits, at)`: bit `i` set for a non-empty slot
+    /// with deadline `at + i`. Each slot's nodes then come from [`Self::take_slot`] and
+    /// [`Self::take_next`]. Otherwise `None`, and the owner calls [`Self::drain_each`].
+    #[inline(always)]
+    pub(crate) fn take_due_word(&mut self, now: u64) -> Option<(u64, u64)> {
+        // The ring's words cover 64 ms each, aligned to multiples of 64 (the ring's length is
+        // a multiple of 64, so a deadline's slot and the deadline agree below bit 6); a bucket
+        // ends at a multiple of `BUCKET`.
+        let word_end = (self.base | 63) + 1;
+        let bucket_last = self.base | (BUCKET - 1);
+        if now < self.base || now >= word_end.min(bucket_last).min(self.far_first) {
+            return None;
+        }
+        let w = ((self.base & (self.ring - 1)) / 64) as usize & (BIT_WORDS - 1); // no bounds check
+        let bits = (u64::MAX << (self.base % 64)) & (u64::MAX >> (63 - now % 64));
+        let word = self.slot_bits[w] & bits;
+        let rest = self.slot_bits[w] & !bits;
+        self.slot_bits[w] = rest;
+        let at = self.base - self.base % 64;
+        self.base = now + 1;
+        // The next deadline: usually in the rest of this word (its slots before `base`'s are
+        // empty: their deadlines would be before `base` or past `ring_end`).
+        self.next = match rest {
+            0 => self.find_next(),
+            _ => (at + u64::from(rest.trailing_zeros())).min(self.far_first),
+        };
+        Some((word, at))
+    }
+
+    /// Empties the slot of deadline `at` (one [`Self::take_due_word`] returned) and returns
+    /// its first node (`END`: none; a value above every node).
+    #[inline(always)]
+    pub(crate) fn take_slot(&mut self, at: u64) -> u32 {
+        let k = self.slot_of(at);
+        std::mem::replace(&mut self.heads[k], END)
+    }
+
+    /// Unlinks node `n` (one [`Self::take_slot`] or this returned) and returns the next node
+    /// of its slot, or `None` past the last.
+    #[inline(always)]
+    pub(crate) fn take_next(&mut self, n: u32) -> Option<u32> {
+        self.links
+            .get_mut(n as usize)
+            .map(|link| std::mem::replace(link, UNLINKED))
+    }
+
     /// Takes out every node with a deadline `<= now` and hands it to `visit(at, node, true)`
     /// (in deadline order; last pushed first within a millisecond), without a buffer in
     /// between. `visit(at, node, false)` asks whether a far-heap entry still stands when it
     /// moves into the wheel. Entries that come out may still be stale, so the owner checks
     /// them again.
-    pub(crate) fn drain_each(&mut self, now: u64, mut visit: impl FnMut(u64, Node, bool) -> bool) {
+    pub(crate) fn drain_each(&mut self, now: u64, visit: impl FnMut(u64, Node, bool) -> bool) {
+        self.drain_all(now, visit);
+        self.next = self.find_next();
+    }
+
+    fn drain_all(&mut self, now: u64, mut visit: impl FnMut(u64, Node, bool) -> bool) {
         // Far entries pushed already past come before everything in the wheel.
-        while let Some(&Reverse((at, node))) = self.far.peek() {
-            if at > now || at >= self.base {
+        while self.far_first <= now && self.far_first < self.base {
+            let Some((at, node)) = self.pop_far() else {
                 break;
-            }
-            self.far.pop();
+            };
             visit(at, node, true);
         }
         if now < self.base {
@@ -366,7 +434,7 @@ impl Timers {
         loop {
             // Up to `now` or the end of `base`'s bucket, whichever comes first: the slots in
             // [base, end] are contiguous in the ring (its length is a multiple of `BUCKET`).
-            let boundary = self.base - self.base % BUCKET + BUCKET;
+            let boundary = self.bucket_boundary();
             let end = now.min(boundary - 1);
             self.visit_slots(self.base, end, &mut visit);
             self.set_base(end + 1);
@@ -398,10 +466,10 @@ impl Timers {
         let bucket = self
             .next_bucket()
             .map_or(u64::MAX, |start| start + BUCKET - self.ring);
-        let far = self
-            .far
-            .peek()
-            .map_or(u64::MAX, |Reverse((at, _))| at - at % BUCKET);
+        let far = match self.far_first {
+            u64::MAX => u64::MAX,
+            at => at - at % BUCKET,
+        };
         let to = bucket.min(far).min(now + 1);
         if to <= self.base {
             return;
@@ -413,14 +481,26 @@ impl Timers {
         self.take_far(visit);
     }
 
+    /// Takes the far heap's earliest entry, keeping `far_first`.
+    fn pop_far(&mut self) -> Option<(u64, Node)> {
+        let Reverse(first) = self.far.pop()?;
+        self.far_first = self.far.peek().map_or(u64::MAX, |Reverse((at, _))| *at);
+        Some(first)
+    }
+
+    /// The end of `base`'s bucket: the first millisecond of the next one.
+    #[inline(always)]
+    fn bucket_boundary(&self) -> u64 {
+        self.base - self.base % BUCKET + BUCKET
+    }
+
     /// Far deadlines now inside the wheel's window move into it, if they still stand.
     fn take_far(&mut self, visit: &mut impl FnMut(u64, Node, bool) -> bool) {
         let end = self.bucket_end();
-        while let Some(&Reverse((at, node))) = self.far.peek() {
-            if at >= end {
+        while self.far_first < end {
+            let Some((at, node)) = self.pop_far() else {
                 break;
-            }
-            self.far.pop();
+            };
             if visit(at, node, false) {
                 self.push(at, node);
             }
@@ -428,27 +508,41 @@ impl Timers {
     }
 
     /// Visits the slots for `[from, to]` (inside one bucket), emptying them.
-    #[inline]
     fn visit_slots(&mut self, from: u64, to: u64, visit: &mut impl FnMut(u64, Node, bool) -> bool) {
         let mask = self.ring - 1;
         let (lo, hi) = (from & mask, to & mask);
-        for w in lo / 64..=hi / 64 {
-            let first = if w == lo / 64 { lo % 64 } else { 0 };
-            let last = if w == hi / 64 { hi % 64 } else { 63 };
+        let (lo_word, hi_word) = (lo / 64, hi / 64);
+        for w in lo_word..=hi_word {
+            let first = if w == lo_word { lo % 64 } else { 0 };
+            let last = if w == hi_word { hi % 64 } else { 63 };
             let bits = (u64::MAX << first) & (u64::MAX >> (63 - last));
-            let mut word = self.slot_bits[w as usize] & bits;
-            self.slot_bits[w as usize] &= !bits;
-            while word != 0 {
-                let k = w * 64 + u64::from(word.trailing_zeros());
-                word &= word - 1;
-                let at = from - lo + k;
-                let slot = (k & (RING_MAX - 1)) as usize; // `k` is: no bounds check
-                let mut n = std::mem::replace(&mut self.heads[slot], END);
-                while let Some(link) = self.links.get_mut(n as usize) {
-                    let next = std::mem::replace(link, UNLINKED);
-                    visit(at, Node(n), true);
-                    n = next;
-                }
+            self.visit_word(w, bits, from - lo, visit);
+        }
+    }
+
+    /// Visits the slots of bitmap word `w` whose `bits` are set, emptying them; `start` is
+    /// the deadline of slot 0.
+    #[inline(always)]
+    fn visit_word(
+        &mut self,
+        w: u64,
+        bits: u64,
+        start: u64,
+        visit: &mut impl FnMut(u64, Node, bool) -> bool,
+    ) {
+        let w = (w & (BIT_WORDS as u64 - 1)) as usize; // it is: no bounds check
+        let mut word = self.slot_bits[w] & bits;
+        self.slot_bits[w] &= !bits;
+        while word != 0 {
+            let k = w as u64 * 64 + u64::from(word.trailing_zeros());
+            word &= word - 1;
+            let at = start + k;
+            let slot = (k & (RING_MAX - 1)) as usize; // `k` is: no bounds check
+            let mut n = std::mem::replace(&mut self.heads[slot], END);
+            while let Some(link) = self.links.get_mut(n as usize) {
+                let next = std::mem::replace(link, UNLINKED);
+                visit(at, Node(n), true);
+                n = next;
             }
         }
     }
@@ -483,19 +577,27 @@ impl Timers {
     }
 
     /// The earliest deadline, if any (possibly a stale entry: early, never late).
+    #[inline(always)]
     pub(crate) fn next_deadline(&self) -> Option<u64> {
+        debug_assert!(
+            self.next <= self.find_next(),
+            "the kept deadline is never late"
+        );
+        (self.next != u64::MAX).then_some(self.next)
+    }
+
+    /// The earliest deadline (`u64::MAX`: none), searched for.
+    #[inline(never)]
+    fn find_next(&self) -> u64 {
         // The buckets only if the ring is empty: everything in them is at or after `ring_end`.
         // (Their earliest may be stale, removed: early, never late.)
-        let mut first = match self.ring_first() {
+        let first = match self.ring_first() {
             Some(at) => at,
             None => self.next_bucket().map_or(u64::MAX, |start| {
                 self.bucket_min[((start / BUCKET) % BUCKETS) as usize]
             }),
         };
-        if let Some(Reverse((at, _))) = self.far.peek() {
-            first = first.min(*at);
-        }
-        (first != u64::MAX).then_some(first)
+        first.min(self.far_first)
     }
 
     /// The ring's earliest deadline: its first set bit at or after `base`'s slot, going round
