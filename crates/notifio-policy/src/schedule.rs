@@ -323,21 +323,37 @@ struct SiteSlot {
     seq: u16,
     /// The check in flight is the single probe after a wait.
     probe: bool,
-    paused: bool,
+    /// What holds the site back beside spacing and due times: [`PAUSED`] and [`GATED`], in
+    /// one byte so that the common paths test both at once.
+    hold: u8,
     in_ready: bool,
-    /// The registry may have an entry (or a probe) for this site. When false the registry is
-    /// not consulted at all: it is only ever changed through this scheduler.
-    gated: bool,
 }
 
+/// `SiteSlot::hold`: paused until fresh cookies (session expired).
+const PAUSED: u8 = 1;
+/// `SiteSlot::hold`: the registry may have an entry (or a probe) for this site. Without it
+/// the registry is not consulted at all: it is only ever changed through this scheduler.
+const GATED: u8 = 2;
+
 impl SiteSlot {
+    fn paused(&self) -> bool {
+        self.hold & PAUSED != 0
+    }
+
+    fn gated(&self) -> bool {
+        self.hold & GATED != 0
+    }
+
+    fn set(&mut self, flag: u8, on: bool) {
+        self.hold = if on { self.hold | flag } else { self.hold & !flag };
+    }
+
     /// Whether this site may start its next check at `now` without asking the registry or
     /// waiting: idle, not paused, nothing recorded against it, a target due, spacing kept.
     #[inline]
     fn may_start(&self, now: u64) -> bool {
         self.flight == NIL
-            && !self.paused
-            && !self.gated
+            && self.hold == 0
             && self.next_key != GONE
             && self.next_start.max(key_due(self.next_key)) <= now
     }
@@ -569,9 +585,8 @@ impl Scheduler {
             flight: NIL,
             seq: 0,
             probe: false,
-            paused: false,
+            hold: if gated { GATED } else { 0 },
             in_ready: false,
-            gated,
         });
         self.site_keys.push(key.clone());
         self.site_targets.push(Vec::new());
@@ -764,7 +779,7 @@ impl Scheduler {
 
     /// Puts site `s` in the ready queue if it may have something to send.
     fn mark_ready(site: &mut SiteSlot, ready: &mut Vec<u32>, s: u32) {
-        if !site.in_ready && site.flight == NIL && !site.paused && site.next_key != GONE {
+        if !site.in_ready && site.flight == NIL && !site.paused() && site.next_key != GONE {
             site.in_ready = true;
             ready.push(s);
         }
@@ -774,7 +789,7 @@ impl Scheduler {
     /// start and its earliest due target. (A registry wait is found when it wakes.)
     fn arm(&mut self, s: usize) {
         let site = &self.sites[s];
-        if site.flight == NIL && !site.paused && site.next_key != GONE {
+        if site.flight == NIL && !site.paused() && site.next_key != GONE {
             let at = site.next_start.max(key_due(site.next_key));
             self.set_wake(s, at);
         }
@@ -806,7 +821,7 @@ impl Scheduler {
 
     fn try_dispatch(&mut self, s: usize, now: Timestamp) -> Option<Check> {
         let site = &self.sites[s];
-        if site.flight != NIL || site.paused || site.next_key == GONE {
+        if site.flight != NIL || site.paused() || site.next_key == GONE {
             return None;
         }
         let due = key_due(site.next_key);
@@ -815,7 +830,7 @@ impl Scheduler {
             self.set_wake(s, at);
             return None;
         }
-        let probe = if site.gated {
+        let probe = if site.gated() {
             match self.registry.admit(&self.site_keys[s], now) {
                 Admission::Clear => false,
                 Admission::Probe => true,
@@ -872,8 +887,7 @@ impl Scheduler {
         // The common case first, on the site's record alone: an answer from a site that was
         // neither waiting nor paused (a paused site must not wake). The search is due again an
         // interval (± jitter) from now.
-        if !site.gated
-            && !site.paused
+        if site.hold == 0
             && matches!(
                 outcome,
                 Outcome::Ok | Outcome::Unchanged | Outcome::LayoutUnknown
@@ -915,8 +929,8 @@ impl Scheduler {
             // The slot keeps its due time: it goes back in front of its siblings.
             Some(self.record_refusal(s, kind, retry_after, now))
         } else {
-            let cleared = if self.sites[s].gated {
-                self.sites[s].gated = false;
+            let cleared = if self.sites[s].gated() {
+                self.sites[s].set(GATED, false);
                 let key = &self.site_keys[s];
                 self.registry.clear(key).map(|was| Reaction::SiteCleared {
                     site: key.clone(),
@@ -927,7 +941,7 @@ impl Scheduler {
             };
             match outcome {
                 Outcome::SessionExpired => {
-                    self.sites[s].paused = true;
+                    self.sites[s].set(PAUSED, true);
                     Some(Reaction::SessionExpired {
                         site: self.site_keys[s].clone(),
                     })
@@ -960,7 +974,7 @@ impl Scheduler {
         now: Timestamp,
     ) -> Reaction {
         let random = self.rng.next_f64();
-        self.sites[s].gated = true;
+        self.sites[s].set(GATED, true);
         let key = self.site_keys[s].clone();
         let entry = self
             .registry
@@ -1017,7 +1031,7 @@ impl Scheduler {
     /// The user refreshed the site's cookies: resume its searches.
     pub fn resume_site(&mut self, site: &SiteKey) {
         if let Some(&s) = self.site_index.get(site) {
-            self.sites[s].paused = false;
+            self.sites[s].set(PAUSED, false);
             self.arm(s);
         }
     }
@@ -1025,7 +1039,7 @@ impl Scheduler {
     /// Marks a site paused (restored from the store at start-up).
     pub fn pause_site(&mut self, site: &SiteKey) {
         if let Some(&s) = self.site_index.get(site) {
-            self.sites[s].paused = true;
+            self.sites[s].set(PAUSED, true);
         }
     }
 
@@ -1057,7 +1071,7 @@ impl Scheduler {
         if entry == GONE {
             return Some((SearchState::SearchGone, None));
         }
-        if site.paused {
+        if site.paused() {
             return Some((SearchState::SessionExpired, None));
         }
         let in_flight = u32::from(site.flight) == slot;
@@ -1079,7 +1093,7 @@ impl Scheduler {
         if self
             .site_index
             .get(key)
-            .is_some_and(|&s| self.sites[s].paused)
+            .is_some_and(|&s| self.sites[s].paused())
         {
             return SiteState::SessionExpired;
         }
