@@ -345,7 +345,11 @@ impl SiteSlot {
     }
 
     fn set(&mut self, flag: u8, on: bool) {
-        self.hold = if on { self.hold | flag } else { self.hold & !flag };
+        self.hold = if on {
+            self.hold | flag
+        } else {
+            self.hold & !flag
+        };
     }
 
     /// Whether this site may start its next check at `now` without asking the registry or
@@ -646,12 +650,11 @@ impl Scheduler {
     #[inline(always)] // the driver's loop: see docs/benchmarks/scheduler.md, seventh round
     pub fn poll_due_into(&mut self, now: Timestamp, out: &mut Vec<Check>) {
         if self.ready_head == self.ready.len() {
-            if !self.events.any_due(now.0) {
-                return;
-            }
             self.ready.clear();
             self.ready_head = 0;
-            self.drain_wheel::<true>(now, out);
+            if !self.drain_wheel::<true>(now, out) {
+                return; // nothing due
+            }
             self.prefetch_ahead(now.0 + PREFETCH_AHEAD_MS);
             if self.ready.is_empty() {
                 return; // all dispatched on the way out of the wheel (or nothing due)
@@ -666,9 +669,10 @@ impl Scheduler {
     /// may send at once is dispatched into `out` as it comes out; that keeps `poll_due`'s order
     /// as long as nothing has gone to the ready queue before (it hands out the queue in
     /// order). The others go to the ready queue. (A const parameter, not an `Option`: the
-    /// check is on every site's path, and each caller gets its own loop.)
+    /// check is on every site's path, and each caller gets its own loop.) `false`: nothing
+    /// was due.
     #[inline(always)]
-    fn drain_wheel<const DISPATCH: bool>(&mut self, now: Timestamp, out: &mut Vec<Check>) {
+    fn drain_wheel<const DISPATCH: bool>(&mut self, now: Timestamp, out: &mut Vec<Check>) -> bool {
         let cap = self.config.concurrency;
         let (sites, ready, in_flight) = (&mut self.sites, &mut self.ready, &mut self.in_flight);
         // The usual millisecond (see `Timers::take_due_word`), walked here rather than through
@@ -683,7 +687,10 @@ impl Scheduler {
                     n = next;
                 }
             }
-            return;
+            return true;
+        }
+        if !self.events.any_due(now.0) {
+            return false;
         }
         self.events.drain_each(now.0, |at, node, due| {
             Self::visit::<DISPATCH>(
@@ -698,6 +705,7 @@ impl Scheduler {
                 due,
             )
         });
+        true
     }
 
     /// Site `s`'s wake-up at `at` came out of the wheel (`due`), or a far entry for it is
@@ -735,9 +743,7 @@ impl Scheduler {
     /// The next check to start at `now`, or `None` when nothing may start now. Call repeatedly
     /// until `None`, then sleep until [`Self::poll_timeout`].
     pub fn poll_due(&mut self, now: Timestamp) -> Option<Check> {
-        if self.events.any_due(now.0) {
-            self.drain_wheel::<false>(now, &mut Vec::new());
-        }
+        self.drain_wheel::<false>(now, &mut Vec::new());
         while self.in_flight < self.config.concurrency {
             let Some(&s) = self.ready.get(self.ready_head) else {
                 self.ready.clear();
