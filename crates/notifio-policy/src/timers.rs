@@ -825,8 +825,9 @@ mod tests {
         Push(i64, u32),
         /// Remove the `n`th pending entry (modulo), if any.
         Remove(usize),
-        /// Drain up to this many ms ahead.
-        Drain(u64),
+        /// Drain up to this many ms ahead; with `true`, the way the scheduler drains its usual
+        /// millisecond (`take_due_word`, then `drain_each` if that declines).
+        Drain(u64, bool),
         /// Grow the ring for this many sites.
         Fit(usize),
     }
@@ -836,7 +837,8 @@ mod tests {
         prop_oneof![
             6 => (ahead, 0u32..40).prop_map(|(a, n)| Op::Push(a, n)),
             1 => any::<usize>().prop_map(Op::Remove),
-            3 => prop_oneof![0u64..5, 0u64..2_000, 0u64..100_000, 0u64..20_000_000].prop_map(Op::Drain),
+            3 => (prop_oneof![0u64..5, 0u64..2_000, 0u64..100_000, 0u64..20_000_000], any::<bool>())
+                .prop_map(|(a, fast)| Op::Drain(a, fast)),
             1 => (1usize..20_000).prop_map(Op::Fit),
         ]
     }
@@ -871,7 +873,7 @@ mod tests {
                             model.remove(&n);
                         }
                     }
-                    Op::Drain(ahead) => {
+                    Op::Drain(ahead, fast) => {
                         let to = now + ahead;
                         // Early (a removed entry's time) but never late.
                         let earliest = model.values().copied().min();
@@ -882,14 +884,29 @@ mod tests {
                         let mut want: Vec<_> =
                             model.iter().filter(|e| *e.1 <= to).map(|(&n, &at)| (at, Node::site(n))).collect();
                         let mut out = Vec::new();
-                        timers.drain_each(to, |at, node, due| {
+                        let mut visit = |at: u64, node: Node, due: bool| {
                             let live = model.get(&node.0) == Some(&at);
                             if due && live {
                                 model.remove(&node.0);
                                 out.push((at, node));
                             }
                             live
-                        });
+                        };
+                        let word = if fast { timers.take_due_word(to) } else { None };
+                        match word {
+                            Some((mut word, at0)) => {
+                                while word != 0 {
+                                    let at = at0 + u64::from(word.trailing_zeros());
+                                    word &= word - 1;
+                                    let mut n = timers.take_slot(at);
+                                    while let Some(next) = timers.take_next(n) {
+                                        visit(at, Node(n), true);
+                                        n = next;
+                                    }
+                                }
+                            }
+                            None => timers.drain_each(to, &mut visit),
+                        }
                         prop_assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "in order");
                         prop_assert!(model.values().all(|&at| at > to), "all due came out");
                         out.sort_unstable();
