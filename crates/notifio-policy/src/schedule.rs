@@ -317,10 +317,10 @@ struct SiteSlot {
     interval_ms: u32,
     /// Spacing in ms (saturates at ~49 days).
     spacing_ms: u32,
-    /// The slot in flight, or `NIL`.
-    flight: u16,
-    /// The sequence number of the site's latest check (the top of its `CheckId`).
-    seq: u16,
+    /// The top half of the latest check's [`CheckId`]: its sequence number (high 16 bits)
+    /// and its slot (low 16), the slot half `NIL` while nothing is in flight. So an outcome
+    /// is matched to the check in flight with one compare.
+    ticket: u32,
     /// The check in flight is the single probe after a wait.
     probe: bool,
     /// What holds the site back beside spacing and due times: [`PAUSED`] and [`GATED`], in
@@ -336,6 +336,21 @@ const PAUSED: u8 = 1;
 const GATED: u8 = 2;
 
 impl SiteSlot {
+    /// The slot in flight, or `NIL`.
+    fn flight(&self) -> u16 {
+        self.ticket as u16
+    }
+
+    /// Whether no check is in flight.
+    fn idle(&self) -> bool {
+        self.flight() == NIL
+    }
+
+    /// The check in flight has ended (its sequence number stays).
+    fn land(&mut self) {
+        self.ticket |= u32::from(NIL);
+    }
+
     fn paused(&self) -> bool {
         self.hold & PAUSED != 0
     }
@@ -356,7 +371,7 @@ impl SiteSlot {
     /// waiting: idle, not paused, nothing recorded against it, a target due, spacing kept.
     #[inline]
     fn may_start(&self, now: u64) -> bool {
-        self.flight == NIL
+        self.idle()
             && self.hold == 0
             && self.next_key != GONE
             && self.next_start.max(key_due(self.next_key)) <= now
@@ -421,17 +436,14 @@ impl Draws {
 
 /// A check's id: the site (low 32 bits), the slot (next 16) and the site's sequence number
 /// (top 16), so an outcome finds its site without a map and a stale id does not match.
-fn check_id(site: usize, slot: u16, seq: u16) -> CheckId {
-    CheckId((u64::from(seq) << 48) | (u64::from(slot) << 32) | site as u64)
+fn check_id(site: usize, ticket: u32) -> CheckId {
+    CheckId((u64::from(ticket) << 32) | site as u64)
 }
 
-/// `(site, slot, seq)` of a check id.
-fn split_id(id: CheckId) -> (usize, u16, u16) {
-    (
-        (id.0 & 0xFFFF_FFFF) as usize,
-        ((id.0 >> 32) & SLOT_MASK) as u16,
-        (id.0 >> 48) as u16,
-    )
+/// `(site, ticket)` of a check id: the ticket is its site's `SiteSlot::ticket` while it is in
+/// flight, and its low 16 bits are the slot.
+fn split_id(id: CheckId) -> (usize, u32) {
+    ((id.0 & 0xFFFF_FFFF) as usize, (id.0 >> 32) as u32)
 }
 
 /// The pure scheduler. See the module docs.
@@ -557,7 +569,7 @@ impl Scheduler {
     /// A slot of idle site `s` got key `k`: the site's next check may come sooner.
     fn came_due(&mut self, s: usize, k: u64) {
         let site = &mut self.sites[s];
-        if site.flight == NIL && k < site.next_key {
+        if site.idle() && k < site.next_key {
             site.next_key = k;
             self.arm(s);
         }
@@ -586,8 +598,7 @@ impl Scheduler {
             },
             interval_ms: 0,
             spacing_ms: millis32(spacing),
-            flight: NIL,
-            seq: 0,
+            ticket: u32::from(NIL),
             probe: false,
             hold: if gated { GATED } else { 0 },
             in_ready: false,
@@ -608,8 +619,8 @@ impl Scheduler {
 
     /// The target check `id` is for, if this scheduler issued it.
     fn target_of(&self, id: CheckId) -> Option<usize> {
-        let (s, slot, _) = split_id(id);
-        let &t = self.site_targets.get(s)?.get(slot as usize)?;
+        let (s, ticket) = split_id(id);
+        let &t = self.site_targets.get(s)?.get((ticket & 0xFFFF) as usize)?;
         Some(t as usize)
     }
 
@@ -730,7 +741,12 @@ impl Scheduler {
         }
         if due {
             site.wake_at = NEVER;
-            if DISPATCH && ready.is_empty() && *in_flight < cap && site.may_start(now.0) {
+            // A live wake-up of a site that nothing holds back means it may start: a site has
+            // no wake-up while its check is out, and it wakes at the later of its next start
+            // and its earliest due time (neither of which grows while it waits), so the rest of
+            // `may_start` holds already.
+            debug_assert!(site.hold != 0 || site.may_start(now.0));
+            if DISPATCH && ready.is_empty() && *in_flight < cap && site.hold == 0 {
                 *in_flight += 1;
                 out.push(Self::start(site, s, now, false));
             } else {
@@ -785,7 +801,7 @@ impl Scheduler {
 
     /// Puts site `s` in the ready queue if it may have something to send.
     fn mark_ready(site: &mut SiteSlot, ready: &mut Vec<u32>, s: u32) {
-        if !site.in_ready && site.flight == NIL && !site.paused() && site.next_key != GONE {
+        if !site.in_ready && site.idle() && !site.paused() && site.next_key != GONE {
             site.in_ready = true;
             ready.push(s);
         }
@@ -795,7 +811,7 @@ impl Scheduler {
     /// start and its earliest due target. (A registry wait is found when it wakes.)
     fn arm(&mut self, s: usize) {
         let site = &self.sites[s];
-        if site.flight == NIL && !site.paused() && site.next_key != GONE {
+        if site.idle() && !site.paused() && site.next_key != GONE {
             let at = site.next_start.max(key_due(site.next_key));
             self.set_wake(s, at);
         }
@@ -821,13 +837,13 @@ impl Scheduler {
     /// Recomputes idle site `s`'s smallest key (nothing is in flight, so every slot counts).
     fn refresh(&mut self, s: usize) {
         let site = &mut self.sites[s];
-        debug_assert_eq!(site.flight, NIL);
+        debug_assert!(site.idle());
         site.next_key = site.keys.min();
     }
 
     fn try_dispatch(&mut self, s: usize, now: Timestamp) -> Option<Check> {
         let site = &self.sites[s];
-        if site.flight != NIL || site.paused() || site.next_key == GONE {
+        if !site.idle() || site.paused() || site.next_key == GONE {
             return None;
         }
         let due = key_due(site.next_key);
@@ -863,13 +879,13 @@ impl Scheduler {
     /// Site `s` (`site`, idle, its next target due) starts its next check at `now`.
     #[inline]
     fn start(site: &mut SiteSlot, s: u32, now: Timestamp, probe: bool) -> Check {
-        let slot = (site.next_key & SLOT_MASK) as u16;
-        site.flight = slot;
+        let slot = (site.next_key & SLOT_MASK) as u32;
+        let seq = (site.ticket >> 16).wrapping_add(1) & 0xFFFF;
+        site.ticket = (seq << 16) | slot;
         site.probe = probe;
-        site.seq = site.seq.wrapping_add(1);
         site.next_start = now.0.saturating_add(u64::from(site.spacing_ms));
         Check {
-            id: check_id(s as usize, slot, site.seq),
+            id: check_id(s as usize, site.ticket),
             site: SiteIndex(s),
             probe,
         }
@@ -885,9 +901,9 @@ impl Scheduler {
         retry_after: Option<Duration>,
         now: Timestamp,
     ) -> Option<Reaction> {
-        let (s, slot, seq) = split_id(id);
+        let (s, ticket) = split_id(id);
         let site = self.sites.get_mut(s)?;
-        if site.flight != slot || site.seq != seq {
+        if site.ticket != ticket {
             return None; // not in flight: a stale or foreign id
         }
         // The common case first, on the site's record alone: an answer from a site that was
@@ -900,9 +916,9 @@ impl Scheduler {
             )
         {
             debug_assert!(!site.probe, "only a gated site's check is the probe");
-            site.flight = NIL;
+            site.land();
             self.in_flight -= 1;
-            let slot = usize::from(slot);
+            let slot = (ticket & 0xFFFF) as usize;
             let interval = match site.interval_ms {
                 MIXED => self.site_intervals[s][slot],
                 common => common,
@@ -1013,12 +1029,13 @@ impl Scheduler {
     /// Ends check `id` if it is in flight: returns its site, its slot and whether it was the
     /// probe.
     fn take_in_flight(&mut self, id: CheckId) -> Option<(usize, usize, bool)> {
-        let (s, slot, seq) = split_id(id);
+        let (s, ticket) = split_id(id);
         let site = self.sites.get_mut(s)?;
-        if site.flight != slot || site.seq != seq {
+        if site.ticket != ticket {
             return None;
         }
-        site.flight = NIL;
+        site.land();
+        let slot = ticket & 0xFFFF;
         let probe = std::mem::take(&mut site.probe);
         self.in_flight -= 1;
         Some((s, slot as usize, probe))
@@ -1080,7 +1097,7 @@ impl Scheduler {
         if site.paused() {
             return Some((SearchState::SessionExpired, None));
         }
-        let in_flight = u32::from(site.flight) == slot;
+        let in_flight = u32::from(site.flight()) == slot;
         if in_flight && site.probe {
             return Some((SearchState::Probing, None));
         }

@@ -8,8 +8,11 @@
 //! through one `u32` per node: a slot is just its list's head, so a push writes two words in
 //! two small arrays (4 bytes per ms, 4 per node) and nothing is ever full. (An earlier ring of
 //! 32-byte slots with eight nodes inline spent ~14% of a simulated day waiting on its stores:
-//! 264 KB written at random did not stay in cache.) The ring grows with the number of sites
-//! (1 s to 8 s of slots) so that a few sites do not pay for ten thousand. Pushes further ahead
+//! 264 KB written at random did not stay in cache.) The ring is 8 s long whatever the number of
+//! sites (a site re-arms a few seconds ahead, so most pushes go straight into their slot), a
+//! constant so that a deadline's slot is one mask: an earlier ring that grew with the number
+//! of sites, from 1 s, cost ~6 instructions per check in loads and masks, and a few sites
+//! lose nothing by the longer ring (its heads were allocated for 8 s anyway). Pushes further ahead
 //! append to their bucket's vector, which moves into the ring in one pass when the ring
 //! reaches it. Hand-written because the timer crates we know either own the clock or allocate
 //! per timer.
@@ -21,12 +24,10 @@ use std::collections::BinaryHeap;
 const BUCKET: u64 = 1024;
 /// Buckets beyond the ring (together ~65 s).
 const BUCKETS: u64 = 64;
-/// The ring's length in ms: smallest and largest.
-const RING_MIN: u64 = BUCKET;
-const RING_MAX: u64 = 8 * BUCKET;
-/// Words of the ring's bitmap, for the longest ring (inline: a fixed length lets an index
-/// masked to the ring skip its bounds check).
-const BIT_WORDS: usize = (RING_MAX / 64) as usize;
+/// The ring's length in ms.
+const RING: u64 = 8 * BUCKET;
+/// Words of the ring's bitmap.
+const BIT_WORDS: usize = (RING / 64) as usize;
 /// The end of a slot's list (and an empty slot's head).
 const END: u32 = u32::MAX;
 /// A node's link while it is not in the ring.
@@ -68,12 +69,9 @@ pub(crate) struct Timers {
     /// `base` rounded down to a bucket, plus `ring`: where the buckets begin. (Not
     /// `base + ring`: then the first bucket and the ring would share a stretch.)
     ring_end: u64,
-    /// The ring's length in ms (a power of two, a multiple of `BUCKET`).
-    ring: u64,
-    /// Per slot: the node pushed there last, the head of its list (`END`: none). Sized for
-    /// the longest ring (32 KB) whatever the ring's length, so that an index masked to it
-    /// needs no bounds check.
-    heads: Box<[u32; RING_MAX as usize]>,
+    /// Per slot: the node pushed there last, the head of its list (`END`: none); 32 KB, a
+    /// fixed length, so that an index masked to the ring needs no bounds check.
+    heads: Box<[u32; RING as usize]>,
     /// Per node: the next node in its slot's list (`END` at the tail), or `UNLINKED` while it
     /// is not in the ring. Grows to the largest node pushed.
     links: Vec<u32>,
@@ -102,19 +100,13 @@ const _: () = assert!(BUCKETS == 64, "bucket_bits is one u64");
 
 impl Timers {
     pub(crate) fn new() -> Self {
-        Self::with_ring(RING_MIN)
-    }
-
-    fn with_ring(ring: u64) -> Self {
-        debug_assert!(ring.is_power_of_two() && ring % BUCKET == 0);
         Self {
             base: 0,
-            ring_end: ring,
-            ring,
-            heads: vec![END; RING_MAX as usize]
+            ring_end: RING,
+            heads: vec![END; RING as usize]
                 .into_boxed_slice()
                 .try_into()
-                .expect("RING_MAX heads"),
+                .expect("RING heads"),
             links: Vec::new(),
             slot_bits: [0; BIT_WORDS],
             buckets: vec![Vec::new(); BUCKETS as usize].into_boxed_slice(),
@@ -126,31 +118,12 @@ impl Timers {
         }
     }
 
-    /// Sizes the ring for `sites` owners: ~1 ms of ring per site, from 1 s to 8 s (a site
-    /// re-arms a few seconds ahead, so a longer ring takes more pushes straight into their
-    /// slot). Growing moves every pending node; it happens a few times at most.
+    /// Makes room for `sites` owners' links (pushing a larger node grows them too, out of
+    /// line).
     pub(crate) fn fit(&mut self, sites: usize) {
         if self.links.len() < sites {
             self.links.resize(sites, UNLINKED);
         }
-        let want = (sites as u64).next_power_of_two().clamp(RING_MIN, RING_MAX);
-        if want <= self.ring {
-            return;
-        }
-        let mut grown = Self::with_ring(want);
-        grown.links = vec![UNLINKED; self.links.len()];
-        grown.set_base(self.base);
-        // In push order within each millisecond, so equal deadlines keep their order. The far
-        // heap stays as it is: it may hold entries its owner no longer wants, which must not
-        // enter the wheel without its liveness check (`take_far` moves the others in time:
-        // they are all beyond the next bucket boundary).
-        for (at, node) in self.in_wheel() {
-            grown.push(at, node);
-        }
-        grown.far = std::mem::take(&mut self.far);
-        grown.far_first = self.far_first;
-        grown.next = grown.next.min(self.far_first);
-        *self = grown;
     }
 
     /// Every pending node with its deadline: the wheel's, then the far heap's.
@@ -163,11 +136,12 @@ impl Timers {
 
     /// Every node in the ring or the buckets with its deadline, in push order within each
     /// millisecond.
+    #[cfg(test)]
     fn in_wheel(&self) -> Vec<(u64, Node)> {
-        let mask = self.ring - 1;
+        let mask = RING - 1;
         let start = self.base & mask;
         let mut all = Vec::new();
-        for (w, &bits) in self.slot_bits[..self.ring as usize / 64].iter().enumerate() {
+        for (w, &bits) in self.slot_bits[..RING as usize / 64].iter().enumerate() {
             let mut word = bits;
             while word != 0 {
                 let k = w as u64 * 64 + u64::from(word.trailing_zeros());
@@ -186,16 +160,15 @@ impl Timers {
         all
     }
 
-    /// The ring slot of deadline `at` (the second mask is a no-op that tells the compiler
-    /// the bitmap index is in bounds).
+    /// The ring slot of deadline `at`.
     #[inline(always)]
     fn slot_of(&self, at: u64) -> usize {
-        (at & (self.ring - 1) & (RING_MAX - 1)) as usize
+        (at & (RING - 1)) as usize
     }
 
     fn set_base(&mut self, base: u64) {
         self.base = base;
-        self.ring_end = base - base % BUCKET + self.ring;
+        self.ring_end = base - base % BUCKET + RING;
     }
 
     /// The first deadline past the buckets: `[ring_end, bucket_end)` goes to buckets.
@@ -236,7 +209,7 @@ impl Timers {
         }
         if self.links[n] != UNLINKED {
             // Where it is linked is not recorded: look through the ring.
-            for k in 0..self.ring as usize {
+            for k in 0..RING as usize {
                 if self.unlink_at_slot(k, node.0) {
                     break;
                 }
@@ -286,6 +259,7 @@ impl Timers {
 
     /// Calls `f` with each node (site index) due at `at` if it is in the ring (else none),
     /// newest first.
+    #[cfg(test)]
     fn each_at(&self, at: u64, mut f: impl FnMut(u32)) {
         if at >= self.ring_end || at < self.base {
             return;
@@ -377,7 +351,7 @@ impl Timers {
         if now < self.base || now >= word_end.min(bucket_last).min(self.far_first) {
             return None;
         }
-        let w = ((self.base & (self.ring - 1)) / 64) as usize & (BIT_WORDS - 1); // no bounds check
+        let w = ((self.base & (RING - 1)) / 64) as usize & (BIT_WORDS - 1); // no bounds check
         let bits = (u64::MAX << (self.base % 64)) & (u64::MAX >> (63 - now % 64));
         let word = self.slot_bits[w] & bits;
         let rest = self.slot_bits[w] & !bits;
@@ -441,16 +415,13 @@ impl Timers {
             if self.base == boundary {
                 // The ring now reaches the end of this bucket: it moves in, and far entries
                 // now inside the window move into the wheel.
-                self.enter_bucket(boundary + self.ring - BUCKET);
+                self.enter_bucket(boundary + RING - BUCKET);
                 self.take_far(&mut visit);
             }
             if end == now {
                 break;
             }
-            if self.slot_bits[..self.ring as usize / 64]
-                .iter()
-                .all(|&w| w == 0)
-            {
+            if self.slot_bits[..RING as usize / 64].iter().all(|&w| w == 0) {
                 self.skip_empty(now, &mut visit);
                 if self.base > now {
                     break;
@@ -465,7 +436,7 @@ impl Timers {
     fn skip_empty(&mut self, now: u64, visit: &mut impl FnMut(u64, Node, bool) -> bool) {
         let bucket = self
             .next_bucket()
-            .map_or(u64::MAX, |start| start + BUCKET - self.ring);
+            .map_or(u64::MAX, |start| start + BUCKET - RING);
         let far = match self.far_first {
             u64::MAX => u64::MAX,
             at => at - at % BUCKET,
@@ -476,7 +447,7 @@ impl Timers {
         }
         self.set_base(to);
         if to == bucket {
-            self.enter_bucket(to + self.ring - BUCKET);
+            self.enter_bucket(to + RING - BUCKET);
         }
         self.take_far(visit);
     }
@@ -509,7 +480,7 @@ impl Timers {
 
     /// Visits the slots for `[from, to]` (inside one bucket), emptying them.
     fn visit_slots(&mut self, from: u64, to: u64, visit: &mut impl FnMut(u64, Node, bool) -> bool) {
-        let mask = self.ring - 1;
+        let mask = RING - 1;
         let (lo, hi) = (from & mask, to & mask);
         let (lo_word, hi_word) = (lo / 64, hi / 64);
         for w in lo_word..=hi_word {
@@ -537,7 +508,7 @@ impl Timers {
             let k = w as u64 * 64 + u64::from(word.trailing_zeros());
             word &= word - 1;
             let at = start + k;
-            let slot = (k & (RING_MAX - 1)) as usize; // `k` is: no bounds check
+            let slot = (k & (RING - 1)) as usize; // `k` is: no bounds check
             let mut n = std::mem::replace(&mut self.heads[slot], END);
             while let Some(link) = self.links.get_mut(n as usize) {
                 let next = std::mem::replace(link, UNLINKED);
@@ -604,7 +575,7 @@ impl Timers {
     /// once (usually in the first word).
     #[inline]
     fn ring_first(&self) -> Option<u64> {
-        let mask = self.ring - 1;
+        let mask = RING - 1;
         let start = self.base & mask;
         // The usual case, checked first (it is asked every simulated millisecond): something
         // in the rest of `base`'s word.
@@ -618,9 +589,9 @@ impl Timers {
     /// [`Self::ring_first`] past the rest of `base`'s word.
     #[inline(never)]
     fn ring_first_beyond(&self) -> Option<u64> {
-        let mask = self.ring - 1;
+        let mask = RING - 1;
         let start = self.base & mask;
-        let words = self.ring / 64;
+        let words = RING / 64;
         for i in 0..=words {
             let w = (start / 64 + i) & (words - 1); // a power of two: no division
             let mut word = self.slot_bits[w as usize];
