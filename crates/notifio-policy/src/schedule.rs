@@ -930,7 +930,7 @@ impl Scheduler {
             // `came_due` leave a busy site alone): no earlier one to compare with or remove.
             debug_assert_eq!(site.wake_at, NEVER);
             site.wake_at = at;
-            self.events.push(at, Node::site(s as u32));
+            self.events.push_fresh(at, Node::site(s as u32));
             return None;
         }
         let (s, slot, _) = self.take_in_flight(id)?;
