@@ -822,7 +822,7 @@ mod tests {
         /// Drain up to this many ms ahead; with `true`, the way the scheduler drains its usual
         /// millisecond (`take_due_word`, then `drain_each` if that declines).
         Drain(u64, bool),
-        /// Grow the ring for this many sites.
+        /// Make room for this many sites' links.
         Fit(usize),
     }
 
