@@ -196,6 +196,18 @@ pub fn parse_cookies_txt(text: &str) -> Result<CookieJar, CookieError> {
         if domain.is_empty() {
             return Err(err("the domain is empty".into()));
         }
+        let domain = if domain.is_ascii() {
+            domain
+        } else {
+            // An internationalized domain (a browser may export `bücher.example`): punycode it,
+            // as the url crate does to the host of every URL it parses, or it never matches.
+            match url::Host::parse(&domain) {
+                Ok(url::Host::Domain(ascii)) => ascii,
+                _ => {
+                    return Err(err("the domain (field 1) is not a valid host name".into()));
+                }
+            }
+        };
         let include_subdomains =
             flag(fields[1].trim(), "include-subdomains (field 2)").map_err(err)?;
         let path = fields[2].trim();
@@ -302,6 +314,36 @@ mod tests {
         );
         assert_eq!(jar.header_for(&url("https://notfacebook.com/")), None);
         assert_eq!(jar.header_for(&url("https://facebook.com.evil.io/")), None);
+    }
+
+    #[test]
+    fn an_internationalized_domain_matches_its_punycode_host() {
+        let jar = parse_cookies_txt(
+            ".Bücher.example\tTRUE\t/\tTRUE\t0\tsid\tv1\n\
+             xn--mnchen-3ya.example\tFALSE\t/\tTRUE\t0\tlang\tde\n",
+        )
+        .unwrap();
+        assert_eq!(
+            jar.domains(),
+            vec!["xn--bcher-kva.example", "xn--mnchen-3ya.example"]
+        );
+        assert_eq!(
+            jar.header_for(&url("https://www.bücher.example/suche"))
+                .as_deref(),
+            Some("sid=v1")
+        );
+        assert_eq!(
+            jar.header_for(&url("https://münchen.example/")).as_deref(),
+            Some("lang=de")
+        );
+        let e = parse_cookies_txt("bü cher.example\tTRUE\t/\tTRUE\t0\tsid\tSECRET\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 1: the domain (field 1) is not a valid host name"),
+            "{e}"
+        );
+        assert!(!e.contains("SECRET"), "{e}");
     }
 
     #[test]
