@@ -346,6 +346,16 @@ impl SiteSlot {
         self.flight() == NIL
     }
 
+    /// Whether the check in flight is the one whose id carries `ticket`. An idle site's
+    /// ticket (slot half `NIL`) matches nothing: no check has that slot, and an id that copies
+    /// it (not one this scheduler issued) would otherwise end a check that is not out. (The
+    /// second test costs ~5 instructions per check; the first alone let such an id underflow
+    /// the in-flight count.)
+    #[inline(always)]
+    fn out_as(&self, ticket: u32) -> bool {
+        self.ticket == ticket && ticket as u16 != NIL
+    }
+
     /// The check in flight has ended (its sequence number stays).
     fn land(&mut self) {
         self.ticket |= u32::from(NIL);
@@ -903,7 +913,7 @@ impl Scheduler {
     ) -> Option<Reaction> {
         let (s, ticket) = split_id(id);
         let site = self.sites.get_mut(s)?;
-        if site.ticket != ticket {
+        if !site.out_as(ticket) {
             return None; // not in flight: a stale or foreign id
         }
         // The common case first, on the site's record alone: an answer from a site that was
@@ -1031,7 +1041,7 @@ impl Scheduler {
     fn take_in_flight(&mut self, id: CheckId) -> Option<(usize, usize, bool)> {
         let (s, ticket) = split_id(id);
         let site = self.sites.get_mut(s)?;
-        if site.ticket != ticket {
+        if !site.out_as(ticket) {
             return None;
         }
         site.land();

@@ -15,6 +15,8 @@
 //! - DESIGN §5 interval ±10% → `interval_jitter_stays_within_ten_percent`
 //! - DESIGN §2 persisted registry → `restored_entries_keep_a_site_waiting_after_restart`
 //! - `soonest()`/`poll_timeout()` → `poll_timeout_is_none_with_nothing_to_do`
+//! - an id that names no check in flight (stale, or copying an idle site's ticket) changes
+//!   nothing → `an_id_naming_no_check_in_flight_changes_nothing`
 
 use notifio_policy::schedule::{SearchState, SiteState};
 mod common;
@@ -496,4 +498,26 @@ fn a_check_resolves_to_its_url_searches_and_site_key() {
         s.site_index(&SiteKey::from_url("https://example.org/").unwrap()),
         None
     );
+}
+
+#[test]
+fn an_id_naming_no_check_in_flight_changes_nothing() {
+    let mut s = sched(4);
+    s.add_search(spec(1, "https://www.idealista.com/a/", 30 * SEC), T0);
+    let c = s.poll_check(T0).unwrap();
+    s.handle_outcome(c.id, Outcome::Ok, None, T0);
+    assert_eq!(s.in_flight(), 0);
+    // The id of the check that just ended, and the same id with the slot half all ones (what
+    // an idle site keeps there): neither names a check in flight.
+    let forged = notifio_policy::CheckId(c.id.0 | (0xFFFF << 32));
+    for id in [c.id, forged] {
+        assert_eq!(s.handle_outcome(id, Outcome::Challenge, None, T0), None);
+        s.abandon(id);
+        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.site_state(&c.site), SiteState::Clear);
+    }
+    // The search is still due an interval (± 10%) later, and goes out then.
+    let t = s.poll_timeout().unwrap();
+    assert!(t >= T0 + d(27 * SEC) && t <= T0 + d(33 * SEC), "{t:?}");
+    assert!(s.poll_check(t).is_some());
 }
