@@ -66,8 +66,8 @@ pub(crate) struct Timers {
     /// Every deadline before `base` has been drained; the ring holds those in
     /// `[base, ring_end)`, slot `at & (ring - 1)`.
     base: u64,
-    /// `base` rounded down to a bucket, plus `ring`: where the buckets begin. (Not
-    /// `base + ring`: then the first bucket and the ring would share a stretch.)
+    /// `base` rounded down to a bucket, plus `RING`: where the buckets begin. (Not
+    /// `base + RING`: then the first bucket and the ring would share a stretch.)
     ring_end: u64,
     /// Per slot: the node pushed there last, the head of its list (`END`: none); 32 KB, a
     /// fixed length, so that an index masked to the ring needs no bounds check.
@@ -264,11 +264,11 @@ impl Timers {
         false
     }
 
-    /// Past the ring: into a bucket, or the far heap. Out of line, so the ring's push stays
-    /// small where it is inlined.
+    /// Past the ring: into a bucket, or the far heap (its one caller, `push_fresh`, has
+    /// lowered the next deadline already). Out of line, so the ring's push stays small where
+    /// it is inlined.
     #[inline(never)]
     fn push_beyond(&mut self, at: u64, node: Node) {
-        self.next = self.next.min(at);
         if at < self.base || at >= self.bucket_end() {
             self.far.push(Reverse((at, node)));
             self.far_first = self.far_first.min(at);
