@@ -986,6 +986,9 @@ impl Watcher {
         self.metrics
             .listings_found
             .fetch_add(recorded.new.len() as u64, Ordering::Relaxed);
+        if recorded.rekeyed > 0 {
+            tracing::info!(site = %check.site, listings = recorded.rekeyed, "listings known by their links came back under new ids; not announced");
+        }
         match &reaction {
             Some(Reaction::SiteWaiting {
                 site,

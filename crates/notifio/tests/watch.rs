@@ -730,3 +730,119 @@ async fn a_redirect_does_not_lead_into_a_waiting_site() {
     );
     portal.shutdown().await;
 }
+
+/// Changing how a search identifies its listings (here: dropping `id_attr`, so the card's link
+/// becomes the id) gives every listing a new id. The same links mean the same listings: the
+/// next check announces nothing, keeps their first-seen times, and a listing that really is
+/// new is still announced, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_id_rule_does_not_announce_the_page_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let portal = Portal::start(vec![portal_site("flats")]).await.unwrap();
+    let by_attr = config_text(dir.path(), &portal, "flats", 1, "30s");
+    let by_link = by_attr.replace(", id_attr = \"data-id\"", "");
+    assert_ne!(by_attr, by_link);
+    let pass = |text: &str| {
+        let w = Watcher::for_one_pass(load(dir.path(), text), vec![], false).unwrap();
+        async move {
+            let mut w = w;
+            w.run(CancellationToken::new()).await.unwrap().remove(0)
+        }
+    };
+    let first_seen = |store: &Store| -> Vec<(String, u64)> {
+        let mut stmt = store
+            .conn()
+            .prepare("SELECT url, first_seen FROM listings ORDER BY url, first_seen")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+
+    let first = pass(&by_attr).await;
+    assert_eq!(first.listings.len(), 30);
+    assert!(!first.listings[0].id.starts_with("http"), "{first:?}");
+    let before = first_seen(&Store::open(dir.path()).unwrap());
+
+    let second = pass(&by_link).await;
+    assert_eq!(second.outcome, "ok");
+    assert!(!second.unchanged, "a changed rule reads the page again");
+    assert_eq!(second.listings.len(), 30);
+    assert!(second.listings[0].id.starts_with("http"), "{second:?}");
+    assert_eq!(second.new, Vec::<String>::new(), "same links: nothing new");
+    // Each link now has two rows (old id, new id), both first seen at the first pass.
+    let after = first_seen(&Store::open(dir.path()).unwrap());
+    assert_eq!(after.len(), 60);
+    let doubled: Vec<_> = before.iter().flat_map(|r| [r.clone(), r.clone()]).collect();
+    assert_eq!(after, doubled);
+
+    let added = portal.add_listing("flats", None);
+    let third = pass(&by_link).await;
+    assert_eq!(third.new.len(), 1, "{third:?}");
+    assert!(third.new[0].ends_with(&format!("/listing/{}", added.id)));
+    portal.shutdown().await;
+}
+
+/// Only a link that one listing alone has on the page says who it is: cards that all link to
+/// one page (a contact form) stay told apart by their ids, so a new one is still announced.
+#[test]
+fn a_link_shared_by_several_cards_does_not_hide_a_new_listing() {
+    use notifio::listing::Listing;
+    use notifio::store::{CheckRecord, SearchSync};
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let site = notifio_policy::SiteKey::from_url("https://flats.example/").unwrap();
+    let ids = store
+        .sync_searches(&[SearchSync {
+            name: "s".into(),
+            url: "https://flats.example/search".into(),
+            site: site.to_string(),
+            rules: "r".into(),
+        }])
+        .unwrap();
+    let searches = [(ids[0], "s".to_owned(), false)];
+    let card = |id: &str, url: &str| Listing {
+        id: id.into(),
+        url: Some(url.into()),
+        ..Listing::default()
+    };
+    let mut record = |now: u64, listings: &[Listing]| {
+        store
+            .record_check(&CheckRecord {
+                searches: &searches,
+                site: &site,
+                outcome: "ok",
+                status: Some(200),
+                attempts: 1,
+                latency_ms: 1,
+                listings: Some(listings),
+                now,
+                channels: &[],
+                history: 10,
+            })
+            .unwrap()
+    };
+    let contact = "https://flats.example/contact";
+    let own = "https://flats.example/listing/9";
+    let baseline = record(1, &[card("1", contact), card("2", contact), card("9", own)]);
+    assert!(baseline.baseline);
+    // "3" shares the contact link with "1" on this page: it is new. "9b" is "9" re-keyed.
+    let next = record(
+        2,
+        &[card("1", contact), card("3", contact), card("9b", own)],
+    );
+    let new: Vec<_> = next.new.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(new, ["3"]);
+    assert_eq!(next.rekeyed, 1);
+    // A listing without a link and a new id is new.
+    let last = record(
+        3,
+        &[Listing {
+            id: "4".into(),
+            ..Listing::default()
+        }],
+    );
+    assert_eq!(last.new.len(), 1);
+    assert_eq!(last.rekeyed, 0);
+}

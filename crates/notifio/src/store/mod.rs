@@ -14,6 +14,7 @@ use crate::notify::outbox;
 use crate::notify::{ChannelKind, Notification};
 use notifio_policy::{Entry, SiteKey};
 use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// A store failure. SQLite messages never contain secrets (none are stored).
@@ -122,8 +123,12 @@ pub struct RoutineCheck {
 /// What recording a check found.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Recorded {
-    /// Listings never seen on the site before (announced unless this was a baseline).
+    /// Listings never seen on the site before (announced unless this was a baseline): neither
+    /// their id nor their link (see `record_check_in`).
     pub new: Vec<Listing>,
+    /// Listings with a new id whose link the site has shown before: the same listing under
+    /// another id (the search's id rule changed, or the site's ids did), so not new.
+    pub rekeyed: usize,
     /// Whether this check was the silent baseline of at least one search.
     pub baseline: bool,
     /// Whether a notification was enqueued.
@@ -696,6 +701,20 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
             let mut known_stmt = tx.prepare_cached(
                 "SELECT listing_id FROM search_listings WHERE search_id = ?1 AND listing_id IN (SELECT value FROM json_each(?2))",
             )?;
+            // A listing with a new id is still not new if the site showed its link before under
+            // another id: changing `id_attr`, or a profile reading ids differently, would
+            // otherwise announce the whole page. Only a link that no other listing on this page
+            // shares counts (cards that all link to one contact page say nothing).
+            let mut links: HashMap<&str, usize> = HashMap::new();
+            for url in listings.iter().filter_map(|l| l.url.as_deref()) {
+                *links.entry(url).or_default() += 1;
+            }
+            let mut seen_link = tx.prepare_cached(
+                "SELECT MIN(first_seen) FROM listings WHERE site = ?1 AND url = ?2 AND listing_id <> ?3",
+            )?;
+            let mut keep_first_seen = tx.prepare_cached(
+                "UPDATE listings SET first_seen = ?3 WHERE site = ?1 AND listing_id = ?2",
+            )?;
             let mut known: Vec<std::collections::HashSet<String>> = Vec::new();
             for (id, _, _) in rec.searches {
                 known.push(
@@ -722,8 +741,21 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
                 for id in missing {
                     link.execute(params![id, site, l.id, rec.now])?;
                 }
-                if fresh {
-                    out.new.push(l.clone());
+                if !fresh {
+                    continue;
+                }
+                let first_seen = match l.url.as_deref() {
+                    Some(url) if links.get(url) == Some(&1) => seen_link
+                        .query_row(params![site, url, l.id], |r| r.get::<_, Option<u64>>(0))?,
+                    _ => None,
+                };
+                match first_seen {
+                    Some(first_seen) => {
+                        // Known since then: "recent listings" keep their place.
+                        keep_first_seen.execute(params![site, l.id, first_seen])?;
+                        out.rekeyed += 1;
+                    }
+                    None => out.new.push(l.clone()),
                 }
             }
         }

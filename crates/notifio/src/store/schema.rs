@@ -61,6 +61,9 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE searches ADD COLUMN page_fingerprint TEXT;
     ALTER TABLE searches ADD COLUMN page_etag TEXT;
     ALTER TABLE searches ADD COLUMN page_last_modified TEXT;",
+    // 3: a listing is also found by its link, so one that comes back under another id (the
+    // search's id rule changed, or the site's ids did) is not announced again.
+    "CREATE INDEX listings_by_url ON listings (site, url);",
 ];
 
 /// Brings the schema up to date (including the outbox's own schema).
