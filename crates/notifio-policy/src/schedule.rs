@@ -323,8 +323,8 @@ struct SiteSlot {
     ticket: u32,
     /// The check in flight is the single probe after a wait.
     probe: bool,
-    /// What holds the site back beside spacing and due times: [`PAUSED`] and [`GATED`], in
-    /// one byte so that the common paths test both at once.
+    /// What holds the site back beside spacing and due times, [`PAUSED`] and [`GATED`], and
+    /// [`RELEASED`], in one byte so that the common paths test them all at once.
     hold: u8,
     in_ready: bool,
 }
@@ -334,6 +334,10 @@ const PAUSED: u8 = 1;
 /// `SiteSlot::hold`: the registry may have an entry (or a probe) for this site. Without it
 /// the registry is not consulted at all: it is only ever changed through this scheduler.
 const GATED: u8 = 2;
+/// `SiteSlot::hold`: the check in flight is slow and no longer counts against the concurrency
+/// cap ([`Scheduler::release_slot`]). Set only while a check is out, so a wake-up never sees
+/// it; its outcome takes the slow path, which knows not to count it out again.
+const RELEASED: u8 = 4;
 
 impl SiteSlot {
     /// The slot in flight, or `NIL`.
@@ -1047,7 +1051,10 @@ impl Scheduler {
         site.land();
         let slot = ticket & 0xFFFF;
         let probe = std::mem::take(&mut site.probe);
-        self.in_flight -= 1;
+        if site.hold & RELEASED == 0 {
+            self.in_flight -= 1;
+        }
+        site.set(RELEASED, false);
         Some((s, slot as usize, probe))
     }
 
@@ -1059,6 +1066,25 @@ impl Scheduler {
         };
         let next = jittered(&mut self.rng, self.jitter, interval, now);
         site.keys.as_mut_slice()[slot] = key(next, slot);
+    }
+
+    /// Check `id` is slow (a site that accepts the connection and then stalls): it stays in
+    /// flight for its site, which gets no other check until it ends, but it no longer counts
+    /// against the concurrency cap, so a few hanging sites cannot hold every other site up.
+    /// Returns whether it was released (`false` for an id not in flight, or released before).
+    /// The cap then bounds the checks that are making progress; the slow ones are bounded by
+    /// the number of sites, one each.
+    pub fn release_slot(&mut self, id: CheckId) -> bool {
+        let (s, ticket) = split_id(id);
+        let Some(site) = self.sites.get_mut(s) else {
+            return false;
+        };
+        if !site.out_as(ticket) || site.hold & RELEASED != 0 {
+            return false;
+        }
+        site.set(RELEASED, true);
+        self.in_flight -= 1;
+        true
     }
 
     /// The user refreshed the site's cookies: resume its searches.
@@ -1088,7 +1114,8 @@ impl Scheduler {
         self.events.next_deadline().map(Timestamp)
     }
 
-    /// Checks in flight.
+    /// Checks in flight that count against the concurrency cap (not the released ones: see
+    /// [`Self::release_slot`]).
     #[must_use]
     pub fn in_flight(&self) -> usize {
         self.in_flight

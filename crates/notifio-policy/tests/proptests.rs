@@ -38,6 +38,8 @@ enum Op {
     },
     /// Abandon the `pick`-th check in flight (shutdown).
     Abandon(usize),
+    /// The `pick`-th check in flight is slow: give its slot back (`release_slot`).
+    Release(usize),
     /// Fresh cookies for site `n`.
     Resume(usize),
 }
@@ -64,6 +66,7 @@ fn op() -> impl Strategy<Value = Op> {
         8 => (any::<usize>(), outcome(), prop::option::of(prop_oneof![0u64..600, 0u64..200_000]))
             .prop_map(|(pick, outcome, retry_after_s)| Op::Answer { pick, outcome, retry_after_s }),
         1 => any::<usize>().prop_map(Op::Abandon),
+        1 => any::<usize>().prop_map(Op::Release),
         1 => (0usize..4).prop_map(Op::Resume),
     ]
 }
@@ -112,6 +115,8 @@ struct Harness {
     s: Scheduler,
     now: Timestamp,
     in_flight: Vec<Check>,
+    /// The checks in flight whose slot was given back (`release_slot`).
+    released: std::collections::HashSet<CheckId>,
     last_start: HashMap<SiteKey, Timestamp>,
     spacing: Duration,
     concurrency: usize,
@@ -161,6 +166,7 @@ impl Harness {
             s,
             now,
             in_flight: Vec::new(),
+            released: std::collections::HashSet::new(),
             last_start: HashMap::new(),
             spacing,
             concurrency: setup.concurrency,
@@ -205,9 +211,12 @@ impl Harness {
             }
             self.last_start.insert(c.site.clone(), self.now);
             self.in_flight.push(c);
-            prop_assert!(self.in_flight.len() <= self.concurrency);
+            prop_assert!(self.in_flight.len() - self.released.len() <= self.concurrency);
         }
-        prop_assert_eq!(self.s.in_flight(), self.in_flight.len());
+        prop_assert_eq!(
+            self.s.in_flight(),
+            self.in_flight.len() - self.released.len()
+        );
         Ok(())
     }
 
@@ -242,6 +251,7 @@ impl Harness {
                     return Ok(());
                 }
                 let c = self.in_flight.remove(pick % self.in_flight.len());
+                self.released.remove(&c.id);
                 let retry_after = retry_after_s.map(Duration::from_secs);
                 self.s.handle_outcome(c.id, outcome, retry_after, self.now);
                 let entry = self.s.registry().entry(&c.site);
@@ -263,9 +273,17 @@ impl Harness {
             Op::Abandon(pick) => {
                 if !self.in_flight.is_empty() {
                     let c = self.in_flight.remove(pick % self.in_flight.len());
+                    self.released.remove(&c.id);
                     self.s.abandon(c.id);
                     // Abandoning twice is harmless.
                     self.s.abandon(c.id);
+                }
+            }
+            Op::Release(pick) => {
+                if !self.in_flight.is_empty() {
+                    let c = &self.in_flight[pick % self.in_flight.len()];
+                    let first = self.released.insert(c.id);
+                    prop_assert_eq!(self.s.release_slot(c.id), first);
                 }
             }
             Op::Resume(n) => {

@@ -15,6 +15,7 @@
 //! - DESIGN §5 interval ±10% → `interval_jitter_stays_within_ten_percent`
 //! - DESIGN §2 persisted registry → `restored_entries_keep_a_site_waiting_after_restart`
 //! - `soonest()`/`poll_timeout()` → `poll_timeout_is_none_with_nothing_to_do`
+//! - a hanging site cannot hold the cap → `a_slow_check_gives_its_slot_back_but_keeps_its_site_busy`
 //! - an id that names no check in flight (stale, or copying an idle site's ticket) changes
 //!   nothing → `an_id_naming_no_check_in_flight_changes_nothing`
 
@@ -282,6 +283,58 @@ fn the_concurrency_cap_holds() {
     let sites: std::collections::HashSet<_> =
         first.iter().chain(&next).map(|c| c.site.clone()).collect();
     assert_eq!(sites.len(), 4, "distinct sites");
+}
+
+/// A hanging site cannot hold the others up: its slow check gives its slot back, but its site
+/// still gets nothing else until that check ends, and ending it counts it out once.
+#[test]
+fn a_slow_check_gives_its_slot_back_but_keeps_its_site_busy() {
+    let mut s = sched(1);
+    s.add_search(spec(1, "http://127.0.0.1:9001/a", 30 * SEC), T0);
+    s.add_search(spec(2, "http://127.0.0.1:9001/b", 30 * SEC), T0);
+    // Site 9002's search is due a second later, so the slow check is site 9001's.
+    s.add_search(spec(3, "http://127.0.0.1:9002/c", 30 * SEC), T0 + d(SEC));
+    let slow = s.poll_check(T0).unwrap();
+    assert!(slow.url.contains(":9001/"));
+    assert!(
+        s.poll_check(T0 + d(5 * SEC)).is_none(),
+        "the cap of one holds"
+    );
+    assert!(s.release_slot(slow.id));
+    assert!(!s.release_slot(slow.id), "released once");
+    assert_eq!(s.in_flight(), 0);
+    // The other site goes out; the slow one's sibling does not (one in flight per site).
+    let other = s.poll_check(T0 + d(5 * SEC)).unwrap();
+    assert_ne!(other.site, slow.site);
+    assert!(s.poll_check(T0 + d(10 * SEC)).is_none());
+    assert_eq!(s.in_flight(), 1);
+    // The slow check ends: the cap's count is the other check's alone, and its sibling waits
+    // for the cap.
+    s.handle_outcome(slow.id, Outcome::Ok, None, T0 + d(10 * SEC));
+    assert_eq!(s.in_flight(), 1);
+    assert!(
+        !s.release_slot(slow.id),
+        "an ended check has no slot to give back"
+    );
+    assert!(s.poll_check(T0 + d(10 * SEC)).is_none());
+    s.handle_outcome(other.id, Outcome::Ok, None, T0 + d(10 * SEC));
+    assert_eq!(s.in_flight(), 0);
+    // A released check that is abandoned (shutdown) is counted out once too.
+    let sibling = s.poll_check(T0 + d(10 * SEC)).unwrap();
+    assert_eq!(sibling.site, slow.site);
+    assert!(s.release_slot(sibling.id));
+    s.abandon(sibling.id);
+    assert_eq!(s.in_flight(), 0);
+    // It goes back in, spacing (2 s) after its start; a released check that ends well leaves
+    // its site as any answer would.
+    assert!(s.poll_check(T0 + d(11 * SEC)).is_none());
+    let again = s.poll_check(T0 + d(12 * SEC)).unwrap();
+    assert_eq!(again.searches, sibling.searches);
+    assert!(s.release_slot(again.id));
+    s.handle_outcome(again.id, Outcome::Ok, None, T0 + d(12 * SEC));
+    assert_eq!(s.in_flight(), 0);
+    assert_eq!(s.site_state(&slow.site), SiteState::Clear);
+    assert!(s.poll_timeout().is_some());
 }
 
 #[test]

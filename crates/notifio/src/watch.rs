@@ -233,6 +233,9 @@ pub struct Watcher {
     events: broadcast::Sender<WatchEvent>,
     metrics: Arc<AppMetrics>,
     running: HashMap<CheckId, Check>,
+    /// How long a check may take before it stops counting against `concurrency`
+    /// ([`slow_after`]).
+    slow_after: Duration,
     mode: Mode,
     /// Each search's last good page (mirrors the store; see [`PageMemo`]).
     pages: HashMap<SearchId, PageMemo>,
@@ -494,6 +497,7 @@ impl Watcher {
             pages.insert(SearchId(id), memo);
         }
         let (events, _) = broadcast::channel(1024);
+        let slow_after = slow_after(&config.retry);
         Ok(Self {
             config,
             store,
@@ -506,6 +510,7 @@ impl Watcher {
             events,
             metrics: Arc::new(AppMetrics::default()),
             running: HashMap::new(),
+            slow_after,
             mode,
             pages,
             written_states: HashMap::new(),
@@ -566,6 +571,7 @@ impl Watcher {
     pub async fn run(&mut self, cancel: CancellationToken) -> Result<Vec<PassResult>, WatchError> {
         let mode = self.mode;
         let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
+        let (slow_tx, mut slow_rx) = mpsc::unbounded_channel::<CheckId>();
         let mut results: HashMap<SearchId, PassResult> = HashMap::new();
         let mut due = Vec::new();
         loop {
@@ -577,7 +583,7 @@ impl Watcher {
             self.scheduler.poll_due_into(t, &mut due);
             for &c in &due {
                 match Check::resolve(&self.scheduler, c) {
-                    Some(check) => self.start(check, &tx, &cancel)?,
+                    Some(check) => self.start(check, &tx, &slow_tx, &cancel)?,
                     None => self.scheduler.abandon(c.id),
                 }
             }
@@ -600,6 +606,13 @@ impl Watcher {
                 () = cancel.cancelled() => break,
                 Some(done) = rx.recv() => {
                     self.finish(done, mode, &mut results)?;
+                }
+                Some(id) = slow_rx.recv() => {
+                    if self.scheduler.release_slot(id)
+                        && let Some(check) = self.running.get(&id)
+                    {
+                        tracing::info!(site = %check.site, after_ms = self.slow_after.as_millis() as u64, "slow check; its concurrency slot goes to the other sites");
+                    }
                 }
                 () = sleep_or_forever(sleep) => {
                     if self.flush_in() == Some(Duration::ZERO) {
@@ -671,6 +684,7 @@ impl Watcher {
         &mut self,
         check: Check,
         tx: &mpsc::UnboundedSender<Done>,
+        slow_tx: &mpsc::UnboundedSender<CheckId>,
         cancel: &CancellationToken,
     ) -> Result<(), WatchError> {
         let Some((profile, markers, has_session)) = check
@@ -726,6 +740,8 @@ impl Watcher {
         self.running.insert(check.id, check.clone());
         let fetcher = self.fetcher.clone();
         let tx = tx.clone();
+        let slow_tx = slow_tx.clone();
+        let slow_after = self.slow_after;
         let cancel = cancel.clone();
         tokio::spawn(async move {
             let req = FetchRequest {
@@ -739,7 +755,16 @@ impl Watcher {
                 conditional: expected.is_some(),
                 post_json: None,
             };
-            let fetched = fetcher.fetch(&req, &cancel).await;
+            let fetch = fetcher.fetch(&req, &cancel);
+            tokio::pin!(fetch);
+            let fetched = tokio::select! {
+                biased;
+                fetched = &mut fetch => fetched,
+                () = tokio::time::sleep(slow_after) => {
+                    let _ = slow_tx.send(check.id);
+                    fetch.await
+                }
+            };
             if fetched.cancelled {
                 return;
             }
@@ -1253,6 +1278,15 @@ fn fingerprint(fetched: &Fetched) -> Option<String> {
     h.update(&[0]);
     h.update(&fetched.body);
     Some(format!("{:032x}", h.digest128()))
+}
+
+/// How long a check may be out before it is slow and gives its concurrency slot back (its site
+/// still gets nothing else until it ends): half a search request's per-attempt timeout, at
+/// most 5 s. A healthy page takes well under a second; a site that accepts the connection and
+/// then stalls would otherwise hold a slot until its deadline (20 s by default), and a few
+/// such sites would hold up every other site.
+fn slow_after(retry: &notifio_policy::RetryPolicies) -> Duration {
+    (retry.search.timeout() / 2).min(Duration::from_secs(5))
 }
 
 /// How a search's pages are read (profile, selectors) and by which Notifio: the store drops a

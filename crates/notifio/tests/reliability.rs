@@ -508,7 +508,8 @@ async fn hostile_servers_are_classified_bounded_and_do_not_stop_the_others() {
 
 /// 1,000 searches on 20 sites with random 5xx and scripted refusals, for `NOTIFIO_SOAK_SECS`
 /// (default 300). RSS after the first third must not grow by more than 10 % (+4 MB slack), the
-/// open fds and threads must stay flat, and checks in flight never exceed the concurrency.
+/// open fds and threads must stay flat, and checks in flight never exceed the concurrency plus
+/// one slow check per site (a slow check gives its slot back but stays in flight).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "soak: minutes; NOTIFIO_SOAK_SECS=300 cargo test -p notifio --test reliability -- --ignored soak --nocapture"]
 async fn soak_a_thousand_searches_with_random_faults() {
@@ -625,8 +626,8 @@ async fn soak_a_thousand_searches_with_random_faults() {
     assert!(last.2 <= base.2 + 8, "fd leak: {samples:?}");
     assert!(last.3 <= base.3 + 2, "thread leak: {samples:?}");
     assert!(
-        samples.iter().all(|s| s.4 <= 4),
-        "checks in flight above concurrency: {samples:?}"
+        samples.iter().all(|s| s.4 <= 4 + 20),
+        "checks in flight above concurrency + one slow check per site: {samples:?}"
     );
     portal.shutdown().await;
 }

@@ -846,3 +846,71 @@ fn a_link_shared_by_several_cards_does_not_hide_a_new_listing() {
     assert_eq!(last.new.len(), 1);
     assert_eq!(last.rekeyed, 0);
 }
+
+/// Sites that accept the connection and then never answer cannot hold the others up: with
+/// `concurrency = 1`, a check out for half its per-attempt timeout gives its slot back, so the
+/// healthy site is checked long before the hanging checks time out. Each hanging site still
+/// has its one check in flight and gets no other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hanging_sites_do_not_hold_the_concurrency_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let portal = Portal::start(vec![
+        portal_site("stuck1"),
+        portal_site("stuck2"),
+        portal_site("fine"),
+    ])
+    .await
+    .unwrap();
+    portal.set_behaviour("stuck1", Behaviour::Hang);
+    portal.set_behaviour("stuck2", Behaviour::Hang);
+    let mut text = config_text(dir.path(), &portal, "stuck1", 1, "30s")
+        .replace("concurrency = 4", "concurrency = 1")
+        .replace(
+            "[retry.search]\ninitial = \"10ms\"\n",
+            "[retry.search]\ninitial = \"10ms\"\ntimeout = \"2s\"\ndeadline = \"4s\"\n",
+        );
+    assert!(text.contains("concurrency = 1") && text.contains("deadline = \"4s\""));
+    text.push_str(&search_toml("on stuck2", &portal.search_url("stuck2", "x")));
+    text.push_str(&search_toml("on fine", &portal.search_url("fine", "x")));
+    let (mut rx, cancel, task) = spawn_watcher(load(dir.path(), &text));
+
+    let began = std::time::Instant::now();
+    let mut started: Vec<(String, Duration)> = Vec::new();
+    let mut ended: Vec<String> = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while started.len() < 3 {
+            match rx.recv().await {
+                Ok(WatchEvent::CheckStarted { site, .. }) => {
+                    let site = site.to_string();
+                    assert!(
+                        !started.iter().any(|(s, _)| *s == site),
+                        "a second check on {site} before every site had its first"
+                    );
+                    started.push((site, began.elapsed()));
+                }
+                Ok(WatchEvent::CheckDone { site, .. }) => ended.push(site.to_string()),
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(e) => panic!("event stream ended: {e}"),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("not every site was checked: {started:?}"));
+    // Whatever the order, the third check went out while both hanging checks were still out:
+    // only the slots they gave back let it go.
+    let fine = portal.search_url("fine", "x");
+    assert!(
+        ended.iter().all(|s| fine.contains(s.as_str())),
+        "a hanging check ended before the third start: {ended:?}"
+    );
+    // Each slow check gives its slot back after 1 s; without that, the third site would wait
+    // for a hanging check's 4 s deadline.
+    let spread = started[2].1 - started[0].1;
+    assert!(
+        spread < Duration::from_millis(3000),
+        "the cap waited for the hanging checks: {started:?}"
+    );
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    portal.shutdown().await;
+}
