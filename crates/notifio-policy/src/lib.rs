@@ -33,7 +33,7 @@ pub use retry::{
 pub use retry_after::parse_retry_after;
 pub use schedule::{
     Check, CheckId, MAX_URLS_PER_SITE, Reaction, Scheduler, SchedulerConfig, SearchId, SearchSpec,
-    SiteIndex,
+    SiteIndex, TICK,
 };
 pub use site::{SiteKey, SiteKeyError};
 pub use time::{Timestamp, format_duration};

@@ -13,7 +13,8 @@
 //!
 //! Internally the site is the unit of timing: only sites are in the timer wheel (`timers.rs`),
 //! one wake-up each, at the later of its next allowed start (spacing) and its earliest due
-//! search; a registry wait is found when it wakes. Each site owns its searches' due times as
+//! search, rounded up to an 8 ms [`TICK`] so that sites due close together share a wake-up; a
+//! registry wait is found when it wakes. Each site owns its searches' due times as
 //! keys `(due << 16) | slot` in its own 128-byte record (up to ten inline, more on the heap),
 //! so the next search is the smallest key (ties to the one added first) and a check reads one
 //! record: no per-search record, no per-site queue. While a check is out the site has no
@@ -21,8 +22,8 @@
 //! a small `Copy` value whose id encodes site, slot and a sequence number, so the common path
 //! hashes nothing and allocates nothing; URLs, search ids and site keys are cold, in parallel
 //! arrays. `poll_due_into` dispatches a site as it comes out of the wheel, with no queue in
-//! between, and prefetches the records of the first four sites due 2 ms later so their cache
-//! misses overlap (docs/benchmarks/scheduler.md has the figures).
+//! between, and prefetches the records of the first four sites due at the next tick so their
+//! cache misses overlap (docs/benchmarks/scheduler.md has the figures).
 
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
@@ -197,20 +198,70 @@ pub fn prefetch<T>(x: &T) {
     let _ = x;
 }
 
-/// How far ahead `poll_due_into` prefetches the records of the sites coming due: enough for
-/// the loads to land before they are needed, not so far that they are evicted again.
-const PREFETCH_AHEAD_MS: u64 = 2;
-/// How many of the sites due then it prefetches (a day of 10,000 sites has ~3.3 per ms, so
-/// four cover ~87% of them, two ~55%). Finding them walks their list one dependent load at a
-/// time (in L2). The sixth round chose two by instruction count (346 vs 352 per check); the
-/// seventh measured four better: the first touch of a record fell from 12-14% of the samples
-/// to 7%, and 22 concurrent pairs of runs put four at 0.94-0.97 of two's time (faster in 14).
+/// Every wake-up falls on a tick: a multiple of this many milliseconds (of the Unix epoch), the
+/// first at or after the moment the site may start. Timer coalescing, as kernels do it (Linux's
+/// timer slack, Windows' tolerable delay): the sites that come due within one tick share one
+/// wake-up, one drain of the wheel and one [`Scheduler::poll_timeout`], where at 1 ms each had
+/// its own. A check may so start up to 7 ms after it could have, never before (a spacing, a
+/// due time or a registry wait only ever moves later), and an 8 ms delay is nothing beside a
+/// 2 s spacing or a 30 s interval. What it buys: a simulated day of 100,000 searches takes
+/// ~20% less time (docs/benchmarks/scheduler.md, tenth round): ~45 fewer instructions per
+/// check at that density, and one mispredicted loop exit per tick instead of per ms. For the
+/// real driver it means fewer timer wake-ups. A power of two, so rounding is a mask.
+pub const TICK: Duration = Duration::from_millis(TICK_MS);
+const TICK_MS: u64 = 8;
+const _: () = assert!(TICK_MS.is_power_of_two());
+
+/// `at` rounded up to a tick (see [`TICK`]); saturates below `u64::MAX`.
+#[inline(always)]
+fn tick_up(at: u64) -> u64 {
+    at.saturating_add(TICK_MS - 1) & !(TICK_MS - 1)
+}
+
+/// [`tick_up`] of a time at most an interval past a clamped `now` (see [`NOW_MAX`]), which
+/// cannot overflow: the answer's re-arm, on the path of every check.
+#[inline(always)]
+fn tick_up_soon(at: u64) -> u64 {
+    debug_assert!(at <= DUE_MAX);
+    (at + (TICK_MS - 1)) & !(TICK_MS - 1)
+}
+
+/// The latest `now` the scheduler takes (ms since the epoch: 2^47, in the year 6429): a later
+/// one counts as this, so that nothing runs past it (every time it computes is later). In
+/// exchange, `now` plus an interval or a spacing (each below 2^32 ms) stays below
+/// [`DUE_MAX`], and the path every check takes adds without saturating (−7 instructions).
+const NOW_MAX: u64 = 1 << 47;
+const _: () = assert!(NOW_MAX + 2 * (1 << 32) <= DUE_MAX);
+
+/// `now`, at most [`NOW_MAX`].
+#[inline(always)]
+fn clamp_now(now: Timestamp) -> Timestamp {
+    Timestamp(now.0.min(NOW_MAX))
+}
+
+/// How far ahead `poll_due_into` prefetches the records of the sites coming due: the next
+/// tick, so the loads land while this tick's checks are handed out, and are not evicted again
+/// before they are needed. (At 1 ms wake-ups it was 2 ms; aimed at a slot between ticks it
+/// would find nothing.)
+const PREFETCH_AHEAD_MS: u64 = TICK_MS;
+/// How many of the sites due then it prefetches: finding them walks their list one dependent
+/// load at a time (in L2). A tick of a day of 10,000 sites holds ~26; the tenth round measured
+/// eight no better than four (median 0.89 vs 0.77 s for a 2 h day). The seventh round, at
+/// 1 ms, measured four better than two: the first touch of a record fell from 12-14% of the
+/// samples to 7%.
 const PREFETCH_SITES: usize = 4;
 
 /// A slot's key: its due time, then its index, so the smallest key is the target to check next,
 /// ties going to the one added first, exactly as a min-heap of (due, index) would pop them.
 fn key(due: u64, slot: usize) -> u64 {
     (due.min(DUE_MAX) << SLOT_BITS) | slot as u64
+}
+
+/// [`key`] of a due time an interval past a clamped `now`, which needs no clamping.
+#[inline(always)]
+fn key_soon(due: u64, slot: usize) -> u64 {
+    debug_assert!(due <= DUE_MAX);
+    (due << SLOT_BITS) | slot as u64
 }
 
 fn key_due(key: u64) -> u64 {
@@ -230,76 +281,16 @@ fn min_of(keys: &[u64; INLINE]) -> u64 {
     ab.min(cd).min(ef.min(gh)).min(ij)
 }
 
-/// A site's targets' keys (`key(next due, slot)`, or `GONE`), by slot: inside the record for
-/// up to [`INLINE`] targets, so a check reads one 128-byte record and nothing else. While a
-/// slot is in flight its key is the due time it went out with (a refusal puts it back
-/// unchanged, in front of its siblings). Hand-written rather than `smallvec` to keep the
-/// record at 128 bytes and the crate's dependencies few.
-#[derive(Debug)]
-enum Keys {
-    Inline { len: u8, keys: [u64; INLINE] },
-    Heap(Vec<u64>),
-}
-
-impl Keys {
-    fn as_slice(&self) -> &[u64] {
-        match self {
-            Self::Inline { len, keys } => &keys[..usize::from(*len)],
-            Self::Heap(keys) => keys,
-        }
-    }
-
-    fn as_mut_slice(&mut self) -> &mut [u64] {
-        match self {
-            Self::Inline { len, keys } => &mut keys[..usize::from(*len)],
-            Self::Heap(keys) => keys,
-        }
-    }
-
-    /// The smallest key (`GONE` if none).
-    fn min(&self) -> u64 {
-        match self {
-            Self::Inline { keys, .. } => min_of(keys),
-            Self::Heap(keys) => keys.iter().fold(GONE, |m, &k| m.min(k)),
-        }
-    }
-
-    /// Sets slot `slot`'s key (`slot` is one of the site's) and returns the smallest key. One
-    /// look at the variant for both: this is on the path of every check.
-    #[inline]
-    fn set(&mut self, slot: usize, key: u64) -> u64 {
-        match self {
-            Self::Inline { keys, len } if slot < INLINE => {
-                debug_assert!(slot < usize::from(*len));
-                keys[slot] = key;
-                min_of(keys)
-            }
-            _ => {
-                self.as_mut_slice()[slot] = key;
-                self.min()
-            }
-        }
-    }
-
-    fn push(&mut self, key: u64) {
-        match self {
-            Self::Inline { len, keys } if usize::from(*len) < INLINE => {
-                keys[usize::from(*len)] = key;
-                *len += 1;
-            }
-            Self::Inline { keys, .. } => {
-                let mut heap = keys.to_vec();
-                heap.push(key);
-                *self = Self::Heap(heap);
-            }
-            Self::Heap(keys) => keys.push(key),
-        }
-    }
+/// The smallest of the keys of a site with more than [`INLINE`] targets: its record's and the
+/// rest (cold).
+fn min_with(keys: &[u64; INLINE], more: &[u64]) -> u64 {
+    more.iter().fold(min_of(keys), |m, &k| m.min(k))
 }
 
 /// A site, the unit of timing: it owns its targets' due times and is the only thing in the
 /// timer wheel. 128 bytes, everything a check reads; its key, its targets' indices and their
-/// intervals are cold, in `Scheduler::site_keys` / `site_targets` / `site_intervals`.
+/// intervals are cold, in `Scheduler::site_keys` / `site_targets` / `site_intervals`, and so
+/// are the keys of its targets past the first [`INLINE`] (`Scheduler::more_keys`).
 #[derive(Debug)]
 #[repr(C, align(128))] // `C`: `next_key` in the first cache line, `spacing_ms` in the second
 struct SiteSlot {
@@ -311,20 +302,27 @@ struct SiteSlot {
     /// The smallest key among the slots that are not in flight (`GONE` if none). Kept while
     /// nothing is in flight; recomputed when the check in flight ends.
     next_key: u64,
-    keys: Keys,
+    /// The keys of its first [`INLINE`] targets (`key(next due, slot)`, or `GONE`; unused
+    /// ones `GONE`), by slot, so that a check reads one 128-byte record and nothing else. While
+    /// a slot is in flight its key is the due time it went out with (a refusal puts it back
+    /// unchanged, in front of its siblings). A site with more targets is marked [`MANY`].
+    keys: [u64; INLINE],
+    /// The id of the check in flight ([`CheckId`]: the site's index in the low 32 bits, the
+    /// slot in the next 16, a sequence number in the top 16), or, while none is, the last one
+    /// with `u32::MAX` for the site ([`IDLE`]), so that no id matches (an id that reaches this
+    /// record carries its index, which is below 2^31) and the next check's sequence number
+    /// follows on. So an outcome is matched to the check in flight with one compare.
+    flight: u64,
     /// Every target's interval in ms if they all have the same (the usual case), else
     /// `MIXED` and each slot's is in `Scheduler::site_intervals` (saturates at ~49 days).
     interval_ms: u32,
     /// Spacing in ms (saturates at ~49 days).
     spacing_ms: u32,
-    /// The top half of the latest check's [`CheckId`]: its sequence number (high 16 bits)
-    /// and its slot (low 16), the slot half `NIL` while nothing is in flight. So an outcome
-    /// is matched to the check in flight with one compare.
-    ticket: u32,
     /// The check in flight is the single probe after a wait.
     probe: bool,
     /// What holds the site back beside spacing and due times, [`PAUSED`] and [`GATED`], and
-    /// [`RELEASED`], in one byte so that the common paths test them all at once.
+    /// what sends it down the general path, [`RELEASED`] and [`MANY`], in one byte so that the
+    /// common paths test them all at once.
     hold: u8,
     in_ready: bool,
 }
@@ -338,31 +336,39 @@ const GATED: u8 = 2;
 /// cap ([`Scheduler::release_slot`]). Set only while a check is out, so a wake-up never sees
 /// it; its outcome takes the slow path, which knows not to count it out again.
 const RELEASED: u8 = 4;
+/// `SiteSlot::hold`: more than [`INLINE`] targets, the rest of whose keys are in
+/// `Scheduler::more_keys`. Does not hold a start back; an outcome takes the general path.
+const MANY: u8 = 8;
+/// `SiteSlot::hold`: what keeps a site that wakes from starting at once.
+const HOLDS_START: u8 = PAUSED | GATED;
+/// `SiteSlot::flight`'s low half while nothing is in flight: no site's index.
+const IDLE: u64 = u32::MAX as u64;
 
 impl SiteSlot {
     /// The slot in flight, or `NIL`.
-    fn flight(&self) -> u16 {
-        self.ticket as u16
+    fn slot_in_flight(&self) -> u16 {
+        match self.idle() {
+            true => NIL,
+            false => (self.flight >> 32) as u16,
+        }
     }
 
     /// Whether no check is in flight.
     fn idle(&self) -> bool {
-        self.flight() == NIL
+        self.flight & IDLE == IDLE
     }
 
-    /// Whether the check in flight is the one whose id carries `ticket`. An idle site's
-    /// ticket (slot half `NIL`) matches nothing: no check has that slot, and an id that copies
-    /// it (not one this scheduler issued) would otherwise end a check that is not out. (The
-    /// second test costs ~5 instructions per check; the first alone let such an id underflow
-    /// the in-flight count.)
+    /// Whether `id` is the check in flight. An idle site matches no id (see `flight`), not
+    /// even one that copies its last check's (not one this scheduler issued), which would
+    /// otherwise end a check that is not out and underflow the in-flight count.
     #[inline(always)]
-    fn out_as(&self, ticket: u32) -> bool {
-        self.ticket == ticket && ticket as u16 != NIL
+    fn out_as(&self, id: CheckId) -> bool {
+        self.flight == id.0
     }
 
     /// The check in flight has ended (its sequence number stays).
     fn land(&mut self) {
-        self.ticket |= u32::from(NIL);
+        self.flight |= IDLE;
     }
 
     fn paused(&self) -> bool {
@@ -386,7 +392,7 @@ impl SiteSlot {
     #[inline]
     fn may_start(&self, now: u64) -> bool {
         self.idle()
-            && self.hold == 0
+            && self.hold & HOLDS_START == 0
             && self.next_key != GONE
             && self.next_start.max(key_due(self.next_key)) <= now
     }
@@ -414,7 +420,8 @@ fn jittered(rng: &mut Draws, jitter: u64, interval_ms: u32, now: Timestamp) -> u
     // 2 × interval × jitter (< 2^33: interval < 2^32, jitter ≤ 2^32).
     let span = (interval * jitter) >> 31;
     let offset = ((u128::from(rng.next_u64()) * u128::from(span)) >> 64) as u64;
-    now.0.saturating_add(interval - span / 2 + offset)
+    // No overflow: `now` is clamped ([`NOW_MAX`]) and the rest is below 2^33.
+    now.0 + (interval - span / 2 + offset)
 }
 
 /// The scheduler's random draws: wyrand (Wang Yi's generator: a Weyl sequence through one
@@ -448,16 +455,14 @@ impl Draws {
     }
 }
 
-/// A check's id: the site (low 32 bits), the slot (next 16) and the site's sequence number
-/// (top 16), so an outcome finds its site without a map and a stale id does not match.
-fn check_id(site: usize, ticket: u32) -> CheckId {
-    CheckId((u64::from(ticket) << 32) | site as u64)
-}
-
-/// `(site, ticket)` of a check id: the ticket is its site's `SiteSlot::ticket` while it is in
-/// flight, and its low 16 bits are the slot.
-fn split_id(id: CheckId) -> (usize, u32) {
-    ((id.0 & 0xFFFF_FFFF) as usize, (id.0 >> 32) as u32)
+/// `(site, slot)` of a check id. A check's id (see `SiteSlot::flight`) holds the site (low 32
+/// bits), the slot (next 16) and the site's sequence number (top 16), so an outcome finds its
+/// site without a map and a stale id does not match.
+fn split_id(id: CheckId) -> (usize, usize) {
+    (
+        (id.0 & 0xFFFF_FFFF) as usize,
+        ((id.0 >> 32) & SLOT_MASK) as usize,
+    )
 }
 
 /// The pure scheduler. See the module docs.
@@ -474,6 +479,9 @@ pub struct Scheduler {
     site_targets: Vec<Vec<u32>>,
     /// Per site, by slot: its interval in ms (read only for sites whose intervals differ).
     site_intervals: Vec<Vec<u32>>,
+    /// Per site: the keys of its targets past the first [`INLINE`], by slot − `INLINE` (empty
+    /// unless the site is [`MANY`]).
+    more_keys: Vec<Vec<u64>>,
     by_url: HashMap<String, usize>,
     by_search: HashMap<SearchId, usize>,
     sites: Vec<SiteSlot>,
@@ -511,6 +519,7 @@ impl Scheduler {
             homes: Vec::new(),
             site_targets: Vec::new(),
             site_intervals: Vec::new(),
+            more_keys: Vec::new(),
             by_url: HashMap::new(),
             by_search: HashMap::new(),
             sites: Vec::new(),
@@ -541,7 +550,7 @@ impl Scheduler {
             let interval = &mut self.site_intervals[s][slot];
             *interval = (*interval).min(millis32(spec.interval));
             self.set_common_interval(s);
-            let entry = &mut self.sites[s].keys.as_mut_slice()[slot];
+            let entry = self.key_mut(s, slot);
             if *entry == GONE {
                 // A search added again for a page that was gone gets a fresh chance.
                 *entry = key(due.0, slot);
@@ -557,7 +566,13 @@ impl Scheduler {
             slot < MAX_URLS_PER_SITE,
             "more than 65,535 search URLs on one site"
         );
-        self.sites[s].keys.push(key(due.0, slot));
+        match slot.checked_sub(INLINE) {
+            None => self.sites[s].keys[slot] = key(due.0, slot),
+            Some(_) => {
+                self.more_keys[s].push(key(due.0, slot));
+                self.sites[s].set(MANY, true);
+            }
+        }
         self.site_targets[s].push(t as u32);
         self.site_intervals[s].push(millis32(spec.interval));
         self.set_common_interval(s);
@@ -578,6 +593,21 @@ impl Scheduler {
         } else {
             MIXED
         };
+    }
+
+    /// Slot `slot`'s key on site `s` (in its record, or past it for a [`MANY`] site).
+    fn key(&self, s: usize, slot: usize) -> u64 {
+        match slot.checked_sub(INLINE) {
+            None => self.sites[s].keys[slot],
+            Some(i) => self.more_keys[s][i],
+        }
+    }
+
+    fn key_mut(&mut self, s: usize, slot: usize) -> &mut u64 {
+        match slot.checked_sub(INLINE) {
+            None => &mut self.sites[s].keys[slot],
+            Some(i) => &mut self.more_keys[s][i],
+        }
     }
 
     /// A slot of idle site `s` got key `k`: the site's next check may come sooner.
@@ -606,13 +636,10 @@ impl Scheduler {
             next_start: 0,
             wake_at: NEVER,
             next_key: GONE,
-            keys: Keys::Inline {
-                len: 0,
-                keys: [GONE; INLINE],
-            },
+            keys: [GONE; INLINE],
             interval_ms: 0,
             spacing_ms: millis32(spacing),
-            ticket: u32::from(NIL),
+            flight: IDLE,
             probe: false,
             hold: if gated { GATED } else { 0 },
             in_ready: false,
@@ -620,6 +647,7 @@ impl Scheduler {
         self.site_keys.push(key.clone());
         self.site_targets.push(Vec::new());
         self.site_intervals.push(Vec::new());
+        self.more_keys.push(Vec::new());
         self.site_index.insert(key.clone(), i);
         self.events.fit(self.sites.len());
         i
@@ -633,8 +661,8 @@ impl Scheduler {
 
     /// The target check `id` is for, if this scheduler issued it.
     fn target_of(&self, id: CheckId) -> Option<usize> {
-        let (s, ticket) = split_id(id);
-        let &t = self.site_targets.get(s)?.get((ticket & 0xFFFF) as usize)?;
+        let (s, slot) = split_id(id);
+        let &t = self.site_targets.get(s)?.get(slot)?;
         Some(t as usize)
     }
 
@@ -674,13 +702,14 @@ impl Scheduler {
     /// once is dispatched as it comes out, with no call, `Option` or ready queue per check.
     #[inline(always)] // the driver's loop: see docs/benchmarks/scheduler.md, seventh round
     pub fn poll_due_into(&mut self, now: Timestamp, out: &mut Vec<Check>) {
+        let now = clamp_now(now);
         if self.ready_head == self.ready.len() {
             self.ready.clear();
             self.ready_head = 0;
             if !self.drain_wheel::<true>(now, out) {
                 return; // nothing due
             }
-            self.prefetch_ahead(now.0 + PREFETCH_AHEAD_MS);
+            self.prefetch_ahead(tick_up(now.0 + PREFETCH_AHEAD_MS));
             if self.ready.is_empty() {
                 return; // all dispatched on the way out of the wheel (or nothing due)
             }
@@ -698,51 +727,51 @@ impl Scheduler {
     /// was due.
     #[inline(always)]
     fn drain_wheel<const DISPATCH: bool>(&mut self, now: Timestamp, out: &mut Vec<Check>) -> bool {
-        let cap = self.config.concurrency;
-        let (sites, ready, in_flight) = (&mut self.sites, &mut self.ready, &mut self.in_flight);
-        // The usual millisecond (see `Timers::take_due_word`), walked here rather than through
-        // a closure, which the compiler would call once per site.
-        if let Some((mut word, at0)) = self.events.take_due_word(now.0) {
+        // How many more sites may be dispatched as they come out: none once one has gone to
+        // the ready queue (the queue goes first), none past the cap. One counter, kept in a
+        // register, instead of three fields read for every site; `in_flight` is brought up to
+        // date from `out`'s length at the end.
+        let mut budget = match DISPATCH && self.ready.is_empty() {
+            true => self.config.concurrency.saturating_sub(self.in_flight),
+            false => 0,
+        };
+        let dispatched_before = out.len();
+        let (sites, ready) = (&mut self.sites, &mut self.ready);
+        // The usual tick (see `Timers::take_due_word`), walked here rather than through a
+        // closure, which the compiler would call once per site.
+        let any = if let Some((mut word, at0)) = self.events.take_due_word(now.0) {
             while word != 0 {
                 let at = at0 + u64::from(word.trailing_zeros());
                 word &= word - 1;
                 let mut n = self.events.take_slot(at);
                 while let Some(next) = self.events.take_next(n) {
-                    Self::visit::<DISPATCH>(sites, ready, in_flight, cap, out, now, at, n, true);
+                    Self::visit::<DISPATCH>(sites, ready, &mut budget, out, now, at, n, true);
                     n = next;
                 }
             }
-            return true;
-        }
-        if !self.events.any_due(now.0) {
-            return false;
-        }
-        self.events.drain_each(now.0, |at, node, due| {
-            Self::visit::<DISPATCH>(
-                sites,
-                ready,
-                in_flight,
-                cap,
-                out,
-                now,
-                at,
-                node.index(),
-                due,
-            )
-        });
-        true
+            true
+        } else if !self.events.any_due(now.0) {
+            false
+        } else {
+            self.events.drain_each(now.0, |at, node, due| {
+                Self::visit::<DISPATCH>(sites, ready, &mut budget, out, now, at, node.index(), due)
+            });
+            true
+        };
+        self.in_flight += out.len() - dispatched_before;
+        any
     }
 
     /// Site `s`'s wake-up at `at` came out of the wheel (`due`), or a far entry for it is
     /// moving into the wheel (not `due`): whether that entry still stands. A due site that may
-    /// send is dispatched into `out` (with `DISPATCH`), else it goes to the ready queue.
+    /// send is dispatched into `out` (with `DISPATCH`, while `budget` lasts), else it goes to
+    /// the ready queue (and the budget to 0: the queue goes first from then on).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)] // the fields the drain borrows, split from `self`
     fn visit<const DISPATCH: bool>(
         sites: &mut [SiteSlot],
         ready: &mut Vec<u32>,
-        in_flight: &mut usize,
-        cap: usize,
+        budget: &mut usize,
         out: &mut Vec<Check>,
         now: Timestamp,
         at: u64,
@@ -759,12 +788,12 @@ impl Scheduler {
             // no wake-up while its check is out, and it wakes at the later of its next start
             // and its earliest due time (neither of which grows while it waits), so the rest of
             // `may_start` holds already.
-            debug_assert!(site.hold != 0 || site.may_start(now.0));
-            if DISPATCH && ready.is_empty() && *in_flight < cap && site.hold == 0 {
-                *in_flight += 1;
+            debug_assert!(site.hold & HOLDS_START != 0 || site.may_start(now.0));
+            if DISPATCH && *budget > 0 && site.hold & HOLDS_START == 0 {
+                *budget -= 1;
                 out.push(Self::start(site, s, now, false));
-            } else {
-                Self::mark_ready(site, ready, s);
+            } else if Self::mark_ready(site, ready, s) {
+                *budget = 0;
             }
         }
         true
@@ -773,6 +802,7 @@ impl Scheduler {
     /// The next check to start at `now`, or `None` when nothing may start now. Call repeatedly
     /// until `None`, then sleep until [`Self::poll_timeout`].
     pub fn poll_due(&mut self, now: Timestamp) -> Option<Check> {
+        let now = clamp_now(now);
         self.drain_wheel::<false>(now, &mut Vec::new());
         while self.in_flight < self.config.concurrency {
             let Some(&s) = self.ready.get(self.ready_head) else {
@@ -813,12 +843,14 @@ impl Scheduler {
         }
     }
 
-    /// Puts site `s` in the ready queue if it may have something to send.
-    fn mark_ready(site: &mut SiteSlot, ready: &mut Vec<u32>, s: u32) {
-        if !site.in_ready && site.idle() && !site.paused() && site.next_key != GONE {
+    /// Puts site `s` in the ready queue if it may have something to send; whether it did.
+    fn mark_ready(site: &mut SiteSlot, ready: &mut Vec<u32>, s: u32) -> bool {
+        let queue = !site.in_ready && site.idle() && !site.paused() && site.next_key != GONE;
+        if queue {
             site.in_ready = true;
             ready.push(s);
         }
+        queue
     }
 
     /// Schedules idle site `s`'s wake-up for its next check: the later of its next allowed
@@ -835,9 +867,10 @@ impl Scheduler {
         Self::wake(&mut self.sites[s], &mut self.events, s, at);
     }
 
-    /// Site `s` (`site`) wakes up at `at`, unless it already wakes up sooner.
+    /// Site `s` (`site`) wakes up at `at`'s tick, unless it already wakes up sooner.
     #[inline]
     fn wake(site: &mut SiteSlot, events: &mut Timers, s: usize, at: u64) {
+        let at = tick_up(at);
         if at < site.wake_at {
             let node = Node::site(s as u32);
             if site.wake_at != NEVER {
@@ -852,7 +885,10 @@ impl Scheduler {
     fn refresh(&mut self, s: usize) {
         let site = &mut self.sites[s];
         debug_assert!(site.idle());
-        site.next_key = site.keys.min();
+        site.next_key = match site.hold & MANY {
+            0 => min_of(&site.keys),
+            _ => min_with(&site.keys, &self.more_keys[s]),
+        };
     }
 
     fn try_dispatch(&mut self, s: usize, now: Timestamp) -> Option<Check> {
@@ -893,13 +929,14 @@ impl Scheduler {
     /// Site `s` (`site`, idle, its next target due) starts its next check at `now`.
     #[inline]
     fn start(site: &mut SiteSlot, s: u32, now: Timestamp, probe: bool) -> Check {
-        let slot = (site.next_key & SLOT_MASK) as u32;
-        let seq = (site.ticket >> 16).wrapping_add(1) & 0xFFFF;
-        site.ticket = (seq << 16) | slot;
+        let slot = site.next_key & SLOT_MASK;
+        let seq = (site.flight >> 48).wrapping_add(1) & 0xFFFF;
+        site.flight = (seq << 48) | (slot << 32) | u64::from(s);
         site.probe = probe;
-        site.next_start = now.0.saturating_add(u64::from(site.spacing_ms));
+        // No overflow: `now` is clamped ([`NOW_MAX`]).
+        site.next_start = now.0 + u64::from(site.spacing_ms);
         Check {
-            id: check_id(s as usize, site.ticket),
+            id: CheckId(site.flight),
             site: SiteIndex(s),
             probe,
         }
@@ -915,14 +952,15 @@ impl Scheduler {
         retry_after: Option<Duration>,
         now: Timestamp,
     ) -> Option<Reaction> {
-        let (s, ticket) = split_id(id);
+        let now = clamp_now(now);
+        let (s, slot) = split_id(id);
         let site = self.sites.get_mut(s)?;
-        if !site.out_as(ticket) {
+        if !site.out_as(id) {
             return None; // not in flight: a stale or foreign id
         }
         // The common case first, on the site's record alone: an answer from a site that was
-        // neither waiting nor paused (a paused site must not wake). The search is due again an
-        // interval (± jitter) from now.
+        // neither waiting nor paused (a paused site must not wake), whose keys are all in its
+        // record (so `slot < INLINE`). The search is due again an interval (± jitter) from now.
         if site.hold == 0
             && matches!(
                 outcome,
@@ -932,14 +970,14 @@ impl Scheduler {
             debug_assert!(!site.probe, "only a gated site's check is the probe");
             site.land();
             self.in_flight -= 1;
-            let slot = (ticket & 0xFFFF) as usize;
             let interval = match site.interval_ms {
                 MIXED => self.site_intervals[s][slot],
                 common => common,
             };
             let next = jittered(&mut self.rng, self.jitter, interval, now);
-            site.next_key = site.keys.set(slot, key(next, slot));
-            let at = site.next_start.max(key_due(site.next_key));
+            site.keys[slot] = key_soon(next, slot);
+            site.next_key = min_of(&site.keys);
+            let at = tick_up_soon(site.next_start.max(key_due(site.next_key)));
             // A site has no wake-up while its check is out (`visit` took it, and `arm` and
             // `came_due` leave a busy site alone): no earlier one to compare with or remove.
             debug_assert_eq!(site.wake_at, NEVER);
@@ -985,7 +1023,7 @@ impl Scheduler {
                 Outcome::SearchGone => {
                     // The search's fate matters more to the user than the site clearing (which
                     // status views show anyway), so a probe that finds a 404 reports SearchGone.
-                    self.sites[s].keys.as_mut_slice()[slot] = GONE;
+                    *self.key_mut(s, slot) = GONE;
                     let t = self.site_targets[s][slot] as usize;
                     Some(Reaction::SearchGone {
                         searches: self.searches[t].to_vec(),
@@ -1043,19 +1081,18 @@ impl Scheduler {
     /// Ends check `id` if it is in flight: returns its site, its slot and whether it was the
     /// probe.
     fn take_in_flight(&mut self, id: CheckId) -> Option<(usize, usize, bool)> {
-        let (s, ticket) = split_id(id);
+        let (s, slot) = split_id(id);
         let site = self.sites.get_mut(s)?;
-        if !site.out_as(ticket) {
+        if !site.out_as(id) {
             return None;
         }
         site.land();
-        let slot = ticket & 0xFFFF;
         let probe = std::mem::take(&mut site.probe);
         if site.hold & RELEASED == 0 {
             self.in_flight -= 1;
         }
         site.set(RELEASED, false);
-        Some((s, slot as usize, probe))
+        Some((s, slot, probe))
     }
 
     fn reschedule(&mut self, s: usize, slot: usize, now: Timestamp) {
@@ -1065,7 +1102,7 @@ impl Scheduler {
             common => common,
         };
         let next = jittered(&mut self.rng, self.jitter, interval, now);
-        site.keys.as_mut_slice()[slot] = key(next, slot);
+        *self.key_mut(s, slot) = key_soon(next, slot);
     }
 
     /// Check `id` is slow (a site that accepts the connection and then stalls): it stays in
@@ -1075,11 +1112,11 @@ impl Scheduler {
     /// The cap then bounds the checks that are making progress; the slow ones are bounded by
     /// the number of sites, one each.
     pub fn release_slot(&mut self, id: CheckId) -> bool {
-        let (s, ticket) = split_id(id);
+        let (s, _) = split_id(id);
         let Some(site) = self.sites.get_mut(s) else {
             return false;
         };
-        if !site.out_as(ticket) || site.hold & RELEASED != 0 {
+        if !site.out_as(id) || site.hold & RELEASED != 0 {
             return false;
         }
         site.set(RELEASED, true);
@@ -1103,8 +1140,9 @@ impl Scheduler {
     }
 
     /// The next instant at which [`Self::poll_due`] may return something, or `None` if nothing
-    /// is scheduled (everything parked, or waiting for in-flight checks). May be early (stale
-    /// events): a spurious poll is harmless.
+    /// is scheduled (everything parked, or waiting for in-flight checks): a [`TICK`], or `0`
+    /// when checks wait only for a concurrency slot. May be early (stale events): a spurious
+    /// poll is harmless.
     #[must_use]
     #[inline(always)] // the driver's loop: see docs/benchmarks/scheduler.md, seventh round
     pub fn poll_timeout(&self) -> Option<Timestamp> {
@@ -1127,14 +1165,14 @@ impl Scheduler {
         let &t = self.by_search.get(&id)?;
         let (s, slot) = self.homes[t];
         let site = &self.sites[s as usize];
-        let entry = site.keys.as_slice()[slot as usize];
+        let entry = self.key(s as usize, slot as usize);
         if entry == GONE {
             return Some((SearchState::SearchGone, None));
         }
         if site.paused() {
             return Some((SearchState::SessionExpired, None));
         }
-        let in_flight = u32::from(site.flight()) == slot;
+        let in_flight = u32::from(site.slot_in_flight()) == slot;
         if in_flight && site.probe {
             return Some((SearchState::Probing, None));
         }

@@ -196,11 +196,13 @@ impl Timers {
         }
         if at < self.ring_end && at >= self.base {
             let k = self.slot_of(at);
+            // `heads` borrowed once: a store through `link` could otherwise be taken to change
+            // where it points, and its address reloaded.
+            let heads = &mut *self.heads;
             match self.links.get_mut(node.0 as usize) {
                 Some(link) => {
                     debug_assert_eq!(*link, UNLINKED, "a fresh node is not in the ring");
-                    *link = self.heads[k];
-                    self.heads[k] = node.0;
+                    *link = std::mem::replace(&mut heads[k], node.0);
                     self.slot_bits[k >> 6] |= 1 << (k & 63);
                 }
                 None => self.relink(at, node),

@@ -15,6 +15,8 @@
 //! - DESIGN §5 interval ±10% → `interval_jitter_stays_within_ten_percent`
 //! - DESIGN §2 persisted registry → `restored_entries_keep_a_site_waiting_after_restart`
 //! - `soonest()`/`poll_timeout()` → `poll_timeout_is_none_with_nothing_to_do`
+//! - wake-ups fall on 8 ms ticks, never before a check may start →
+//!   `sites_due_within_a_tick_share_one_wake_up`
 //! - a hanging site cannot hold the cap → `a_slow_check_gives_its_slot_back_but_keeps_its_site_busy`
 //! - an id that names no check in flight (stale, or copying an idle site's ticket) changes
 //!   nothing → `an_id_naming_no_check_in_flight_changes_nothing`
@@ -22,10 +24,10 @@
 use notifio_policy::schedule::{SearchState, SiteState};
 mod common;
 
-use common::{Check, MIN, PollCheck, SEC, T0, d, spec};
+use common::{Check, MIN, PollCheck, SEC, T0, d, spec, tick};
 use notifio_policy::{
     BackoffPolicy, Entry, Outcome, Reaction, RefusalKind, Registry, Scheduler, SchedulerConfig,
-    SearchId, SiteKey, Timestamp,
+    SearchId, SearchSpec, SiteKey, Timestamp,
 };
 
 fn sched(concurrency: usize) -> Scheduler {
@@ -191,9 +193,12 @@ fn a_failed_probe_climbs_the_ladder_and_keeps_the_siblings_parked() {
     let c = s.poll_check(T0).unwrap();
     s.handle_outcome(c.id, Outcome::Denied, None, T0);
     let e1 = s.registry().entry(&c.site).unwrap().clone();
-    let probe = s.poll_check(e1.next_retry_at).unwrap();
+    // Not before the wait's end; at the latest on the first tick after it.
+    assert!(s.poll_check(e1.next_retry_at - d(1)).is_none());
+    let at1 = tick(e1.next_retry_at);
+    let probe = s.poll_check(at1).unwrap();
     assert!(probe.probe);
-    let r = s.handle_outcome(probe.id, Outcome::Denied, None, e1.next_retry_at);
+    let r = s.handle_outcome(probe.id, Outcome::Denied, None, at1);
     let Some(Reaction::SiteWaiting {
         entry, searches, ..
     }) = r
@@ -203,7 +208,7 @@ fn a_failed_probe_climbs_the_ladder_and_keeps_the_siblings_parked() {
     assert_eq!(entry.failures, 2);
     assert_eq!(searches, 5);
     assert!(s.poll_check(entry.next_retry_at - d(1)).is_none());
-    let probe2 = s.poll_check(entry.next_retry_at).unwrap();
+    let probe2 = s.poll_check(tick(entry.next_retry_at)).unwrap();
     assert!(probe2.probe);
     assert!(s.poll_check(entry.next_retry_at + d(MIN)).is_none());
 }
@@ -219,7 +224,11 @@ fn after_the_probe_succeeds_siblings_go_out_spacing_apart() {
     let reqs = sim.requests_to(A);
     let after: Vec<_> = reqs.iter().filter(|(t, _)| *t >= until).collect();
     assert!(after[0].1, "the probe");
-    assert_eq!(after[0].0, until);
+    assert_eq!(
+        after[0].0,
+        tick(until),
+        "at the first tick of the wait's end"
+    );
     // The four siblings follow, each at least 2 s (spacing) after the previous request.
     assert!(after.len() >= 5, "{after:?}");
     for w in after.windows(2) {
@@ -228,7 +237,11 @@ fn after_the_probe_succeeds_siblings_go_out_spacing_apart() {
             "{after:?}"
         );
     }
-    assert_eq!(after[4].0, until + d(8 * SEC), "and no slower than that");
+    assert_eq!(
+        after[4].0,
+        tick(until) + d(8 * SEC),
+        "and no slower than that"
+    );
     assert!(after[1..].iter().all(|(_, p)| !p));
     assert!(sim.s.registry().entry(&c.site).is_none());
 }
@@ -433,7 +446,7 @@ fn a_404_on_the_probe_still_reports_search_gone() {
     five_on_one_site(&mut s);
     let c = s.poll_check(T0).unwrap();
     s.handle_outcome(c.id, Outcome::Error, None, T0);
-    let at = s.registry().entry(&c.site).unwrap().next_retry_at;
+    let at = tick(s.registry().entry(&c.site).unwrap().next_retry_at);
     let p = s.poll_check(at).unwrap();
     assert!(p.probe);
     let r = s.handle_outcome(p.id, Outcome::SearchGone, None, at);
@@ -518,6 +531,34 @@ fn poll_timeout_is_none_with_nothing_to_do() {
 }
 
 #[test]
+fn sites_due_within_a_tick_share_one_wake_up() {
+    let mut s = sched(16);
+    // T0 is on a tick. Four sites: three due 1, 5 and 8 ms later, one 9 ms later.
+    let sites = [
+        "idealista.com",
+        "fotocasa.es",
+        "pisos.com",
+        "habitaclia.com",
+    ];
+    for (i, (site, ms)) in sites.iter().zip([1, 5, 8, 9]).enumerate() {
+        let first = spec(i as u32, &format!("https://www.{site}/"), 30 * SEC);
+        let first_due = Some(T0 + d(ms));
+        s.add_search(SearchSpec { first_due, ..first }, T0);
+    }
+    // One wake-up for the first three, on the tick; none of them goes before it.
+    assert_eq!(s.poll_timeout(), Some(T0 + d(8)));
+    assert!(
+        s.poll_check(T0 + d(7)).is_none(),
+        "due, but the tick has not come"
+    );
+    assert_eq!(s.poll_checks(T0 + d(8)).len(), 3);
+    // The fourth, due after that tick, waits for the next one.
+    assert_eq!(s.poll_timeout(), Some(T0 + d(16)));
+    assert!(s.poll_check(T0 + d(15)).is_none());
+    assert_eq!(s.poll_checks(T0 + d(16)).len(), 1);
+}
+
+#[test]
 fn a_check_resolves_to_its_url_searches_and_site_key() {
     let mut s = sched(16);
     let a = "https://www.idealista.com/alquiler/madrid/";
@@ -560,10 +601,12 @@ fn an_id_naming_no_check_in_flight_changes_nothing() {
     let c = s.poll_check(T0).unwrap();
     s.handle_outcome(c.id, Outcome::Ok, None, T0);
     assert_eq!(s.in_flight(), 0);
-    // The id of the check that just ended, and the same id with the slot half all ones (what
-    // an idle site keeps there): neither names a check in flight.
+    // The id of the check that just ended, the same id with the slot half all ones (what an
+    // idle site kept there until the tenth round), and with the site half all ones (what it
+    // keeps there now): none names a check in flight.
     let forged = notifio_policy::CheckId(c.id.0 | (0xFFFF << 32));
-    for id in [c.id, forged] {
+    let idle = notifio_policy::CheckId(c.id.0 | 0xFFFF_FFFF);
+    for id in [c.id, forged, idle] {
         assert_eq!(s.handle_outcome(id, Outcome::Challenge, None, T0), None);
         s.abandon(id);
         assert_eq!(s.in_flight(), 0);

@@ -14,6 +14,13 @@ pub(crate) const SEC: u64 = 1000;
 #[allow(dead_code)]
 pub(crate) const MIN: u64 = 60 * SEC;
 
+/// The scheduler's first wake-up at or after `t`: wake-ups fall on a [`notifio_policy::TICK`].
+#[allow(dead_code)]
+pub(crate) fn tick(t: Timestamp) -> Timestamp {
+    let k = notifio_policy::TICK.as_millis() as u64;
+    Timestamp(t.as_millis().div_ceil(k) * k)
+}
+
 /// `ms` as a duration.
 #[allow(dead_code)]
 pub(crate) fn d(ms: u64) -> Duration {
