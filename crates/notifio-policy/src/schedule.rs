@@ -204,8 +204,8 @@ pub fn prefetch<T>(x: &T) {
 /// wake-up, one drain of the wheel and one [`Scheduler::poll_timeout`], where at 1 ms each had
 /// its own. A check may so start up to 7 ms after it could have, never before (a spacing, a
 /// due time or a registry wait only ever moves later), and an 8 ms delay is nothing beside a
-/// 2 s spacing or a 30 s interval. What it buys: a simulated day of 100,000 searches takes
-/// ~20% less time (docs/benchmarks/scheduler.md, tenth round): ~45 fewer instructions per
+/// 2 s spacing or a 30 s interval. What it buys: a simulated day of 100,000 searches takes up to
+/// ~20% less time (docs/benchmarks/scheduler.md, tenth round): ~30 fewer instructions per
 /// check at that density, and one mispredicted loop exit per tick instead of per ms. For the
 /// real driver it means fewer timer wake-ups. A power of two, so rounding is a mask.
 pub const TICK: Duration = Duration::from_millis(TICK_MS);
