@@ -20,6 +20,8 @@
 //! - a hanging site cannot hold the cap → `a_slow_check_gives_its_slot_back_but_keeps_its_site_busy`
 //! - an id that names no check in flight (stale, or copying an idle site's ticket) changes
 //!   nothing → `an_id_naming_no_check_in_flight_changes_nothing`
+//! - a search in flight is neither gone nor due, even added again →
+//!   `a_search_in_flight_is_neither_gone_nor_due`
 
 use notifio_policy::schedule::{SearchState, SiteState};
 mod common;
@@ -184,6 +186,44 @@ fn exactly_one_probe_when_a_wait_expires() {
         assert!(s.poll_check(later).is_none());
     }
     assert_eq!(s.in_flight(), 1);
+}
+
+#[test]
+fn a_search_in_flight_is_neither_gone_nor_due() {
+    let mut s = sched(16);
+    five_on_one_site(&mut s);
+    let c = s.poll_check(T0).unwrap();
+    let first = c.searches[0];
+    // While it is out: not gone, no next check promised, and adding its page again under
+    // another search (as a config reload would) starts nothing and resets nothing.
+    assert_eq!(s.search_state(first), Some((SearchState::Ok, None)));
+    s.add_search(spec(9, &c.url, 30 * SEC), T0);
+    assert_eq!(s.search_state(SearchId(9)), Some((SearchState::Ok, None)));
+    assert!(
+        s.poll_check(T0 + d(5 * SEC)).is_none(),
+        "one in flight per site"
+    );
+    s.handle_outcome(c.id, Outcome::Ok, None, T0 + d(5 * SEC));
+    let (state, next) = s.search_state(first).unwrap();
+    assert_eq!(state, SearchState::Ok);
+    let next = next.unwrap();
+    assert!(next >= T0 + d(5 * SEC + 27 * SEC), "{next:?}");
+    // The siblings go first; that page only once it is due again, as one check for both.
+    let mut t = T0 + d(5 * SEC);
+    let mut siblings = 0;
+    let again = loop {
+        if let Some(check) = s.poll_check(t) {
+            if check.url == c.url {
+                break check;
+            }
+            siblings += 1;
+            s.handle_outcome(check.id, Outcome::Ok, None, t);
+        }
+        t = s.poll_timeout().unwrap().max(t + d(1));
+    };
+    assert!(t >= next, "checked again at {t:?}, due {next:?}");
+    assert!(siblings >= 4, "{siblings}");
+    assert_eq!(*again.searches, [first, SearchId(9)]);
 }
 
 #[test]
