@@ -373,9 +373,12 @@ struct SiteSlot {
     /// path puts that back (a refusal so keeps it in front of its siblings). At offset 32, so
     /// 16-byte aligned like [`Keys`].
     keys: Keys,
-    /// Every target's interval in ms if they all have the same (the usual case), else
-    /// `MIXED` and each slot's is in `Scheduler::site_intervals` (saturates at ~49 days).
-    interval_ms: u32,
+    /// If every target has the same interval (the usual case), the earliest a checked target
+    /// is due again, in ms after the check (the interval less its jitter: see [`spread`])...
+    due_after_ms: u32,
+    /// ...and the width of the window its next due time is drawn from; or `MIXED`: each
+    /// slot's interval is in `Scheduler::site_intervals`, and the answer computes its spread.
+    due_span_ms: u32,
     /// Spacing in ms (saturates at ~49 days).
     spacing_ms: u32,
     /// The check in flight is the single probe after a wait.
@@ -458,7 +461,7 @@ impl SiteSlot {
     }
 }
 
-/// `SiteSlot::interval_ms` when its targets' intervals differ.
+/// `SiteSlot::due_span_ms` when its targets' intervals differ (or the span is that wide).
 const MIXED: u32 = u32::MAX;
 
 const _: () = assert!(size_of::<SiteSlot>() == 128);
@@ -470,18 +473,25 @@ fn jitter_fixed(jitter: f64) -> u64 {
     (jitter.clamp(0.0, 1.0) * 4_294_967_296.0) as u64
 }
 
-/// `now` + `interval_ms` × a factor drawn uniformly from `[1 - jitter, 1 + jitter)` (to the
-/// ms; `jitter` as [`jitter_fixed`] gives it): when a search that was just checked is due
-/// again. One draw from `rng` per call. Integer only: ~10 instructions where the `f64` form
-/// took ~35, on the path every check takes.
-#[inline]
-fn jittered(rng: &mut Draws, jitter: u64, interval_ms: u32, now: Timestamp) -> u64 {
+/// An interval's jitter window: its start (`interval_ms` less half the window) and its width
+/// (2 × interval × jitter, below 2^33: interval < 2^32, jitter ≤ 2^32), in ms, with `jitter` as
+/// [`jitter_fixed`] gives it. A site whose targets share an interval keeps both in its record,
+/// so the answer does not recompute them.
+fn spread(interval_ms: u32, jitter: u64) -> (u64, u64) {
     let interval = u64::from(interval_ms);
-    // 2 × interval × jitter (< 2^33: interval < 2^32, jitter ≤ 2^32).
     let span = (interval * jitter) >> 31;
+    (interval - span / 2, span)
+}
+
+/// `now` + a time drawn uniformly from the window `after .. after + span` (ms; see
+/// [`spread`]), that is `now` + the interval × a factor drawn from `[1 - jitter, 1 + jitter)`:
+/// when a search that was just checked is due again. One draw from `rng` per call. Integer
+/// only: a few instructions where the `f64` form took ~35, on the path every check takes.
+#[inline(always)]
+fn due_again(rng: &mut Draws, (after, span): (u64, u64), now: Timestamp) -> u64 {
     let offset = ((u128::from(rng.next_u64()) * u128::from(span)) >> 64) as u64;
     // No overflow: `now` is clamped ([`NOW_MAX`]) and the rest is below 2^33.
-    now.0 + (interval - span / 2 + offset)
+    now.0 + (after + offset)
 }
 
 /// The scheduler's random draws: wyrand (Wang Yi's generator: a Weyl sequence through one
@@ -643,15 +653,21 @@ impl Scheduler {
         self.came_due(s, key(due.0, slot));
     }
 
-    /// Keeps site `s`'s shared interval in its record, or marks it `MIXED`.
+    /// Keeps the jitter window of site `s`'s shared interval in its record, or marks it
+    /// `MIXED`.
     fn set_common_interval(&mut self, s: usize) {
         let intervals = &self.site_intervals[s];
         let first = intervals.first().copied().unwrap_or(0);
-        self.sites[s].interval_ms = if intervals.iter().all(|&i| i == first) {
-            first
-        } else {
-            MIXED
-        };
+        let (after, span) = spread(first, self.jitter);
+        let site = &mut self.sites[s];
+        match (intervals.iter().all(|&i| i == first), u32::try_from(span)) {
+            (true, Ok(span)) if span != MIXED => {
+                // `after` is at most the interval, a `u32`.
+                site.due_after_ms = u32::try_from(after).unwrap_or(u32::MAX);
+                site.due_span_ms = span;
+            }
+            _ => site.due_span_ms = MIXED,
+        }
     }
 
     /// Slot `slot`'s key on site `s` (in its record, or past it for a [`MANY`] site; while it
@@ -701,7 +717,8 @@ impl Scheduler {
             wake_at: NEVER,
             next_key: GONE,
             keys: Keys([GONE; INLINE]),
-            interval_ms: 0,
+            due_after_ms: 0,
+            due_span_ms: 0,
             spacing_ms: millis32(spacing),
             flight: IDLE,
             probe: false,
@@ -1038,11 +1055,11 @@ impl Scheduler {
             debug_assert!(!site.probe, "only a gated site's check is the probe");
             site.land();
             self.in_flight -= 1;
-            let interval = match site.interval_ms {
-                MIXED => self.site_intervals[s][slot],
-                common => common,
+            let window = match site.due_span_ms {
+                MIXED => spread(self.site_intervals[s][slot], self.jitter),
+                span => (u64::from(site.due_after_ms), u64::from(span)),
             };
-            let next = jittered(&mut self.rng, self.jitter, interval, now);
+            let next = due_again(&mut self.rng, window, now);
             // The others' smallest key, read before this slot's new key is stored (its own
             // reads `GONE` while it is out): loaded after that 8-byte store, the 16-byte loads
             // of `min_of` would wait for it to complete (a store cannot forward to a wider
@@ -1177,12 +1194,8 @@ impl Scheduler {
     }
 
     fn reschedule(&mut self, s: usize, slot: usize, now: Timestamp) {
-        let site = &mut self.sites[s];
-        let interval = match site.interval_ms {
-            MIXED => self.site_intervals[s][slot],
-            common => common,
-        };
-        let next = jittered(&mut self.rng, self.jitter, interval, now);
+        let window = spread(self.site_intervals[s][slot], self.jitter);
+        let next = due_again(&mut self.rng, window, now);
         *self.key_mut(s, slot) = key_soon(next, slot);
     }
 

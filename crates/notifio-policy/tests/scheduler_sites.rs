@@ -10,6 +10,8 @@
 //!   `an_abandoned_checks_id_does_not_end_the_next_check`
 //! - a site paused while its check is out stays quiet after the answer, until resumed →
 //!   `a_site_paused_while_its_check_is_out_stays_quiet_until_resumed`
+//! - a jitter window wider than a site's record holds (full jitter on a 40-day interval) is
+//!   still drawn whole → `a_jitter_window_too_wide_for_the_record_is_still_drawn_whole`
 
 mod common;
 
@@ -129,6 +131,27 @@ fn searches_with_different_intervals_on_one_site_keep_their_own() {
     let later = run(&mut s, now, now + d(10 * MIN));
     let n = later.iter().filter(|(_, s)| *s == SearchId(2)).count();
     assert!((26..=34).contains(&n), "{n}");
+}
+
+#[test]
+fn a_jitter_window_too_wide_for_the_record_is_still_drawn_whole() {
+    let config = SchedulerConfig {
+        interval_jitter: 1.0,
+        ..SchedulerConfig::default()
+    };
+    let mut s = Scheduler::new(config, Registry::new(BackoffPolicy::default()), 5);
+    // 40 days × ±100%: a window of 80 days, 6.9e9 ms, more than a u32 holds.
+    let interval = 40 * 24 * 60 * MIN;
+    s.add_search(spec(1, &url(1), interval), T0);
+    let log = run(&mut s, T0, T0 + d(200 * interval));
+    let gaps: Vec<u64> = log.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    assert!(gaps.len() > 150, "{}", gaps.len());
+    assert!(gaps.iter().all(|&g| g <= 2 * interval + 8), "{gaps:?}");
+    let (lo, hi) = (gaps.iter().min().unwrap(), gaps.iter().max().unwrap());
+    assert!(
+        *lo < interval / 10 && *hi > interval * 19 / 10,
+        "the whole window is drawn: {lo}..{hi}"
+    );
 }
 
 #[test]
