@@ -308,7 +308,7 @@ struct Keys([u64; INLINE]);
 /// The smallest of a record's keys (the unused ones are `GONE`), on every check's path.
 ///
 /// On x86-64, two keys at a time as `f64`s with SSE2's `minpd` (which every x86-64 CPU has):
-/// ~9 instructions where compares and conditional moves on integers took 28. Exact, because a
+/// 13 instructions where compares and conditional moves on integers took 28. Exact, because a
 /// key is never negative and never above `GONE`, the bits of +∞: for such bit patterns the
 /// order of the doubles is the order of the integers (IEEE 754 put the exponent above the
 /// mantissa for this), NaN cannot occur, and `minpd` compares without rounding. Keys of times
@@ -678,7 +678,7 @@ impl Scheduler {
             return site.next_key;
         }
         match slot.checked_sub(INLINE) {
-            None => self.sites[s].keys.0[slot],
+            None => site.keys.0[slot],
             Some(i) => self.more_keys[s][i],
         }
     }
