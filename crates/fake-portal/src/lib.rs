@@ -21,7 +21,7 @@
 mod page;
 mod server;
 
-pub use page::{CARDS_PER_PAGE, ChallengeKind, FakeListing};
+pub use page::{CARDS_PER_PAGE, ChallengeKind, FakeListing, IMAGE_BYTES};
 
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -61,6 +61,29 @@ pub struct SiteSpec {
     /// Whether result pages carry validators (`ETag`, `Last-Modified`) and honour conditional
     /// requests with 304. `false` makes every check download the whole page (benchmarks).
     pub validators: bool,
+    /// How result pages show their cards: in the HTML, or built by a script.
+    pub render: Render,
+    /// Result pages call the site from JavaScript this often (`GET /poll`), as live tickers
+    /// and chat widgets do.
+    pub poll: Option<Duration>,
+    /// Result pages show this many images (`/img/N.jpg`, [`IMAGE_BYTES`] each).
+    pub images: usize,
+    /// Result pages need a session: without the `session` cookie a search redirects to
+    /// `/login`, whose form (POST) sets it. [`Portal::expire_sessions`] logs everyone out.
+    pub login_wall: bool,
+    /// Result pages set a long-lived `visitor` cookie on a visit that sends none.
+    pub visitor_cookie: bool,
+}
+
+/// How a site's result pages show their cards.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Render {
+    /// In the HTML, as most portals do.
+    #[default]
+    Html,
+    /// Built by a script this long after the page loads: the HTML itself has no cards (a
+    /// plain HTTP client sees none), a browser sees them all.
+    Script(Duration),
 }
 
 impl Default for SiteSpec {
@@ -74,6 +97,11 @@ impl Default for SiteSpec {
             port: None,
             seed: 1,
             validators: true,
+            render: Render::Html,
+            poll: None,
+            images: 0,
+            login_wall: false,
+            visitor_cookie: false,
         }
     }
 }
@@ -175,6 +203,10 @@ pub(crate) struct SiteMut {
     pub(crate) next_n: u64,
     pub(crate) rng: SmallRng,
     pub(crate) cache: HashMap<String, server::CachedPage>,
+    /// Session tokens a login handed out (login-walled sites).
+    pub(crate) sessions: std::collections::HashSet<String>,
+    /// Visitor cookies handed out so far.
+    pub(crate) visitors: u64,
 }
 
 impl SiteMut {
@@ -225,6 +257,8 @@ pub(crate) struct Site {
     pub(crate) base_url: String,
     pub(crate) state: Mutex<SiteMut>,
     pub(crate) count: AtomicUsize,
+    /// Response body bytes sent (as their `Content-Length` says; compressed when sent so).
+    pub(crate) bytes: std::sync::atomic::AtomicU64,
     pub(crate) shared: Arc<Shared>,
     pub(crate) shutdown: CancellationToken,
 }
@@ -321,10 +355,13 @@ impl Portal {
                     next_n: spec.listings as u64,
                     rng: SmallRng::seed_from_u64(spec.seed),
                     cache: HashMap::new(),
+                    sessions: std::collections::HashSet::new(),
+                    visitors: 0,
                 }),
                 spec,
                 base_url,
                 count: AtomicUsize::new(0),
+                bytes: std::sync::atomic::AtomicU64::new(0),
                 shared: shared.clone(),
                 shutdown: shutdown.clone(),
             });
@@ -444,6 +481,32 @@ impl Portal {
     #[must_use]
     pub fn request_count(&self, site: &str) -> usize {
         self.site(site).count.load(Ordering::SeqCst)
+    }
+
+    /// Response body bytes a site has sent so far (compressed size when it compressed).
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    #[must_use]
+    pub fn bytes_sent(&self, site: &str) -> u64 {
+        self.site(site).bytes.load(Ordering::SeqCst)
+    }
+
+    /// Logs every session of a login-walled site out: its searches redirect to `/login` again.
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    pub fn expire_sessions(&self, site: &str) {
+        self.site(site).lock().sessions.clear();
+    }
+
+    /// Sessions a login-walled site has handed out and not expired.
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    #[must_use]
+    pub fn sessions(&self, site: &str) -> usize {
+        self.site(site).lock().sessions.len()
     }
 
     /// Stops every site (also for other clones of this handle) and waits for the listeners to

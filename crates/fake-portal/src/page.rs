@@ -11,6 +11,20 @@ use std::fmt::Write as _;
 /// How many cards a result page shows (the newest ones).
 pub const CARDS_PER_PAGE: usize = 30;
 
+/// The size of each image a result page shows (`SiteSpec::images`).
+pub const IMAGE_BYTES: usize = 48 * 1024;
+
+/// What a site's result pages carry besides the cards (`SiteSpec::render`, `poll`, `images`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Extras {
+    /// Cards built by a script this long after load instead of being in the HTML.
+    pub(crate) render_after: Option<std::time::Duration>,
+    /// A script calls `/poll` this often.
+    pub(crate) poll: Option<std::time::Duration>,
+    /// Images shown.
+    pub(crate) images: usize,
+}
+
 /// A listing on the fake portal, as a test would expect an extractor to read it back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FakeListing {
@@ -186,15 +200,32 @@ pub(crate) fn result_page(
     search: &str,
     listings: &[&FakeListing],
     page_bytes: usize,
+    extras: Extras,
 ) -> String {
     let mut out = String::with_capacity(page_bytes + 4096);
     head(&mut out, &format!("Pisos en alquiler: {search} — {site}"));
     let _ = write!(
         out,
-        "<main><h1 class=\"results-title\">{} pisos en alquiler ({})</h1><section class=\"results\">",
+        "<main><h1 class=\"results-title\">{} pisos en alquiler ({})</h1>",
         listings.len(),
         escape(search)
     );
+    if extras.images > 0 {
+        out.push_str("<section class=\"gallery\">");
+        for i in 0..extras.images {
+            let _ = write!(
+                out,
+                "<img src=\"/img/{i}.jpg\" width=\"320\" height=\"240\" alt=\"photo {i}\">"
+            );
+        }
+        out.push_str("</section>");
+    }
+    out.push_str("<section class=\"results\">");
+    if let Some(after) = extras.render_after {
+        scripted_cards(&mut out, listings, after);
+        listings_tail(&mut out, extras, page_bytes);
+        return out;
+    }
     for l in listings {
         let _ = writeln!(
             out,
@@ -210,9 +241,64 @@ pub(crate) fn result_page(
             desc = escape(&description(&l.id)),
         );
     }
-    out.push_str("</section></main>");
-    pad_to(&mut out, page_bytes);
+    listings_tail(&mut out, extras, page_bytes);
     out
+}
+
+fn listings_tail(out: &mut String, extras: Extras, page_bytes: usize) {
+    out.push_str("</section></main>");
+    if let Some(every) = extras.poll {
+        let _ = write!(
+            out,
+            "<script>setInterval(function () {{ fetch('/poll?t=' + Date.now()); }}, {});</script>",
+            every.as_millis()
+        );
+    }
+    pad_to(out, page_bytes);
+}
+
+/// The cards as data, and a script that builds the same markup as the HTML cards `after`
+/// the page loads (as single-page apps do). The HTML has no card and no listing link.
+fn scripted_cards(out: &mut String, listings: &[&FakeListing], after: std::time::Duration) {
+    let data: Vec<serde_json::Value> = listings
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "id": l.id,
+                "title": l.title,
+                "price": l.price_text(),
+                "rooms": l.rooms,
+                "area": l.area,
+                "description": description(&l.id),
+            })
+        })
+        .collect();
+    let json = serde_json::to_string(&data)
+        .unwrap_or_else(|_| "[]".into())
+        .replace("</", "<\\/");
+    let _ = write!(
+        out,
+        "<script id=\"listing-data\" type=\"application/json\">{json}</script>\
+         <script>setTimeout(function () {{\
+           var data = JSON.parse(document.getElementById('listing-data').textContent);\
+           var list = document.querySelector('section.results');\
+           data.forEach(function (l) {{\
+             var card = document.createElement('article');\
+             card.className = 'listing'; card.setAttribute('data-id', l.id);\
+             var a = document.createElement('a'); a.className = 'listing-link';\
+             a.href = '/listing/' + l.id;\
+             var h = document.createElement('h2'); h.className = 'title'; h.textContent = l.title;\
+             a.appendChild(h); card.appendChild(a);\
+             [['price', l.price], ['rooms', l.rooms + ' hab.'], ['area', l.area + ' m\\u00b2']]\
+               .forEach(function (f) {{ var s = document.createElement('span');\
+                 s.className = f[0]; s.textContent = f[1]; card.appendChild(s); }});\
+             var p = document.createElement('p'); p.className = 'description';\
+             p.textContent = l.description; card.appendChild(p);\
+             list.appendChild(card);\
+           }});\
+         }}, {});</script>",
+        after.as_millis()
+    );
 }
 
 /// A listing's detail page.
@@ -233,6 +319,20 @@ pub(crate) fn detail_page(site: &str, l: &FakeListing) -> String {
     );
     pad_to(&mut out, 12 * 1024);
     out
+}
+
+/// The login form of a login-walled site; it posts back to `/login` with where to go next.
+pub(crate) fn login_page(next: &str) -> String {
+    simple_page(
+        "Iniciar sesión",
+        &format!(
+            "<form class=\"login\" method=\"post\" action=\"/login\">\
+             <input type=\"hidden\" name=\"next\" value=\"{}\">\
+             <input name=\"email\" type=\"email\"><input name=\"password\" type=\"password\">\
+             <button type=\"submit\">Entrar</button></form>",
+            escape(next)
+        ),
+    )
 }
 
 /// A small page with a title and one paragraph (login, errors, index).
@@ -305,9 +405,29 @@ mod tests {
             .map(|n| make_listing(1, n, "http://x", None))
             .collect();
         let refs: Vec<&FakeListing> = ls.iter().collect();
-        let page = result_page("s", "q", &refs, 300_000);
+        let page = result_page("s", "q", &refs, 300_000, Extras::default());
         assert!((299_000..305_000).contains(&page.len()), "{}", page.len());
         assert_eq!(page.matches("<article class=\"listing\"").count(), 30);
         assert!(page.contains(&format!("data-id=\"{}\"", ls[0].id)));
+        let scripted = result_page(
+            "s",
+            "q",
+            &refs,
+            40_000,
+            Extras {
+                render_after: Some(std::time::Duration::from_millis(300)),
+                poll: Some(std::time::Duration::from_millis(200)),
+                images: 3,
+            },
+        );
+        assert!(!scripted.contains("<article"), "no card in the HTML itself");
+        assert!(!scripted.contains("/listing/4"), "no listing link either");
+        assert!(
+            scripted.contains(&ls[0].id),
+            "the data is there for the script"
+        );
+        assert!(scripted.contains("}, 300);"));
+        assert!(scripted.contains("fetch('/poll"));
+        assert_eq!(scripted.matches("<img src=\"/img/").count(), 3);
     }
 }

@@ -17,6 +17,7 @@ use flate2::write::GzEncoder;
 use flate2::{Compress, Compression, Crc, FlushCompress};
 use futures_util::stream;
 use rand::Rng;
+use std::collections::HashMap;
 use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -107,7 +108,9 @@ fn router(site: Arc<Site>) -> Router {
         .route("/", get(index))
         .route("/search/{search}", get(search))
         .route("/listing/{id}", get(detail))
-        .route("/login", get(login))
+        .route("/login", get(login).post(log_in))
+        .route("/poll", get(|| async { StatusCode::NO_CONTENT }))
+        .route("/img/{name}", get(image))
         .route("/redirect/{n}", get(redirect))
         .fallback(|| async { html(StatusCode::NOT_FOUND, page::simple_page("Not found", "")) })
         .layer(middleware::from_fn_with_state(site.clone(), behave))
@@ -145,8 +148,21 @@ fn encode_component(s: &str) -> String {
         .collect()
 }
 
-/// Records the request, waits the site's latency, then applies its behaviour.
+/// Counts the bytes each response sends (by its length), around [`behave_inner`].
 async fn behave(State(site): State<Arc<Site>>, req: Request, next: Next) -> Response<Body> {
+    let site2 = site.clone();
+    let r = behave_inner(State(site), req, next).await;
+    let len = r
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    site2.bytes.fetch_add(len, Ordering::SeqCst);
+    r
+}
+
+/// Records the request, waits the site's latency, then applies its behaviour.
+async fn behave_inner(State(site): State<Arc<Site>>, req: Request, next: Next) -> Response<Body> {
     let path = req
         .uri()
         .path_and_query()
@@ -173,6 +189,9 @@ async fn behave(State(site): State<Arc<Site>>, req: Request, next: Next) -> Resp
     }
     if path.starts_with("/login") || path.starts_with("/redirect/") {
         return next.run(req).await;
+    }
+    if site.spec.login_wall && path.starts_with("/search/") && !has_session(&site, req.headers()) {
+        return redirect_to(&format!("/login?next={}", encode_component(&path)));
     }
     let (behaviour, fault) = {
         let mut st = site.lock();
@@ -419,11 +438,44 @@ async fn index(State(site): State<Arc<Site>>) -> Response<Body> {
     )
 }
 
+/// The request's cookie `name`, if any.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+}
+
+fn has_session(site: &Site, headers: &HeaderMap) -> bool {
+    cookie(headers, "session").is_some_and(|t| site.lock().sessions.contains(t))
+}
+
 async fn search(
     State(site): State<Arc<Site>>,
     Path(search): Path<String>,
     headers: HeaderMap,
 ) -> Response<Body> {
+    let mut r = search_page(&site, search, &headers);
+    if site.spec.visitor_cookie && cookie(&headers, "visitor").is_none() {
+        let n = {
+            let mut st = site.lock();
+            st.visitors += 1;
+            st.visitors
+        };
+        if let Ok(v) = HeaderValue::from_str(&format!(
+            "visitor=v{n}; Max-Age=31536000; Path=/; SameSite=Lax"
+        )) {
+            r.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+    r
+}
+
+fn search_page(site: &Arc<Site>, search: String, headers: &HeaderMap) -> Response<Body> {
     let (etag, last_modified, plain, gz) = {
         let mut st = site.lock();
         let visible = st.visible(&search);
@@ -444,7 +496,21 @@ async fn search(
             (c.plain.clone(), c.gzip.clone())
         } else {
             let refs: Vec<_> = visible.iter().map(|(l, _)| *l).collect();
-            let text = page::result_page(&site.spec.name, &search, &refs, site.spec.page_bytes);
+            let extras = page::Extras {
+                render_after: match site.spec.render {
+                    crate::Render::Html => None,
+                    crate::Render::Script(after) => Some(after),
+                },
+                poll: site.spec.poll,
+                images: site.spec.images,
+            };
+            let text = page::result_page(
+                &site.spec.name,
+                &search,
+                &refs,
+                site.spec.page_bytes,
+                extras,
+            );
             let plain = Bytes::from(text);
             let gz = gzip(&plain);
             if st.cache.len() >= MAX_CACHED_PAGES {
@@ -497,7 +563,7 @@ async fn search(
         builder = builder
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "text/html; charset=utf-8");
-        if accepts_gzip(&headers) {
+        if accepts_gzip(headers) {
             builder = builder.header(header::CONTENT_ENCODING, "gzip");
             Body::from(gz)
         } else {
@@ -523,15 +589,84 @@ async fn detail(State(site): State<Arc<Site>>, Path(id): Path<String>) -> Respon
     }
 }
 
-async fn login() -> Response<Body> {
+async fn login(
+    axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>,
+) -> Response<Body> {
     html(
         StatusCode::OK,
-        page::simple_page(
-            "Iniciar sesión",
-            "<form class=\"login\" method=\"post\" action=\"/login\"><input name=\"email\">\
-             <input name=\"password\" type=\"password\"><button>Entrar</button></form>",
-        ),
+        page::login_page(q.get("next").map_or("/", String::as_str)),
     )
+}
+
+/// The login form's target: any e-mail address opens a session (a `session` cookie, a month
+/// long), then back to where the visitor was going.
+async fn log_in(State(site): State<Arc<Site>>, body: Bytes) -> Response<Body> {
+    let form: HashMap<String, String> = url_form(&body);
+    if form.get("email").is_none_or(|e| e.trim().is_empty()) {
+        return html(
+            StatusCode::UNAUTHORIZED,
+            page::login_page(form.get("next").map_or("/", String::as_str)),
+        );
+    }
+    let token = {
+        let mut st = site.lock();
+        let token = format!("t{:016x}", st.rng.random::<u64>());
+        st.sessions.insert(token.clone());
+        token
+    };
+    let next = form
+        .get("next")
+        .filter(|n| n.starts_with('/') && !n.starts_with("//"))
+        .map_or("/", String::as_str);
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(v) = HeaderValue::from_str(next) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "session={token}; Max-Age=2592000; Path=/; HttpOnly; SameSite=Lax"
+    )) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// `application/x-www-form-urlencoded` → pairs (hand-written: three fields from our own form).
+fn url_form(body: &[u8]) -> HashMap<String, String> {
+    let decode = |s: &str| -> String {
+        let s = s.replace('+', " ");
+        let bytes = s.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%'
+                && i + 2 < bytes.len()
+                && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+            {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+            out.push(bytes[i]);
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    String::from_utf8_lossy(body)
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
+
+/// An image of [`page::IMAGE_BYTES`] bytes (not a real picture: only its transfer matters).
+async fn image() -> Response<Body> {
+    let mut r = Response::new(Body::from(vec![0x5a_u8; page::IMAGE_BYTES]));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("image/jpeg"));
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
 }
 
 async fn redirect(Path(n): Path<u64>) -> Response<Body> {

@@ -70,6 +70,8 @@ async fn run(mode: &'static str, retries: bool, n: usize, conc: usize) -> Row {
                 class: RequestClass::Search,
                 conditional: false,
                 post_json: None,
+                via: notifio::fetch::FetchMode::Http,
+                ready: None,
             }
         })
         .collect();

@@ -48,8 +48,14 @@ pub enum Command {
         dashboard: String,
     },
     /// Watch every configured search until Ctrl-C.
+    ///
+    /// Sites read with the browser (`fetch = "browser"`, the default for Idealista and
+    /// Facebook) need Chromium, Chrome, Edge or Brave; without one `watch` exits 2 naming
+    /// `[browser] executable`.
     Watch,
     /// One pass over all searches; prints what each found.
+    ///
+    /// Sites read with the browser need Chromium, Chrome, Edge or Brave, as for `watch`.
     Check {
         /// One JSON object per line per search on stdout.
         #[arg(long)]
@@ -70,6 +76,12 @@ pub enum Command {
         /// The dashboard's /api/status JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Open a site in Notifio's browser profile, in a window, to log in or solve a challenge
+    /// yourself; returns when you close the window. Checks then use that session.
+    Login {
+        /// The site (`facebook.com`, `127.0.0.1:8080`, or any URL or search name on it).
+        site: String,
     },
     /// Print the backoff ladders and the retry schedule.
     ///
@@ -120,6 +132,7 @@ fn watch_failure(e: crate::watch::WatchError) -> Failure {
         WatchError::NeedsSession { .. } | WatchError::Profile { .. } | WatchError::Cookies(_) => {
             Failure::Usage(e.to_string())
         }
+        WatchError::Browser(e) => Failure::Config(e),
         other => Failure::Runtime(other.into()),
     }
 }
@@ -263,9 +276,22 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             let cfg = load_config(cli.config)?;
             one_thread_runtime()?.block_on(check(cfg, json, notify, force, fresh))
         }
+        Command::Login { site } => {
+            let cfg = load_config(cli.config)?;
+            one_thread_runtime()?.block_on(login(cfg, &site))
+        }
         Command::Watch => {
             let cfg = load_config(cli.config)?;
-            on_workers(runtime()?, crate::demo::watch_until_signal(cfg, None))
+            on_workers(runtime()?, crate::demo::watch_until_signal(cfg, None)).map_err(|f| {
+                // A watcher that could not start because of its config exits 2, as `check` does.
+                match f {
+                    Failure::Runtime(e) => match e.downcast::<crate::watch::WatchError>() {
+                        Ok(w) => watch_failure(w),
+                        Err(e) => Failure::Runtime(e),
+                    },
+                    other => other,
+                }
+            })
         }
         Command::Demo {
             speed,
@@ -294,6 +320,83 @@ pub fn channels(cfg: &Config) -> Result<crate::notify::Channels, crate::notify::
         timeout: cfg.retry.notify.timeout(),
     });
     crate::notify::Channels::from_settings(email, n.mailbox.clone(), webhook, &cfg.watch.state_dir)
+}
+
+/// `notifio login SITE`: the site's `login_url`, else its first search's page, in a window of
+/// the same profile the headless checks use.
+async fn login(cfg: Config, which: &str) -> Result<(), Failure> {
+    let which = which.trim();
+    let site = cfg
+        .searches
+        .iter()
+        .find(|s| s.name == which)
+        .map(|s| s.site.clone())
+        .or_else(|| {
+            let url = if which.contains("://") {
+                which.to_owned()
+            } else {
+                format!("http://{which}/")
+            };
+            notifio_policy::SiteKey::from_url(&url).ok()
+        })
+        .ok_or_else(|| {
+            Failure::Usage(format!("`{which}` is not a site, a URL or a search name"))
+        })?;
+    let Some(first) = cfg.searches.iter().find(|s| s.site == site) else {
+        let known: Vec<String> = cfg.searches.iter().map(|s| s.site.to_string()).collect();
+        return Err(Failure::Usage(format!(
+            "no search is on {site}; sites in {}: {}",
+            cfg.path.display(),
+            known.join(", ")
+        )));
+    };
+    let url = cfg
+        .sites
+        .get(site.as_str())
+        .and_then(|s| s.login_url.clone())
+        .unwrap_or_else(|| first.url.clone());
+    if first.fetch != crate::fetch::FetchMode::Browser {
+        eprintln!(
+            "note: {site} is read over plain HTTP (fetch = \"http\"), so checks will not use this \
+             session; set [site.\"{site}\"] fetch = \"browser\" to read it in the browser"
+        );
+    }
+    let browser = crate::watch::browser_for(&cfg)?;
+    match browser.launch {
+        crate::fetch::Launch::Connect { url: devtools } => {
+            println!(
+                "Notifio reads {site} in your own browser ({devtools}): log in there, at {url}"
+            );
+            Ok(())
+        }
+        crate::fetch::Launch::Start {
+            executable,
+            profile_dir,
+            ..
+        } => {
+            println!(
+                "Opening {url} in Notifio's browser profile ({}).\nLog in (or solve the \
+                 challenge), then close the window; checks on {site} will use that session.",
+                profile_dir.display()
+            );
+            crate::fetch::browser::login(&executable, &profile_dir, &url)
+                .await
+                .map_err(|e| Failure::Runtime(anyhow::anyhow!(e)))?;
+            let store = crate::store::Store::open(&cfg.watch.state_dir)
+                .map_err(|e| Failure::Runtime(e.into()))?;
+            if store
+                .expired_sessions()
+                .map_err(|e| Failure::Runtime(e.into()))?
+                .contains(&site)
+            {
+                store
+                    .set_session_expired(&site, false, crate::watch::now().as_millis())
+                    .map_err(|e| Failure::Runtime(e.into()))?;
+            }
+            println!("Done. `notifio check` shows what {site} gives with this session.");
+            Ok(())
+        }
+    }
 }
 
 async fn check(
@@ -394,7 +497,15 @@ fn print_pass_result(r: &PassResult) {
     } else {
         format!(", {} new", r.new.len())
     };
-    let status = r.status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+    let via = if r.via == crate::fetch::FetchMode::Browser {
+        ", in the browser"
+    } else {
+        ""
+    };
+    let status = r
+        .status
+        .map(|s| format!(" (HTTP {s}{via})"))
+        .unwrap_or_default();
     let wait = r
         .next_retry_at
         .map(|t| {

@@ -175,7 +175,10 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
                 }
                 Some(r)
             }
-            ("session_expired", _) => Some(format!("the session on {} expired: export fresh cookies", row.site)),
+            ("session_expired", _) => Some(format!(
+                "the session on {0} expired: log in again (`notifio login {0}` if it is read in the browser, fresh cookies if it uses a cookies file)",
+                row.site
+            )),
             ("search_gone", _) => Some("the page is gone (404/410): check the search URL".to_owned()),
             ("layout_unknown", _) => Some("the result list could not be found on the page: the site's layout may have changed".to_owned()),
             _ => None,

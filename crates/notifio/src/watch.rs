@@ -9,7 +9,7 @@
 
 use crate::config::Config;
 use crate::extract::{self, Extraction, SiteProfile};
-use crate::fetch::{FetchConfig, FetchRequest, Fetched, Fetcher};
+use crate::fetch::{BrowserConfig, FetchConfig, FetchMode, FetchRequest, Fetched, Fetcher, Launch};
 use crate::listing::Listing;
 use crate::notify::{ChannelKind, Notification};
 use crate::store::{CheckRecord, PageMemo, Recorded, RoutineCheck, SearchSync, Store, StoreError};
@@ -170,6 +170,8 @@ struct SearchInfo {
     markers: Arc<Markers>,
     has_session: bool,
     site: SiteKey,
+    /// Over HTTP or in the browser.
+    fetch: FetchMode,
 }
 
 /// A finished fetch, handed back to the driver.
@@ -218,6 +220,8 @@ pub struct PassResult {
     pub unchanged: bool,
     /// When the site may be tried again, if it is waiting.
     pub next_retry_at: Option<u64>,
+    /// How the page was (or would be) read: `http` or `browser`.
+    pub via: FetchMode,
 }
 
 /// Everything a running watcher needs.
@@ -290,6 +294,9 @@ pub enum WatchError {
     /// The HTTP client could not be built.
     #[error("cannot start the HTTP client: {0}")]
     Fetch(String),
+    /// A search needs the browser and there is none to use.
+    #[error("{0}")]
+    Browser(crate::config::ConfigError),
 }
 
 impl Watcher {
@@ -328,6 +335,11 @@ impl Watcher {
         let fetch_cfg = FetchConfig {
             retry: config.retry.clone(),
             body_cap: config.fetch.body_cap,
+            browser: if config.uses_browser() {
+                Some(browser_for(&config).map_err(WatchError::Browser)?)
+            } else {
+                None
+            },
             ..FetchConfig::default()
         };
         let fetch_cfg = FetchConfig {
@@ -394,7 +406,9 @@ impl Watcher {
         let mut by_site: HashMap<SiteKey, Vec<SearchId>> = HashMap::new();
         for ((s, &db_id), shared) in config.searches.iter().zip(&ids).zip(profiles) {
             let extract::SharedProfile { profile, markers } = shared;
-            if profile.needs_cookies() {
+            // In the browser the profile is the session (`notifio login`); cookies.txt is for
+            // plain HTTP.
+            if profile.needs_cookies() && s.fetch == FetchMode::Http {
                 let problem = match sessions.get(&s.site) {
                     None => "no cookies file is configured for it".to_owned(),
                     Some(names) => {
@@ -431,7 +445,8 @@ impl Watcher {
                     db_id,
                     name: s.name.clone(),
                     notify_existing: s.notify_existing,
-                    has_session: sessions.contains_key(&s.site),
+                    has_session: s.fetch == FetchMode::Browser || sessions.contains_key(&s.site),
+                    fetch: s.fetch,
                     markers,
                     profile,
                     site: s.site.clone(),
@@ -569,6 +584,13 @@ impl Watcher {
     /// # Errors
     /// A store failure stops the watcher (nothing can be recorded safely any more).
     pub async fn run(&mut self, cancel: CancellationToken) -> Result<Vec<PassResult>, WatchError> {
+        let result = self.drive(cancel).await;
+        // The browser (if one was started) closes cleanly, its cookies on disk.
+        self.fetcher.shutdown().await;
+        result
+    }
+
+    async fn drive(&mut self, cancel: CancellationToken) -> Result<Vec<PassResult>, WatchError> {
         let mode = self.mode;
         let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
         let (slow_tx, mut slow_rx) = mpsc::unbounded_channel::<CheckId>();
@@ -673,6 +695,7 @@ impl Watcher {
                             new: Vec::new(),
                             unchanged: false,
                             next_retry_at: next.map(Timestamp::as_millis),
+                            via: info.fetch,
                         },
                     );
                 }
@@ -687,7 +710,7 @@ impl Watcher {
         slow_tx: &mpsc::UnboundedSender<CheckId>,
         cancel: &CancellationToken,
     ) -> Result<(), WatchError> {
-        let Some((profile, markers, has_session)) = check
+        let Some((profile, markers, has_session, via)) = check
             .searches
             .first()
             .and_then(|id| self.searches.get(id))
@@ -696,6 +719,7 @@ impl Watcher {
                     Arc::clone(&i.profile),
                     Arc::clone(&i.markers),
                     i.has_session,
+                    i.fetch,
                 )
             })
         else {
@@ -752,8 +776,13 @@ impl Watcher {
                 } else {
                     RequestClass::Search
                 },
-                conditional: expected.is_some(),
+                conditional: expected.is_some() && via == FetchMode::Http,
                 post_json: None,
+                via,
+                ready: match via {
+                    FetchMode::Browser => profile.ready_selector().map(Arc::from),
+                    FetchMode::Http => None,
+                },
             };
             let fetch = fetcher.fetch(&req, &cancel);
             tokio::pin!(fetch);
@@ -1037,7 +1066,7 @@ impl Watcher {
                     .send(WatchEvent::SiteCleared { site: site.clone() });
             }
             Some(Reaction::SessionExpired { site }) => {
-                tracing::warn!(site = %site, "session expired; export fresh cookies");
+                tracing::warn!(site = %site, "session expired; log in again (notifio login, or fresh cookies)");
                 self.fetcher.close_site(site.clone());
                 let _ = self
                     .events
@@ -1049,10 +1078,17 @@ impl Watcher {
                         .get(site.as_str())
                         .and_then(|s| s.cookies.as_ref())
                         .map(|p| p.display().to_string());
+                    let login = self
+                        .by_site
+                        .get(site)
+                        .and_then(|ids| ids.first())
+                        .and_then(|id| self.searches.get(id))
+                        .is_some_and(|s| s.fetch == FetchMode::Browser);
                     self.store.enqueue(
                         &Notification::SessionExpired {
                             site: site.to_string(),
-                            cookies_path,
+                            cookies_path: if login { None } else { cookies_path },
+                            login,
                         },
                         &self.channels,
                         t.as_millis(),
@@ -1097,6 +1133,7 @@ impl Watcher {
                     new: recorded.new.iter().map(|l| l.id.clone()).collect(),
                     unchanged: same_page || outcome == Outcome::Unchanged,
                     next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
+                    via: fetched.via,
                 });
             }
         }
@@ -1278,6 +1315,58 @@ fn fingerprint(fetched: &Fetched) -> Option<String> {
     h.update(&[0]);
     h.update(&fetched.body);
     Some(format!("{:032x}", h.digest128()))
+}
+
+/// The browser `[browser]` describes: the user's own (via `connect`) or one we start. A browser
+/// that cannot be found is a config problem (exit 2) at `[browser] executable`.
+///
+/// # Errors
+/// No browser found, or the configured one is missing or not executable.
+pub fn browser_for(config: &Config) -> Result<BrowserConfig, crate::config::ConfigError> {
+    let b = &config.browser;
+    let launch = match &b.connect {
+        Some(url) => Launch::Connect { url: url.clone() },
+        None => {
+            let configured = b.executable.as_ref();
+            let executable = crate::fetch::browser::find_executable(
+                configured.map(|(v, _)| v.as_str()),
+                std::env::var_os("PATH"),
+            )
+            .map_err(|e| {
+                let spot = configured.map_or_else(
+                    || crate::config::Spot::unwritten(&config.path, "browser.executable"),
+                    |(_, spot)| spot.clone(),
+                );
+                let needs = config
+                    .searches
+                    .iter()
+                    .find(|s| s.fetch == FetchMode::Browser)
+                    .map(|s| {
+                        format!(
+                            " (search `{}` on {} is read with the browser)",
+                            s.name, s.site
+                        )
+                    })
+                    .unwrap_or_default();
+                spot.error(
+                    format!("{e}{needs}"),
+                    format!(
+                        "{}; or read the site without one: [site.\"…\"] fetch = \"http\"",
+                        crate::fetch::browser::install_hint()
+                    ),
+                )
+            })?;
+            Launch::Start {
+                executable,
+                profile_dir: b.profile_dir.clone(),
+                headless: b.headless,
+            }
+        }
+    };
+    Ok(BrowserConfig {
+        launch,
+        block: b.block.clone(),
+    })
 }
 
 /// How long a check may be out before it is slow and gives its concurrency slot back (its site

@@ -198,13 +198,13 @@ fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
 }
 
 #[test]
-fn a_facebook_search_without_cookies_is_a_config_error_with_a_hint() {
+fn a_facebook_search_over_http_without_cookies_is_a_config_error_with_a_hint() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fb.toml");
     std::fs::write(
         &path,
         format!(
-            "[watch]\nstate_dir = {:?}\ndashboard = false\n\n[[search]]\nname = \"bikes\"\nurl = \"https://www.facebook.com/marketplace/madrid/search?query=bike\"\n",
+            "[watch]\nstate_dir = {:?}\ndashboard = false\n\n[site.\"facebook.com\"]\nfetch = \"http\"\n\n[[search]]\nname = \"bikes\"\nurl = \"https://www.facebook.com/marketplace/madrid/search?query=bike\"\n",
             dir.path().display().to_string()
         ),
     )

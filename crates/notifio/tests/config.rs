@@ -15,6 +15,7 @@ fn env() -> Environment {
         home: Some(PathBuf::from("/home/ana")),
         data_dir: Some(PathBuf::from("/home/ana/.local/share/notifio")),
         dashboard_token: None,
+        browser: None,
     }
 }
 
@@ -316,7 +317,7 @@ fn unknown_keys_get_a_did_you_mean_and_the_valid_keys() {
         &format!("[wach]\ninterval = \"30s\"\n{MIN}"),
         "notifio.toml:1:2: `wach`: unknown key `wach`",
         Some(
-            "did you mean `watch`? valid keys here: `watch`, `backoff`, `retry`, `fetch`, `notify`, `search`, `site`",
+            "did you mean `watch`? valid keys here: `watch`, `backoff`, `retry`, `fetch`, `notify`, `browser`, `search`, `site`",
         ),
     );
     assert_err(

@@ -72,6 +72,8 @@ fn search(p: &Portal, site: &str, class: RequestClass) -> FetchRequest {
         class,
         conditional: false,
         post_json: None,
+        via: notifio::fetch::FetchMode::Http,
+        ready: None,
     }
 }
 
@@ -83,6 +85,8 @@ fn plain_search(url: &str) -> FetchRequest {
         class: RequestClass::Search,
         conditional: false,
         post_json: None,
+        via: notifio::fetch::FetchMode::Http,
+        ready: None,
     }
 }
 
@@ -796,6 +800,8 @@ async fn browser_headers_gzip_and_webhook_posts() {
         class: RequestClass::Notify,
         conditional: false,
         post_json: Some(Bytes::from_static(b"{\"new\":1}")),
+        via: notifio::fetch::FetchMode::Http,
+        ready: None,
     };
     let got = f.fetch(&hook, &CancellationToken::new()).await;
     assert_eq!(got.attempts, 1, "a 4xx/405 is not retried");

@@ -110,6 +110,7 @@ fn env() -> Environment {
         home: Some(PathBuf::from("/home/fuzz")),
         data_dir: Some(PathBuf::from("/home/fuzz/.local/share/notifio")),
         dashboard_token: None,
+        browser: None,
     }
 }
 

@@ -396,6 +396,7 @@ async fn the_default_channel_is_an_mbox_file_created_0600() {
         &Notification::SessionExpired {
             site: "facebook.com".into(),
             cookies_path: Some("/home/me/fb.cookies.txt".into()),
+            login: false,
         },
         &channels.kinds(),
         1000,

@@ -69,6 +69,58 @@ impl ConfigError {
     }
 }
 
+/// A place in the config file (file, line, column, key), kept with a value whose problems can
+/// only be found later, against the machine (a browser executable that is not installed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spot {
+    /// The config file.
+    pub file: PathBuf,
+    /// 1-based line, 0 when not in the file (a value from the environment).
+    pub line: usize,
+    /// 1-based column, 0 when not in the file.
+    pub col: usize,
+    /// The dotted key path.
+    pub key: String,
+}
+
+impl Spot {
+    /// A key that is not written in the file (its default, or the environment variable named
+    /// in `key`).
+    #[must_use]
+    pub fn unwritten(file: &Path, key: &str) -> Self {
+        Self {
+            file: file.to_owned(),
+            line: 0,
+            col: 0,
+            key: key.to_owned(),
+        }
+    }
+
+    /// The error to report about the value at this place.
+    #[must_use]
+    pub fn error(&self, message: impl Into<String>, hint: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.file.clone(),
+            line: self.line,
+            col: self.col,
+            key: self.key.clone(),
+            message: message.into(),
+            hint: Some(hint.into()),
+        }
+    }
+}
+
+impl From<ConfigError> for Spot {
+    fn from(e: ConfigError) -> Self {
+        Self {
+            file: e.file,
+            line: e.line,
+            col: e.col,
+            key: e.key,
+        }
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file.display())?;

@@ -12,13 +12,14 @@ mod raw;
 mod resolve;
 mod starter;
 mod validate;
-pub use validate::MAX_SEARCHES_PER_SITE;
+pub use validate::{BLOCKABLE, MAX_SEARCHES_PER_SITE};
 
 pub use duration::{DURATION_EXPECTED, SIZE_EXPECTED, parse_duration, parse_size};
-pub use error::ConfigError;
-pub use resolve::{DASHBOARD_TOKEN_ENV, Environment, SMTP_PASSWORD_ENV, default_path};
+pub use error::{ConfigError, Spot};
+pub use resolve::{BROWSER_ENV, DASHBOARD_TOKEN_ENV, Environment, SMTP_PASSWORD_ENV, default_path};
 pub use starter::{STARTER, write_starter};
 
+pub use crate::fetch::FetchMode;
 use crate::listing::ListingSpec;
 use notifio_policy::{BackoffPolicy, RetryPolicies, SiteKey, format_duration};
 use std::collections::BTreeMap;
@@ -45,6 +46,8 @@ pub struct Config {
     pub fetch: FetchSettings,
     /// `[notify]`: notification channels.
     pub notify: NotifySettings,
+    /// `[browser]`: the browser that reads sites with `fetch = "browser"`.
+    pub browser: BrowserSettings,
     /// `[[search]]`: at least one, names unique, in file order.
     pub searches: Vec<SearchConfig>,
     /// `[site."…"]`: per-site settings keyed by [`SiteKey`] text (`facebook.com`).
@@ -100,6 +103,26 @@ pub struct FetchSettings {
     pub accept_language: Option<String>,
     /// Largest response body read, in bytes (10 MiB).
     pub body_cap: usize,
+}
+
+/// `[browser]`: how Notifio starts (or finds) the one browser it reads `fetch = "browser"`
+/// sites with. Nothing here is checked against the machine until a browser is needed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrowserSettings {
+    /// `executable` (or `NOTIFIO_BROWSER`): a path or a command name on PATH; `None` = look
+    /// for Chromium, Chrome, Edge or Brave (PATH, then the usual install locations). With
+    /// where it was set, so a missing browser is reported at that key.
+    pub executable: Option<(String, Spot)>,
+    /// Run without a window (true).
+    pub headless: bool,
+    /// The persistent profile: cookies and logins live here (`<state_dir>/browser`).
+    pub profile_dir: PathBuf,
+    /// The DevTools URL of a browser the user already runs (`http://127.0.0.1:9222`): then
+    /// Notifio starts nothing and closes nothing but its own tabs.
+    pub connect: Option<String>,
+    /// Resource types never loaded (`image`, `media`, `font`), as the DevTools Protocol
+    /// names them, lower-case.
+    pub block: Vec<String>,
 }
 
 /// `[notify]`. With no channel configured at all, `mailbox` is `state_dir/notifications.mbox`.
@@ -168,6 +191,9 @@ pub struct SearchConfig {
     pub listing: Option<ListingSpec>,
     /// Its own, else `watch.notify_existing`.
     pub notify_existing: bool,
+    /// How its page is read: its site's `fetch`, else `browser` for the idealista and
+    /// facebook profiles and `http` for the rest.
+    pub fetch: FetchMode,
 }
 
 /// One `[site."…"]`.
@@ -179,6 +205,10 @@ pub struct SiteSettings {
     pub spacing: Option<Duration>,
     /// Profile for this site's searches that name none.
     pub profile: Option<String>,
+    /// `fetch = "http" | "browser"`; `None` = by profile (see [`SearchConfig::fetch`]).
+    pub fetch: Option<FetchMode>,
+    /// Where `notifio login` opens the site (else its first search's URL).
+    pub login_url: Option<String>,
 }
 
 /// Profiles a search or site may name.
@@ -200,14 +230,32 @@ impl Config {
                 ));
             }
         }
-        for site in self.sites.keys() {
-            if !self.searches.iter().any(|s| s.site.as_str() == site) {
+        for (site, settings) in &self.sites {
+            let on_site: Vec<_> = self
+                .searches
+                .iter()
+                .filter(|s| s.site.as_str() == site)
+                .collect();
+            if on_site.is_empty() {
                 out.push(format!(
                     "[site.\"{site}\"] has settings but no search is on that site"
+                ));
+            } else if settings.cookies.is_some()
+                && on_site.iter().all(|s| s.fetch == FetchMode::Browser)
+            {
+                out.push(format!(
+                    "[site.\"{site}\"] cookies are used only with fetch = \"http\"; the browser \
+                     uses its own profile (log in with `notifio login {site}`)"
                 ));
             }
         }
         out
+    }
+
+    /// Whether any search is read through the browser.
+    #[must_use]
+    pub fn uses_browser(&self) -> bool {
+        self.searches.iter().any(|s| s.fetch == FetchMode::Browser)
     }
 
     /// The spacing in force for a site: its own, else `watch.spacing`.

@@ -142,6 +142,11 @@ pub(crate) fn suggestion(unknown: &str, valid: &[&str], what: &str) -> String {
 
 impl<'a> Table<'a> {
     /// The document root.
+    /// The config file this table is in.
+    pub(crate) fn src_file(&self) -> &'a Path {
+        self.src.file
+    }
+
     pub(crate) fn root(src: Src<'a>, doc: &'a toml_edit::Table) -> Self {
         Self {
             src,

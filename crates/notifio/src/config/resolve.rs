@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 
 /// The environment variable holding the dashboard's bearer token.
 pub const DASHBOARD_TOKEN_ENV: &str = "NOTIFIO_DASHBOARD_TOKEN";
+/// The environment variable naming the browser executable (overrides `[browser] executable`;
+/// `none` = there is no browser on this machine).
+pub const BROWSER_ENV: &str = "NOTIFIO_BROWSER";
 /// The environment variable holding the SMTP password (read by the notifier, named here for the
 /// config's hints).
 pub const SMTP_PASSWORD_ENV: &str = "NOTIFIO_SMTP_PASSWORD";
@@ -26,6 +29,8 @@ pub struct Environment {
     pub data_dir: Option<PathBuf>,
     /// `NOTIFIO_DASHBOARD_TOKEN`, when set and not empty.
     pub dashboard_token: Option<String>,
+    /// `NOTIFIO_BROWSER`, when set and not empty.
+    pub browser: Option<String>,
 }
 
 impl fmt::Debug for Environment {
@@ -37,6 +42,7 @@ impl fmt::Debug for Environment {
                 "dashboard_token",
                 &self.dashboard_token.as_ref().map(|_| "<redacted>"),
             )
+            .field("browser", &self.browser)
             .finish()
     }
 }
@@ -46,13 +52,17 @@ fn project_dirs() -> Option<ProjectDirs> {
 }
 
 impl Environment {
-    /// The running process's home, data directory and `NOTIFIO_DASHBOARD_TOKEN`.
+    /// The running process's home, data directory, `NOTIFIO_DASHBOARD_TOKEN` and
+    /// `NOTIFIO_BROWSER`.
     #[must_use]
     pub fn from_process() -> Self {
         Self {
             home: BaseDirs::new().map(|b| b.home_dir().to_owned()),
             data_dir: project_dirs().map(|p| p.data_dir().to_owned()),
             dashboard_token: std::env::var(DASHBOARD_TOKEN_ENV)
+                .ok()
+                .filter(|t| !t.trim().is_empty()),
+            browser: std::env::var(BROWSER_ENV)
                 .ok()
                 .filter(|t| !t.trim().is_empty()),
         }
@@ -126,6 +136,7 @@ mod tests {
             home: Some(PathBuf::from("/home/ana")),
             data_dir: Some(PathBuf::from("/home/ana/.local/share/notifio")),
             dashboard_token: Some("s3cret".into()),
+            browser: None,
         }
     }
 

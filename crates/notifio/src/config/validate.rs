@@ -6,10 +6,12 @@
 //! live in one place (`notifio-policy`).
 
 use super::raw::{Field, Src, Table, parse_document, suggestion};
-use super::resolve::{DASHBOARD_TOKEN_ENV, Environment, SMTP_PASSWORD_ENV, base_dir, resolve_path};
+use super::resolve::{
+    BROWSER_ENV, DASHBOARD_TOKEN_ENV, Environment, SMTP_PASSWORD_ENV, base_dir, resolve_path,
+};
 use super::{
-    Config, ConfigError, EmailSettings, FetchSettings, NotifySettings, PROFILES, SearchConfig,
-    SiteSettings, WatchSettings, WebhookFormat, WebhookSettings,
+    BrowserSettings, Config, ConfigError, EmailSettings, FetchMode, FetchSettings, NotifySettings,
+    PROFILES, SearchConfig, SiteSettings, Spot, WatchSettings, WebhookFormat, WebhookSettings,
 };
 use crate::listing::ListingSpec;
 use notifio_policy::{
@@ -22,8 +24,31 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const ROOT_KEYS: &[&str] = &[
-    "watch", "backoff", "retry", "fetch", "notify", "search", "site",
+    "watch", "backoff", "retry", "fetch", "notify", "browser", "search", "site",
 ];
+const BROWSER_KEYS: &[&str] = &["executable", "headless", "profile_dir", "connect", "block"];
+/// Resource types `[browser] block` may name: the DevTools Protocol's `Network.ResourceType`
+/// values, lower-case. `document` is not among them: the page itself is what a check reads.
+pub const BLOCKABLE: &[&str] = &[
+    "stylesheet",
+    "image",
+    "media",
+    "font",
+    "script",
+    "texttrack",
+    "xhr",
+    "fetch",
+    "prefetch",
+    "eventsource",
+    "websocket",
+    "manifest",
+    "signedexchange",
+    "ping",
+    "cspviolationreport",
+    "preflight",
+    "other",
+];
+const DEFAULT_BLOCK: &[&str] = &["image", "media", "font"];
 const WATCH_KEYS: &[&str] = &[
     "interval",
     "spacing",
@@ -64,7 +89,7 @@ const SEARCH_KEYS: &[&str] = &[
     "listing",
     "notify_existing",
 ];
-const SITE_KEYS: &[&str] = &["cookies", "spacing", "profile"];
+const SITE_KEYS: &[&str] = &["cookies", "spacing", "profile", "fetch", "login_url"];
 const LISTING_KEYS: &[&str] = &["selector", "id_attr", "title", "price", "link", "json_ld"];
 
 /// Defaults (DESIGN §8); docs/config.md lists the same numbers.
@@ -94,6 +119,7 @@ pub(crate) fn config(text: &str, path: &Path, env: &Environment) -> Result<Confi
     let retry = retry(&root)?;
     let fetch = fetch(&root)?;
     let notify = notify(&root, &watch, &base, env)?;
+    let browser = browser(&root, &watch, &base, env)?;
     let sites = sites(&root, &base, env)?;
     let searches = searches(&root, &watch, &sites)?;
     Ok(Config {
@@ -103,6 +129,7 @@ pub(crate) fn config(text: &str, path: &Path, env: &Environment) -> Result<Confi
         retry,
         fetch,
         notify,
+        browser,
         searches,
         sites,
     })
@@ -368,6 +395,99 @@ fn fetch(root: &Table<'_>) -> Result<FetchSettings> {
     Ok(out)
 }
 
+fn browser(
+    root: &Table<'_>,
+    watch: &WatchSettings,
+    base: &Path,
+    env: &Environment,
+) -> Result<BrowserSettings> {
+    let t = section(root, "browser", BROWSER_KEYS)?;
+    let get = |k: &str| t.as_ref().and_then(|t| t.get(k));
+    let executable = match (&env.browser, get("executable")) {
+        (Some(from_env), _) => Some((
+            from_env.trim().to_owned(),
+            Spot::unwritten(root.src_file(), BROWSER_ENV),
+        )),
+        (None, Some(f)) => {
+            let raw = f.non_empty_str()?;
+            // A path (with a separator or `~`) is resolved like every path in the file; a bare
+            // name is looked up on PATH when the browser is needed.
+            let value = if raw.contains(['/', '\\']) || raw.starts_with('~') {
+                path(&f, base, env)?.to_string_lossy().into_owned()
+            } else {
+                raw.trim().to_owned()
+            };
+            Some((value, Spot::from(f.err(""))))
+        }
+        (None, None) => None,
+    };
+    let headless = match get("headless") {
+        Some(f) => f.bool()?,
+        None => true,
+    };
+    let profile_dir = match get("profile_dir") {
+        Some(f) => path(&f, base, env)?,
+        None => watch.state_dir.join("browser"),
+    };
+    let connect = match get("connect") {
+        None => None,
+        Some(f) => {
+            let raw = f.non_empty_str()?.trim();
+            let ok = url::Url::parse(raw)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https" | "ws" | "wss"))
+                .filter(|u| u.host_str().is_some());
+            if ok.is_none() {
+                return Err(f
+                    .err(format!("`{raw}` is not a DevTools address"))
+                    .with_hint(
+                        "start your browser with --remote-debugging-port=9222 and write \
+                         connect = \"http://127.0.0.1:9222\"",
+                    ));
+            }
+            Some(raw.to_owned())
+        }
+    };
+    let block = match get("block") {
+        None => DEFAULT_BLOCK.iter().map(|s| (*s).to_owned()).collect(),
+        Some(f) => {
+            let mut out: Vec<String> = Vec::new();
+            for e in f.array()? {
+                let name = e.non_empty_str()?.trim().to_ascii_lowercase();
+                if name == "document" {
+                    return Err(e
+                        .err("`document` cannot be blocked: it is the page a check reads")
+                        .with_hint(format!("block any of: {}", BLOCKABLE.join(", "))));
+                }
+                if !BLOCKABLE.contains(&name.as_str()) {
+                    return Err(e
+                        .err(format!("unknown resource type `{name}`"))
+                        .with_hint(suggestion(&name, BLOCKABLE, "resource types")));
+                }
+                if !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+            out
+        }
+    };
+    Ok(BrowserSettings {
+        executable,
+        headless,
+        profile_dir,
+        connect,
+        block,
+    })
+}
+
+fn fetch_mode(f: &Field<'_>) -> Result<FetchMode> {
+    let raw = f.non_empty_str()?;
+    FetchMode::parse(raw).ok_or_else(|| {
+        f.err(format!("unknown fetch mode `{raw}`"))
+            .with_hint(suggestion(raw, &FetchMode::NAMES, "fetch modes"))
+    })
+}
+
 fn notify(
     root: &Table<'_>,
     watch: &WatchSettings,
@@ -549,6 +669,24 @@ fn sites(
             cookies: t.get("cookies").map(|c| path(&c, base, env)).transpose()?,
             spacing: t.duration("spacing")?,
             profile: t.get("profile").map(|p| profile(&p)).transpose()?,
+            fetch: t.get("fetch").map(|m| fetch_mode(&m)).transpose()?,
+            login_url: t
+                .get("login_url")
+                .map(|u| {
+                    let raw = u.non_empty_str()?.trim();
+                    let same_site = url::Url::parse(raw)
+                        .ok()
+                        .filter(|p| matches!(p.scheme(), "http" | "https"))
+                        .and_then(|p| SiteKey::from_parsed(&p).ok());
+                    match same_site {
+                        Some(k) if k == key => Ok(raw.to_owned()),
+                        Some(k) => Err(u.err(format!(
+                            "`{raw}` is on {k}, not on {key}: a login page of this site is needed"
+                        ))),
+                        None => Err(u.err(format!("`{raw}` is not an http(s) URL"))),
+                    }
+                })
+                .transpose()?,
         };
         out.insert(key.as_str().to_owned(), settings);
     }
@@ -630,6 +768,12 @@ fn searches(
         };
         let listing = t.get("listing").map(|l| listing(&l)).transpose()?;
         let notify_existing = t.bool("notify_existing")?.unwrap_or(watch.notify_existing);
+        let fetch = site_settings.and_then(|s| s.fetch).unwrap_or_else(|| {
+            let name = profile
+                .as_deref()
+                .unwrap_or_else(|| crate::extract::default_profile(&site));
+            FetchMode::default_for_profile(name)
+        });
         out.push(SearchConfig {
             name,
             url,
@@ -638,6 +782,7 @@ fn searches(
             profile,
             listing,
             notify_existing,
+            fetch,
         });
     }
     Ok(out)

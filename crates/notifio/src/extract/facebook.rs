@@ -38,6 +38,10 @@ impl SiteProfile for Facebook {
         true
     }
 
+    fn ready_selector(&self) -> Option<&str> {
+        Some("a[href*=\"/marketplace/item/\"]")
+    }
+
     fn required_cookies(&self) -> &'static [&'static str] {
         &["c_user", "xs"]
     }

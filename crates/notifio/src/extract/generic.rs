@@ -23,6 +23,8 @@ use std::sync::LazyLock;
 #[derive(Debug, Clone)]
 pub struct Generic {
     mode: Mode,
+    /// The card selector, for a browser check to know when the cards are there.
+    ready: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -96,7 +98,11 @@ impl Generic {
             }
             ListingSpec::JsonLd => Mode::JsonLd,
         };
-        Ok(Self { mode })
+        let ready = match spec {
+            ListingSpec::Selector { selector, .. } => Some(selector.clone()),
+            _ => None,
+        };
+        Ok(Self { mode, ready })
     }
 }
 
@@ -107,6 +113,10 @@ impl SiteProfile for Generic {
 
     fn markers(&self) -> Markers {
         Markers::generic()
+    }
+
+    fn ready_selector(&self) -> Option<&str> {
+        self.ready.as_deref()
     }
 
     fn extract(&self, body: &[u8], page_url: &url::Url) -> Extraction {

@@ -43,6 +43,10 @@ impl SiteProfile for Idealista {
         "idealista"
     }
 
+    fn ready_selector(&self) -> Option<&str> {
+        Some("article.item[data-element-id]")
+    }
+
     fn markers(&self) -> Markers {
         Markers::generic()
             .with_challenge_body(&["geo.captcha-delivery.com", "captcha-delivery.com"])

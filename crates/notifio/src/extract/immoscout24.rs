@@ -47,6 +47,10 @@ impl SiteProfile for ImmoScout24 {
         "immoscout24"
     }
 
+    fn ready_selector(&self) -> Option<&str> {
+        Some("[data-obid]")
+    }
+
     fn markers(&self) -> Markers {
         Markers::generic().with_challenge_body(&[
             "Ich bin kein Roboter - ImmobilienScout24",

@@ -56,6 +56,12 @@ pub trait SiteProfile: Send + Sync + std::fmt::Debug {
     fn default_spacing(&self) -> Option<Duration> {
         None
     }
+    /// A CSS selector that matches once a result page rendered by scripts shows its results
+    /// (or says there are none): a browser check reads the page as soon as it does. `None`:
+    /// the browser waits for the load event and 500 ms without requests.
+    fn ready_selector(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The profile names a config may force.
@@ -185,13 +191,20 @@ fn profile_name(site: &SiteKey, forced: Option<&str>) -> Result<&'static str, Pr
                 .copied()
                 .ok_or(ProfileError::UnknownProfile { name })?
         }
-        None => match site.as_str() {
-            "idealista.com" | "idealista.it" | "idealista.pt" => "idealista",
-            "immobilienscout24.de" => "immoscout24",
-            "facebook.com" => "facebook",
-            _ => "generic",
-        },
+        None => default_profile(site),
     })
+}
+
+/// The profile a site's searches get when none is named: Idealista, ImmobilienScout24 and
+/// Facebook by their sites, generic for the rest.
+#[must_use]
+pub fn default_profile(site: &SiteKey) -> &'static str {
+    match site.as_str() {
+        "idealista.com" | "idealista.it" | "idealista.pt" => "idealista",
+        "immobilienscout24.de" => "immoscout24",
+        "facebook.com" => "facebook",
+        _ => "generic",
+    }
 }
 
 fn make_profile(

@@ -7,11 +7,13 @@
 //! (at most 5, cookies re-chosen per hop so they never leave their site), a stalled body runs
 //! into the deadline, and nothing a server sends can panic or allocate without bound.
 
+pub mod browser;
 pub mod cookies;
 pub mod metrics;
 mod retry;
 mod transport;
 
+pub use browser::{Browser, BrowserConfig, Launch};
 pub use metrics::FetchMetrics;
 
 use bytes::Bytes;
@@ -49,6 +51,59 @@ const RETRY_COUNT: header::HeaderName = header::HeaderName::from_static("x-retry
 /// pages tend to be alike in size), so that a host's key is not a URL's key.
 const HOST_SIZE_SEED: u64 = 0x5173_e5ee_d0f0_5175;
 
+/// How a check reads its page (`[site."…"] fetch`): one attempt over plain HTTP, or in the
+/// browser. Everything around an attempt (retry, budget, metrics, classification) is the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FetchMode {
+    /// A plain HTTP request (this module's client).
+    #[default]
+    Http,
+    /// A real browser with the user's profile ([`browser`]).
+    Browser,
+}
+
+impl FetchMode {
+    /// The names a config may give.
+    pub const NAMES: [&'static str; 2] = ["http", "browser"];
+
+    /// The name in config and JSON.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::Browser => "browser",
+        }
+    }
+
+    /// Parses [`Self::as_str`] (case-insensitive).
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "http" => Some(Self::Http),
+            "browser" => Some(Self::Browser),
+            _ => None,
+        }
+    }
+
+    /// The mode a site gets when its config names none: the browser for the profiles whose
+    /// sites refuse plain HTTP clients (Idealista's DataDome, Facebook's login wall), HTTP for
+    /// the rest.
+    #[must_use]
+    pub fn default_for_profile(profile: &str) -> Self {
+        match profile {
+            "idealista" | "facebook" => Self::Browser,
+            _ => Self::Http,
+        }
+    }
+}
+
+impl std::fmt::Display for FetchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How the fetcher talks to sites.
 ///
 /// # Default
@@ -77,6 +132,9 @@ pub struct FetchConfig {
     /// A proxy URL for every request; `None` (the default) = the proxies the environment
     /// names (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, read as curl does).
     pub proxy: Option<String>,
+    /// The browser for [`FetchMode::Browser`] requests; `None` (the default) = such requests
+    /// fail at once.
+    pub browser: Option<BrowserConfig>,
 }
 
 impl Default for FetchConfig {
@@ -91,6 +149,7 @@ impl Default for FetchConfig {
             rng_seed: None,
             extra_roots: Vec::new(),
             proxy: None,
+            browser: None,
         }
     }
 }
@@ -125,6 +184,11 @@ pub struct FetchRequest {
     pub conditional: bool,
     /// POST this JSON body (webhooks) instead of a GET.
     pub post_json: Option<Bytes>,
+    /// Over plain HTTP or in the browser.
+    pub via: FetchMode,
+    /// In the browser: a CSS selector present once the page shows its results (or says there
+    /// are none), so the page is read as soon as it is ready.
+    pub ready: Option<Arc<str>>,
 }
 
 impl FetchRequest {
@@ -137,6 +201,8 @@ impl FetchRequest {
             class: RequestClass::Search,
             conditional: true,
             post_json: None,
+            via: FetchMode::Http,
+            ready: None,
         }
     }
 
@@ -144,6 +210,15 @@ impl FetchRequest {
     #[must_use]
     pub fn with_class(mut self, class: RequestClass) -> Self {
         self.class = class;
+        self
+    }
+
+    /// Same request, read in the browser once `ready` (if any) matches.
+    #[must_use]
+    pub fn in_browser(mut self, ready: Option<Arc<str>>) -> Self {
+        self.via = FetchMode::Browser;
+        self.ready = ready;
+        self.conditional = false;
         self
     }
 }
@@ -177,6 +252,8 @@ pub struct Fetched {
     /// after a refusal, or its session expired: [`Fetcher::close_site`]), so the redirect was
     /// not followed. The response is the redirect itself, with no body.
     pub held_at: Option<SiteKey>,
+    /// How it was read. A browser's body is the rendered DOM, already UTF-8.
+    pub via: FetchMode,
 }
 
 impl Fetched {
@@ -229,6 +306,7 @@ impl Fetched {
             cancelled: false,
             last_error: Some(error),
             held_at: None,
+            via: req.via,
         }
     }
 }
@@ -243,6 +321,9 @@ struct Attempt {
     error: Option<String>,
     /// A redirect into this closed site was not followed.
     held_at: Option<SiteKey>,
+    /// A failure that another attempt within the same check cannot mend (the browser
+    /// crashed or could not start): not retried, whatever its kind.
+    retryable: bool,
 }
 
 #[derive(Clone, Default)]
@@ -267,6 +348,7 @@ struct Inner {
     closed: Mutex<HashSet<SiteKey>>,
     rng: Mutex<SmallRng>,
     metrics: FetchMetrics,
+    browser: Option<Browser>,
 }
 
 /// The HTTP client with retry, limits, cookies and metrics. Cheap to clone.
@@ -305,6 +387,9 @@ fn failure_of(broken: transport::Broken) -> TransportFailure {
 }
 
 fn attempt_result(a: &Attempt) -> AttemptResult {
+    if !a.retryable {
+        return AttemptResult::Invalid;
+    }
     match (a.failure, a.status) {
         (Some(TransportFailure::Timeout), _) => AttemptResult::Timeout,
         (Some(TransportFailure::Connect), _) => AttemptResult::Connect,
@@ -340,6 +425,7 @@ impl Fetcher {
             cfg.proxy.as_deref(),
         )
         .map_err(FetchError::Client)?;
+        let cfg_browser = cfg.browser.clone();
         let rng = match cfg.rng_seed {
             Some(seed) => SmallRng::seed_from_u64(seed),
             None => SmallRng::from_rng(&mut rand::rng()),
@@ -356,6 +442,7 @@ impl Fetcher {
                 closed: Mutex::default(),
                 rng: Mutex::new(rng),
                 metrics: FetchMetrics::new(),
+                browser: cfg_browser.map(Browser::new),
             }),
         })
     }
@@ -422,8 +509,11 @@ impl Fetcher {
                     .or_insert_with(|| self.inner.cfg.budget.clone())
                     .try_spend_retry()
             },
-            |n| async move {
-                let a = self.attempt(req, url, n, header).await;
+            |n, timeout| async move {
+                let a = match req.via {
+                    FetchMode::Http => self.attempt(req, url, n, header).await,
+                    FetchMode::Browser => self.browser_attempt(req, n, header, timeout).await,
+                };
                 (attempt_result(&a), a)
             },
         )
@@ -448,6 +538,7 @@ impl Fetcher {
                 cancelled: out.cancelled,
                 last_error: a.error,
                 held_at: a.held_at,
+                via: req.via,
             },
             None => {
                 let timed_out = out.result == Some(AttemptResult::Timeout);
@@ -493,6 +584,7 @@ impl Fetcher {
             }
         }
         if req.post_json.is_none()
+            && req.via == FetchMode::Http
             && fetched.failure.is_none()
             && fetched.status.is_some_and(|s| (200..300).contains(&s))
         {
@@ -517,6 +609,52 @@ impl Fetcher {
             budget_denied: out.budget_denied,
         });
         fetched
+    }
+
+    /// One attempt in the browser.
+    async fn browser_attempt(
+        &self,
+        req: &FetchRequest,
+        retry_n: u32,
+        header: bool,
+        timeout: Duration,
+    ) -> Attempt {
+        let Some(browser) = &self.inner.browser else {
+            return Attempt {
+                status: None,
+                final_url: req.url.clone(),
+                headers: Vec::new(),
+                body: Bytes::new(),
+                failure: Some(TransportFailure::Malformed),
+                error: Some("this site is read with the browser, but none is set up".into()),
+                held_at: None,
+                retryable: false,
+            };
+        };
+        browser
+            .attempt(&browser::PageRequest {
+                url: &req.url,
+                ready: req.ready.as_deref(),
+                retry_n,
+                header,
+                timeout,
+                body_cap: self.inner.cfg.body_cap,
+            })
+            .await
+    }
+
+    /// The browser, if one is set up (started or not).
+    #[must_use]
+    pub fn browser(&self) -> Option<&Browser> {
+        self.inner.browser.as_ref()
+    }
+
+    /// Closes what the fetcher holds open: the browser, cleanly (its cookies flushed to the
+    /// profile). Call before exiting.
+    pub async fn shutdown(&self) {
+        if let Some(b) = &self.inner.browser {
+            b.shutdown().await;
+        }
     }
 
     fn remember_validators(&self, url: &str, f: &Fetched) {
@@ -632,6 +770,7 @@ impl Fetcher {
                         failure: Some(failure),
                         error: Some(error),
                         held_at: None,
+                        retryable: true,
                     };
                 }
             };
@@ -670,6 +809,7 @@ impl Fetcher {
                         failure: Some(TransportFailure::TooManyRedirects),
                         error: Some(error),
                         held_at: None,
+                        retryable: true,
                     };
                 }
                 // Another site that is waiting (or whose session expired) is not knocked on
@@ -688,6 +828,7 @@ impl Fetcher {
                             "redirected to {to}, which is waiting: not followed"
                         )),
                         held_at: Some(to),
+                        retryable: true,
                     };
                 }
                 hops += 1;
@@ -732,8 +873,30 @@ impl Fetcher {
                 failure,
                 error,
                 held_at: None,
+                retryable: true,
             };
         }
+    }
+}
+
+/// A GET to a local service of ours (a user's browser's DevTools endpoint), through the same
+/// HTTP transport as every site request, without retries, cookies or site headers. The body
+/// is capped at 1 MiB.
+pub(crate) async fn local_get(url: &str) -> Result<Bytes, String> {
+    let t = transport::Transport::new(Duration::from_secs(10), &[], None)?;
+    let mut request = http::Request::new(Full::new(Bytes::new()));
+    *request.uri_mut() = url.parse().map_err(|e| format!("not a valid URL: {e}"))?;
+    let resp = tokio::time::timeout(Duration::from_secs(10), t.send(request))
+        .await
+        .map_err(|_| "no answer within 10 s".to_owned())?
+        .map_err(|e| transport::describe(&e))?;
+    if !resp.status().is_success() {
+        return Err(format!("HTTP {}", resp.status().as_u16()));
+    }
+    let (body, failure, error) = read_capped(resp, 1 << 20, 0).await;
+    match failure {
+        None => Ok(body),
+        Some(_) => Err(error.unwrap_or_else(|| "unreadable answer".into())),
     }
 }
 

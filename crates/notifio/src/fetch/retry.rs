@@ -37,7 +37,9 @@ pub(crate) struct LoopOutcome<T> {
     pub(crate) timeouts: Vec<Duration>,
 }
 
-/// Runs `attempt(n)` (n = retries so far: 0 on the first attempt) under `policy`.
+/// Runs `attempt(n, timeout)` (n = retries so far: 0 on the first attempt; `timeout` = the
+/// time this attempt gets, which an attempt that can return something partial uses to stop
+/// in time) under `policy`.
 ///
 /// `random` supplies jitter samples in `[0, 1)`; `spend_retry` asks the site's budget for one
 /// retry. The attempt future is wrapped in the per-attempt timeout, so a stalled body is cut
@@ -50,7 +52,7 @@ pub(crate) async fn run<T, F, Fut>(
     mut attempt: F,
 ) -> LoopOutcome<T>
 where
-    F: FnMut(u32) -> Fut,
+    F: FnMut(u32, Duration) -> Fut,
     Fut: Future<Output = (AttemptResult, T)>,
 {
     let start = Instant::now();
@@ -74,7 +76,7 @@ where
         let retry_n = out.attempts;
         out.attempts += 1;
         out.timeouts.push(timeout);
-        let fut = tokio::time::timeout(timeout, attempt(retry_n));
+        let fut = tokio::time::timeout(timeout, attempt(retry_n, timeout));
         let (result, payload) = tokio::select! {
             biased;
             () = cancel.cancelled() => {
@@ -123,9 +125,10 @@ mod tests {
         took: Duration,
         log: Arc<Mutex<Vec<(u32, Duration)>>>,
         start: Instant,
-    ) -> impl FnMut(u32) -> std::pin::Pin<Box<dyn Future<Output = (AttemptResult, u32)>>> {
+    ) -> impl FnMut(u32, Duration) -> std::pin::Pin<Box<dyn Future<Output = (AttemptResult, u32)>>>
+    {
         let mut i = 0usize;
-        move |n| {
+        move |n, _timeout| {
             let r = results[i.min(results.len() - 1)];
             i += 1;
             let log = log.clone();

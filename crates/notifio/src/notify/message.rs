@@ -36,9 +36,11 @@ pub fn render(n: &Notification) -> Message {
             since,
             searches,
         } => site_blocked(site, kind, *since, searches),
-        Notification::SessionExpired { site, cookies_path } => {
-            session_expired(site, cookies_path.as_deref())
-        }
+        Notification::SessionExpired {
+            site,
+            cookies_path,
+            login,
+        } => session_expired(site, cookies_path.as_deref(), *login),
     }
 }
 
@@ -185,9 +187,13 @@ fn site_blocked(site: &str, kind: &str, since: u64, searches: &[String]) -> Mess
     }
 }
 
-fn session_expired(site: &str, cookies_path: Option<&str>) -> Message {
+fn session_expired(site: &str, cookies_path: Option<&str>, login: bool) -> Message {
     let subject = format!("Your {site} session expired");
     let text = match cookies_path {
+        _ if login => format!(
+            "Your {site} session expired — run `notifio login {site}` and log in again in the \
+             window it opens.\nSearches on {site} are paused until then.\n"
+        ),
         Some(path) => format!(
             "Your {site} session expired — export fresh cookies to {path}.\n\
              Searches on {site} are paused until then.\n"
@@ -310,9 +316,20 @@ mod tests {
         assert!(m.text.starts_with(
             "We have not been able to check idealista.com since Tue, 14 Nov 2023 22:13:20 GMT (challenge pages)."
         ));
+        let login = render(&Notification::SessionExpired {
+            site: "facebook.com".into(),
+            cookies_path: None,
+            login: true,
+        });
+        assert!(
+            login.text.contains("run `notifio login facebook.com`"),
+            "{}",
+            login.text
+        );
         let m = render(&Notification::SessionExpired {
             site: "facebook.com".into(),
             cookies_path: Some("/home/me/fb.txt".into()),
+            login: false,
         });
         assert!(m.text.starts_with(
             "Your facebook.com session expired — export fresh cookies to /home/me/fb.txt."

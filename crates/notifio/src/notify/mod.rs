@@ -102,6 +102,9 @@ pub enum Notification {
         site: String,
         /// Where the user should put fresh cookies (a path, never cookie values).
         cookies_path: Option<String>,
+        /// The site is read in the browser: the user logs in again with `notifio login`.
+        #[serde(default)]
+        login: bool,
     },
 }
 

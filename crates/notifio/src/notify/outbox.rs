@@ -209,6 +209,7 @@ mod tests {
         Notification::SessionExpired {
             site: site.into(),
             cookies_path: None,
+            login: false,
         }
     }
 

@@ -129,7 +129,7 @@ function reasonFor(s, site) {
       return ['Waiting for its turn on ' + name + '.'];
     }
     case 'session_expired':
-      return [name + ' logged us out (session expired): export fresh cookies into its cookies file; checks on this site are paused.'];
+      return [name + ' logged us out (session expired): run `notifio login ' + name + '` (browser sites) or export fresh cookies into its cookies file; checks on this site are paused.'];
     case 'search_gone':
       return ['The search page is gone (404/410); this search is paused. Check its URL in the config.'];
     case 'layout_unknown':

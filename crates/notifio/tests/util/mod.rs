@@ -104,23 +104,34 @@ pub(crate) struct RawServer {
     pub(crate) url: String,
     response: Arc<Mutex<Vec<u8>>>,
     connections: Arc<AtomicUsize>,
+    /// The request line of each request read.
+    lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl RawServer {
     pub(crate) async fn start(response: impl Into<Vec<u8>>) -> Self {
+        Self::start_at("127.0.0.1", response).await
+    }
+
+    /// [`Self::start`] on another loopback address (`127.0.0.2`, …): a browser gives each
+    /// address a renderer of its own, as it does each real site.
+    pub(crate) async fn start_at(ip: &str, response: impl Into<Vec<u8>>) -> Self {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let server = Self {
             url,
             response: Arc::new(Mutex::new(response.into())),
             connections: Arc::new(AtomicUsize::new(0)),
+            lines: Arc::default(),
         };
         let (response, connections) = (server.response.clone(), server.connections.clone());
+        let lines = server.lines.clone();
         tokio::spawn(async move {
             while let Ok((mut sock, _)) = listener.accept().await {
                 connections.fetch_add(1, Ordering::SeqCst);
                 let response = response.lock().unwrap().clone();
+                let lines = lines.clone();
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 8192];
                     let mut seen = Vec::new();
@@ -131,6 +142,9 @@ impl RawServer {
                             Ok(Ok(n)) if n > 0 => seen.extend_from_slice(&buf[..n]),
                             _ => return,
                         }
+                    }
+                    if let Some(line) = String::from_utf8_lossy(&seen).lines().next() {
+                        lines.lock().unwrap().push(line.to_owned());
                     }
                     let _ = sock.write_all(&response).await;
                     let _ = sock.shutdown().await;
@@ -148,6 +162,11 @@ impl RawServer {
     /// Connections taken so far.
     pub(crate) fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
+    }
+
+    /// The request lines read so far (`GET /path HTTP/1.1`), in order.
+    pub(crate) fn request_lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
     }
 }
 

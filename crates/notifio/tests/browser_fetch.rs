@@ -1,0 +1,763 @@
+//! The browser fetch path end to end: a real Chromium (Debian's `chromium`, installed by
+//! `.ci/run`) reading the fake portal on 127.0.0.1 through the real watcher, with the same
+//! ladders, retry and classification as plain HTTP.
+//!
+//! A test that needs a browser (or Xvfb) it cannot find says so and names the package; under
+//! `CI=true` it fails instead.
+
+mod util;
+
+use fake_portal::{Behaviour, ChallengeKind, Portal, Render, SiteSpec};
+use notifio::config;
+use notifio::fetch::{FetchMode, browser};
+use notifio::watch::{PassResult, WatchEvent, Watcher};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// One browser test at a time: each starts its own browser (several hundred MB), the counts of
+/// browser processes are per test, and CI has two cores.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The browser these tests drive, or `None` (with a notice) when there is none outside CI.
+fn browser_or_skip(test: &str) -> Option<PathBuf> {
+    match browser::find_executable(None, std::env::var_os("PATH")) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{test} needs a browser under CI: {e} (install Debian's `chromium`)"
+            );
+            eprintln!("SKIPPED {test}: {e}; install Debian's `chromium` package to run it");
+            None
+        }
+    }
+}
+
+/// Every process whose environment says it is a browser of ours started by `owner`.
+fn browser_processes(owner: u32) -> Vec<u32> {
+    let marker = format!("{}={owner}", browser::OWNER_ENV);
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        // A zombie has an empty environment: it is gone but for its exit status.
+        if env.split(|b| *b == 0).any(|v| v == marker.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn site(name: &str) -> SiteSpec {
+    SiteSpec {
+        name: name.into(),
+        listings: 30,
+        page_bytes: 40_000,
+        ..SiteSpec::default()
+    }
+}
+
+/// A config: short ladders and retries, the browser profile in `dir`, then `body`.
+fn config_text(dir: &Path, body: &str) -> String {
+    format!(
+        "[watch]\ninterval = \"1h\"\nspacing = \"50ms\"\nstate_dir = {:?}\ndashboard = false\n\n\
+         [browser]\nprofile_dir = {:?}\n\n\
+         [backoff]\nchallenge = [\"1s\"]\nrate_limited = [\"1s\", \"2s\"]\ndenied = [\"1s\"]\nerror = [\"1s\"]\n\n\
+         [retry.search]\ninitial = \"10ms\"\ntimeout = \"8s\"\ndeadline = \"15s\"\n\n{body}",
+        dir.join("state").display().to_string(),
+        dir.join("profile").display().to_string(),
+    )
+}
+
+/// A `[[search]]` reading the portal's cards, and its site's fetch mode.
+fn search(name: &str, url: &str, fetch: FetchMode) -> String {
+    let site = url.split('/').nth(2).unwrap_or_default();
+    format!(
+        "[[search]]\nname = {name:?}\nurl = {url:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n\
+         [site.{site:?}]\nfetch = \"{}\"\n\n",
+        fetch.as_str()
+    )
+}
+
+fn load(dir: &Path, text: &str) -> config::Config {
+    let path = dir.join("notifio.toml");
+    std::fs::write(&path, text).unwrap();
+    config::load(&path).unwrap_or_else(|e| panic!("config: {e}\n{text}"))
+}
+
+/// One `check` pass in this process.
+async fn check_once(cfg: config::Config) -> Vec<PassResult> {
+    let mut w = Watcher::for_one_pass(cfg, vec![], false).unwrap();
+    tokio::time::timeout(Duration::from_secs(60), w.run(CancellationToken::new()))
+        .await
+        .expect("the pass ends")
+        .unwrap()
+}
+
+fn result<'a>(results: &'a [PassResult], name: &str) -> &'a PassResult {
+    results
+        .iter()
+        .find(|r| r.search == name)
+        .unwrap_or_else(|| panic!("no result for {name}: {results:?}"))
+}
+
+fn ids(r: &PassResult) -> Vec<String> {
+    let mut v: Vec<String> = r.listings.iter().map(|l| l.id.clone()).collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cards_built_by_a_script_are_read_in_the_browser_not_over_http() {
+    if browser_or_skip("cards_built_by_a_script").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let scripted = |name: &str| SiteSpec {
+        render: Render::Script(Duration::from_millis(400)),
+        ..site(name)
+    };
+    let portal = Portal::start(vec![scripted("js"), scripted("plain")])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &format!(
+            "{}{}",
+            search(
+                "in the browser",
+                &portal.search_url("js", "a"),
+                FetchMode::Browser
+            ),
+            search(
+                "over http",
+                &portal.search_url("plain", "a"),
+                FetchMode::Http
+            )
+        ),
+    );
+    let results = check_once(load(dir.path(), &text)).await;
+    let plain = result(&results, "over http");
+    assert_eq!(plain.outcome, "layout_unknown", "{plain:?}");
+    assert_eq!(plain.via, FetchMode::Http);
+    let js = result(&results, "in the browser");
+    assert_eq!(js.outcome, "ok", "{js:?}");
+    assert_eq!(js.via, FetchMode::Browser);
+    let mut want: Vec<String> = portal
+        .listings("js", "a")
+        .into_iter()
+        .map(|l| l.id)
+        .collect();
+    want.sort();
+    assert_eq!(ids(js), want, "every card the script built");
+    let first = &js.listings[0];
+    assert!(first.title.is_some() && first.price.is_some(), "{first:?}");
+    assert!(
+        first
+            .url
+            .as_deref()
+            .is_some_and(|u| u.starts_with(&portal.base_url("js"))),
+        "{first:?}"
+    );
+    // The JSON line says how the page was read.
+    let line = serde_json::to_value(js).unwrap();
+    assert_eq!(line["via"], "browser");
+    portal.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocked_resource_types_are_never_requested() {
+    if browser_or_skip("blocked_resource_types").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let with_images = |name: &str| SiteSpec {
+        images: 20,
+        ..site(name)
+    };
+    let portal = Portal::start(vec![with_images("blocked"), with_images("loaded")])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let blocked = config_text(
+        dir.path(),
+        &search("a", &portal.search_url("blocked", "a"), FetchMode::Browser),
+    );
+    let r = check_once(load(dir.path(), &blocked)).await;
+    assert_eq!(r[0].outcome, "ok", "{r:?}");
+    let images = |site: &str| {
+        portal
+            .requests()
+            .iter()
+            .filter(|q| q.site == site && q.path.starts_with("/img/"))
+            .count()
+    };
+    assert_eq!(
+        images("blocked"),
+        0,
+        "no image request with the default block"
+    );
+    // Without the block (block = []), the same page loads its 20 images.
+    let unblocked = config_text(
+        other.path(),
+        &search("b", &portal.search_url("loaded", "a"), FetchMode::Browser),
+    )
+    .replace("[browser]\n", "[browser]\nblock = []\n");
+    let r = check_once(load(other.path(), &unblocked)).await;
+    assert_eq!(r[0].outcome, "ok", "{r:?}");
+    assert_eq!(
+        images("loaded"),
+        20,
+        "the control: images load when not blocked"
+    );
+    let (with, without) = (portal.bytes_sent("blocked"), portal.bytes_sent("loaded"));
+    println!("bytes with the default block: {with}, without: {without}");
+    assert!(
+        with * 5 <= without,
+        "at least 80% fewer bytes: {with} vs {without}"
+    );
+    portal.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_and_faults_in_the_browser_follow_the_same_policy() {
+    if browser_or_skip("refusals_and_faults").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let portal = Portal::start(vec![site("limited"), site("flaky"), site("guarded")])
+        .await
+        .unwrap();
+    portal.set_behaviour(
+        "limited",
+        Behaviour::RateLimited {
+            retry_after: Some("120".into()),
+        },
+    );
+    portal.set_behaviour("flaky", Behaviour::FailNext(2));
+    portal.set_behaviour(
+        "guarded",
+        Behaviour::Challenge(ChallengeKind::Cloudflare, 403),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &format!(
+            "{}{}{}",
+            search(
+                "limited",
+                &portal.search_url("limited", "a"),
+                FetchMode::Browser
+            ),
+            search(
+                "flaky",
+                &portal.search_url("flaky", "a"),
+                FetchMode::Browser
+            ),
+            search(
+                "guarded",
+                &portal.search_url("guarded", "a"),
+                FetchMode::Browser
+            ),
+        ),
+    );
+    let started = notifio::watch::now().as_millis();
+    let results = check_once(load(dir.path(), &text)).await;
+
+    let limited = result(&results, "limited");
+    assert_eq!(limited.outcome, "rate_limited", "{limited:?}");
+    assert_eq!(limited.status, Some(429));
+    assert_eq!(limited.attempts, 1, "a 4xx is never retried");
+    let until = limited.next_retry_at.expect("the site waits");
+    assert!(
+        until >= started + 120_000,
+        "Retry-After: 120 lengthens the 1s rung: waits until {until}, started {started}"
+    );
+
+    let flaky = result(&results, "flaky");
+    assert_eq!(flaky.outcome, "ok", "{flaky:?}");
+    assert_eq!(flaky.attempts, 3);
+    let navigations: Vec<Option<String>> = portal
+        .requests()
+        .iter()
+        .filter(|q| q.site == "flaky" && q.path.starts_with("/search/"))
+        .map(|q| q.header("x-retry-count").map(str::to_owned))
+        .collect();
+    assert_eq!(
+        navigations,
+        vec![None, Some("1".to_owned()), Some("2".to_owned())],
+        "503, 503, 200: three navigations, X-Retry-Count absent, 1, 2"
+    );
+
+    let guarded = result(&results, "guarded");
+    assert_eq!(guarded.outcome, "challenge", "{guarded:?}");
+    assert!(guarded.next_retry_at.is_some());
+
+    // The waiting site is skipped by the next pass, without a request.
+    let before = portal.request_count("limited");
+    let again = check_once(load(dir.path(), &text)).await;
+    assert_eq!(result(&again, "limited").outcome, "waiting");
+    assert_eq!(portal.request_count("limited"), before);
+    portal.shutdown().await;
+}
+
+/// The `notifio` binary with a clean environment for these tests.
+fn notifio() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_notifio"));
+    c.env_remove("RUST_LOG")
+        .env_remove("NOTIFIO_CONFIG")
+        .env_remove("NOTIFIO_BROWSER")
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY");
+    c
+}
+
+/// Main browser processes among `pids`: not its helpers (they carry `--type=`), nor its crash
+/// reporter.
+fn main_processes(pids: &[u32]) -> Vec<u32> {
+    pids.iter()
+        .copied()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                let c = String::from_utf8_lossy(&c);
+                !c.is_empty() && !c.contains("--type=") && !c.contains("crashpad")
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_reaches_the_site_between_two_checks() {
+    if browser_or_skip("nothing_between_checks").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    // A page that calls its site every 200 ms for as long as it is open; its cards come
+    // 600 ms after load, so each check sees it poll a few times.
+    let portal = Portal::start(vec![SiteSpec {
+        poll: Some(Duration::from_millis(200)),
+        render: Render::Script(Duration::from_millis(600)),
+        ..site("ticker")
+    }])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &search(
+            "ticker",
+            &portal.search_url("ticker", "a"),
+            FetchMode::Browser,
+        ),
+    )
+    .replace("interval = \"1h\"", "interval = \"3s\"");
+    let mut watcher = Watcher::new(load(dir.path(), &text), vec![], false).unwrap();
+    let mut events = watcher.subscribe();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move { watcher.run(stop).await });
+    let mut done_at = Vec::new();
+    let mut started_at = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while started_at.len() < 3 {
+            match events.recv().await {
+                Ok(WatchEvent::CheckStarted { .. }) => {
+                    started_at.push(notifio::watch::now().as_millis());
+                }
+                Ok(WatchEvent::CheckDone { outcome, .. }) => {
+                    assert_eq!(outcome.as_str(), "ok");
+                    done_at.push(notifio::watch::now().as_millis());
+                }
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("three checks");
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    let requests = portal.requests();
+    let polls = requests
+        .iter()
+        .filter(|q| q.path.starts_with("/poll"))
+        .count();
+    assert!(polls >= 2, "the page polls while it is open: {polls}");
+    for (done, next) in done_at.iter().zip(started_at.iter().skip(1)) {
+        let between: Vec<_> = requests
+            .iter()
+            .filter(|q| q.at > *done && q.at < *next)
+            .map(|q| (q.at, q.path.clone()))
+            .collect();
+        assert!(
+            between.is_empty(),
+            "requests between a check's end ({done}) and the next start ({next}): {between:?}"
+        );
+    }
+    portal.shutdown().await;
+}
+
+/// A cookie the site sets in one `notifio check` is sent by the next one: the profile lives
+/// on disk, and the browser is closed cleanly at the end of a pass.
+#[test]
+fn the_profile_keeps_cookies_between_processes() {
+    if browser_or_skip("the_profile_keeps_cookies").is_none() {
+        return;
+    }
+    let _one = SERIAL.blocking_lock();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let portal = rt
+        .block_on(Portal::start(vec![SiteSpec {
+            visitor_cookie: true,
+            ..site("cookies")
+        }]))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &search("c", &portal.search_url("cookies", "a"), FetchMode::Browser),
+    );
+    let path = util::write_config(dir.path(), &text);
+    for _ in 0..2 {
+        let out = notifio()
+            .arg("--config")
+            .arg(&path)
+            .args(["check", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(line["outcome"], "ok", "{line}");
+        assert_eq!(line["via"], "browser", "{line}");
+    }
+    let cookies: Vec<Option<String>> = portal
+        .requests()
+        .iter()
+        .filter(|q| q.path.starts_with("/search/"))
+        .map(|q| q.header("cookie").map(str::to_owned))
+        .collect();
+    assert_eq!(cookies.len(), 2, "{cookies:?}");
+    assert_eq!(cookies[0], None, "a new profile has no cookie");
+    assert!(
+        cookies[1]
+            .as_deref()
+            .is_some_and(|c| c.contains("visitor=v1")),
+        "the second process sends the cookie the first got: {cookies:?}"
+    );
+    rt.block_on(portal.shutdown());
+}
+
+#[test]
+fn a_browser_that_cannot_be_found_is_a_config_error_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &search("s", "http://127.0.0.1:9/search/a", FetchMode::Browser),
+    )
+    .replace(
+        "[browser]\n",
+        "[browser]\nexecutable = \"/nonexistent/chromium\"\n",
+    );
+    let path = util::write_config(dir.path(), &text);
+    for cmd in ["check", "watch"] {
+        let out = notifio()
+            .arg("--config")
+            .arg(&path)
+            .arg(cmd)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+        let line = text
+            .lines()
+            .position(|l| l.starts_with("executable"))
+            .unwrap()
+            + 1;
+        assert!(
+            err.contains(&format!("notifio.toml:{line}:14: `browser.executable`")),
+            "{cmd}: {err}"
+        );
+        assert!(
+            err.contains("/nonexistent/chromium` does not exist"),
+            "{err}"
+        );
+        assert!(
+            err.contains("apt install chromium"),
+            "how to install one: {err}"
+        );
+    }
+    // NOTIFIO_BROWSER=none: this machine has no browser, and the message says where that
+    // came from.
+    let plain = util::write_config(
+        dir.path(),
+        &config_text(
+            dir.path(),
+            &search("s", "http://127.0.0.1:9/search/a", FetchMode::Browser),
+        ),
+    );
+    let out = notifio()
+        .arg("--config")
+        .arg(&plain)
+        .arg("check")
+        .env("NOTIFIO_BROWSER", "none")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("`NOTIFIO_BROWSER`"), "{err}");
+    assert!(
+        err.contains("search `s`"),
+        "names the search that needs it: {err}"
+    );
+    // `status` does not need the browser.
+    let out = notifio()
+        .arg("--config")
+        .arg(&plain)
+        .arg("status")
+        .env("NOTIFIO_BROWSER", "none")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_killed_mid_check_is_an_error_and_the_next_check_starts_a_new_one() {
+    if browser_or_skip("a_browser_killed_mid_check").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let portal = Portal::start(vec![site("slow")]).await.unwrap();
+    portal.set_behaviour("slow", Behaviour::Slow(Duration::from_secs(3)));
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &search("slow", &portal.search_url("slow", "a"), FetchMode::Browser),
+    );
+    let mut watcher = Watcher::new(load(dir.path(), &text), vec![], false).unwrap();
+    let fetcher = watcher.fetcher().clone();
+    let mut events = watcher.subscribe();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move { watcher.run(stop).await });
+    // The first check is under way (the portal holds the page for 3 s): kill the browser.
+    util::wait_for(Duration::from_secs(20), "the first request", || {
+        (portal.request_count("slow") > 0).then_some(())
+    })
+    .await;
+    let browser = fetcher.browser().expect("a browser is set up");
+    let pid = browser.pid().await.expect("a browser of ours runs");
+    assert_eq!(
+        main_processes(&browser_processes(std::process::id())),
+        vec![pid],
+        "one browser"
+    );
+    Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    portal.set_behaviour("slow", Behaviour::Normal);
+    let outcomes = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            if let Ok(WatchEvent::CheckDone { outcome, .. }) = events.recv().await {
+                seen.push(outcome.as_str());
+            }
+        }
+        seen
+    })
+    .await
+    .expect("two checks");
+    assert_eq!(
+        outcomes,
+        ["error", "ok"],
+        "killed: error; then a fresh browser reads it"
+    );
+    assert_eq!(browser.starts(), 2, "a new browser for the next check");
+    let new_pid = browser.pid().await.expect("the new browser runs");
+    assert_ne!(new_pid, pid);
+    assert_eq!(
+        main_processes(&browser_processes(std::process::id())),
+        vec![new_pid],
+        "never more than one browser of ours"
+    );
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    portal.shutdown().await;
+}
+
+#[test]
+fn no_browser_outlives_a_killed_watcher() {
+    if browser_or_skip("no_browser_outlives").is_none() {
+        return;
+    }
+    let _one = SERIAL.blocking_lock();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let portal = rt.block_on(Portal::start(vec![site("w")])).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &search("w", &portal.search_url("w", "a"), FetchMode::Browser),
+    );
+    let path = util::write_config(dir.path(), &text);
+    for signal in ["-KILL", "-TERM"] {
+        let mut watch = util::Notifio::start(dir.path(), &path, false, None);
+        let before = portal.request_count("w");
+        rt.block_on(util::wait_for(
+            Duration::from_secs(30),
+            "a browser check",
+            || (portal.request_count("w") > before).then_some(()),
+        ));
+        let ours = browser_processes(watch.pid());
+        assert_eq!(main_processes(&ours).len(), 1, "{}", watch.output());
+        let pid = watch.pid();
+        Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .unwrap();
+        let start = Instant::now();
+        while !browser_processes(pid).is_empty() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            browser_processes(pid),
+            Vec::<u32>::new(),
+            "{signal}: no browser process of ours 5 s later"
+        );
+        let start = Instant::now();
+        while watch.alive() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!watch.alive(), "{signal}: the watcher exits");
+    }
+    rt.block_on(portal.shutdown());
+}
+
+/// A page that misbehaves in the browser: each on a loopback address of its own, so each is a
+/// site of its own, with its own renderer, as real sites are.
+async fn hostile(ip: &str, response: Vec<u8>) -> util::RawServer {
+    util::RawServer::start_at(ip, response).await
+}
+
+fn page(body: &str) -> Vec<u8> {
+    util::raw_response("200 OK", &[], body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_pages_end_as_outcomes_and_never_take_the_browser_down() {
+    if browser_or_skip("hostile_pages").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let cards = "<article class=\"listing\" data-id=\"7\"><a href=\"/listing/7\"><h2 class=\"title\">Flat</h2></a></article>";
+    let looping = hostile(
+        "127.0.0.2",
+        page("<html><body><script>for (;;) {}</script></body></html>"),
+    )
+    .await;
+    let hungry = hostile(
+        "127.0.0.3",
+        page("<html><body><script>var a = []; for (;;) { a.push(new Array(1e6).fill(1.5)); }</script></body></html>"),
+    )
+    .await;
+    let pushy = hostile(
+        "127.0.0.4",
+        page(&format!(
+            "<html><body>{cards}<script>alert('hi'); confirm('sure?'); prompt('name?'); \
+             window.open('/popup'); window.open('about:blank');</script></body></html>"
+        )),
+    )
+    .await;
+    let download = hostile(
+        "127.0.0.5",
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\
+          Content-Disposition: attachment; filename=\"flat.bin\"\r\nContent-Length: 4\r\n\
+          Connection: close\r\n\r\nabcd"
+            .to_vec(),
+    )
+    .await;
+    let portal = Portal::start(vec![site("fine")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut body = String::new();
+    for (name, url) in [
+        ("looping", format!("{}/search", looping.url)),
+        ("hungry", format!("{}/search", hungry.url)),
+        ("pushy", format!("{}/search", pushy.url)),
+        ("download", format!("{}/search", download.url)),
+        ("fine", portal.search_url("fine", "a")),
+    ] {
+        body.push_str(&search(name, &url, FetchMode::Browser));
+    }
+    // A shorter attempt timeout (the looping page is given up on in 5 s), and a long error
+    // rung, so each site is asked once in the pass.
+    let text = config_text(dir.path(), &body)
+        .replace(
+            "timeout = \"8s\"\ndeadline = \"15s\"",
+            "timeout = \"5s\"\ndeadline = \"12s\"",
+        )
+        .replace("error = [\"1s\"]", "error = [\"1h\"]");
+    let cfg = load(dir.path(), &text);
+    let mut w = Watcher::for_one_pass(cfg, vec![], false).unwrap();
+    let fetcher = w.fetcher().clone();
+    let started = Instant::now();
+    let results = tokio::time::timeout(Duration::from_secs(90), w.run(CancellationToken::new()))
+        .await
+        .expect("the pass ends")
+        .unwrap();
+    let took = started.elapsed();
+    for r in &results {
+        println!(
+            "{:<9} {:<15} attempts {} via {}",
+            r.search, r.outcome, r.attempts, r.via
+        );
+    }
+    let looped = result(&results, "looping");
+    assert_eq!(looped.outcome, "error", "{looped:?}");
+    assert_eq!(
+        looped.attempts, 1,
+        "a page that never stops is not tried again at once"
+    );
+    assert_eq!(result(&results, "hungry").outcome, "error");
+    let pushy_r = result(&results, "pushy");
+    assert_eq!(
+        pushy_r.outcome, "ok",
+        "dialogs dismissed, popups closed: {pushy_r:?}"
+    );
+    assert_eq!(ids(pushy_r), ["7"]);
+    let download = result(&results, "download");
+    assert_eq!(download.outcome, "error", "{download:?}");
+    assert_eq!(
+        download.attempts, 1,
+        "a download is refused at once, not retried"
+    );
+    let fine = result(&results, "fine");
+    assert_eq!(fine.outcome, "ok", "{fine:?}");
+    assert_eq!(fine.listings.len(), 30);
+    let browser = fetcher.browser().unwrap();
+    assert_eq!(browser.starts(), 1, "the same browser served every page");
+    assert!(took < Duration::from_secs(60), "bounded: {took:?}");
+    // The page's popup never loaded: no second request reached its site.
+    assert_eq!(
+        pushy.request_lines(),
+        ["GET /search HTTP/1.1"],
+        "only the page itself was requested"
+    );
+    portal.shutdown().await;
+}
