@@ -3,7 +3,7 @@
 //! result lists at all.
 
 use notifio::extract::{Extraction, SiteProfile, profile_for};
-use notifio::listing::{Listing, ListingSpec};
+use notifio::listing::{CardSpec, FieldSpec, Listing, ListingSpec};
 use notifio_policy::{Outcome, ResponseFacts, SiteKey, classify};
 use regex::Regex;
 use std::collections::BTreeSet;
@@ -395,12 +395,7 @@ fn facebook_empty_feed_is_no_results() {
 const PORTAL: &str = "http://127.0.0.1:8080/search/madrid?max=1500";
 
 fn selector_spec() -> ListingSpec {
-    ListingSpec::Selector {
-        selector: "article.listing".into(),
-        id_attr: Some("data-id".into()),
-        title: None,
-        price: None,
-    }
+    ListingSpec::Selector(Box::new(CardSpec::new("article.listing", Some("data-id"))))
 }
 
 #[test]
@@ -440,12 +435,11 @@ fn generic_selector_cards() {
 
 #[test]
 fn generic_selector_without_id_attr_uses_the_first_link() {
-    let spec = ListingSpec::Selector {
-        selector: "article.listing".into(),
-        id_attr: None,
-        title: Some("h2".into()),
-        price: Some(".price".into()),
-    };
+    let spec = ListingSpec::Selector(Box::new(CardSpec {
+        title: Some(FieldSpec::text("h2")),
+        price: Some(FieldSpec::text(".price")),
+        ..CardSpec::new("article.listing", None)
+    }));
     let p = profile(PORTAL, Some(spec));
     let got = listings(p.extract(&own("generic_cards.html"), &Url::parse(PORTAL).unwrap()));
     let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
@@ -458,6 +452,218 @@ fn generic_selector_without_id_attr_uses_the_first_link() {
         ]
     );
     assert_eq!(got[2].title.as_deref(), Some("Studio"));
+}
+
+fn cards(selector: &str, id_attr: &str) -> CardSpec {
+    CardSpec::new(selector, Some(id_attr))
+}
+
+fn extract_with(spec: CardSpec, page: &str, fixture: &str) -> Vec<Listing> {
+    let p = profile(page, Some(ListingSpec::Selector(Box::new(spec))));
+    listings(p.extract(&own(fixture), &Url::parse(page).unwrap()))
+}
+
+const KLEINANZEIGEN: &str = "https://www.kleinanzeigen.de/s-wohnung-mieten/berlin/c203l3331";
+
+/// The first link of each card is its photo, whose text is the photo counter ("18"): the
+/// title is the card's heading instead, and rooms and area come from the card's text.
+#[test]
+fn generic_defaults_on_a_kleinanzeigen_like_page() {
+    let got = extract_with(
+        cards("article.aditem", "data-adid"),
+        KLEINANZEIGEN,
+        "kleinanzeigen_like.html",
+    );
+    let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["2901000001", "2901000002"],
+        "the ad slot is no listing"
+    );
+    let a = &got[0];
+    assert_eq!(
+        a.title.as_deref(),
+        Some("Helle 3-Zimmer-Wohnung mit Balkon")
+    );
+    assert_eq!(
+        (a.price, a.currency.as_deref()),
+        (Some(1250.0), Some("EUR"))
+    );
+    assert_eq!((a.rooms, a.area_m2), (Some(3.0), Some(89.0)));
+    assert_eq!(
+        a.url.as_deref(),
+        Some("https://www.kleinanzeigen.de/s-anzeige/helle-3-zimmer-wohnung/2901000001-203-3331")
+    );
+    // The 2x candidate of the srcset is the larger picture.
+    assert_eq!(
+        a.image.as_deref(),
+        Some("https://img.kleinanzeigen.example/api/v1/prod-ads/images/aa/aa01?rule=$_35.AUTO")
+    );
+    let b = &got[1];
+    assert_eq!(b.title.as_deref(), Some("Altbau mit Stuck, ruhige Lage"));
+    assert_eq!(b.price, Some(1480.0));
+    assert_eq!((b.rooms, b.area_m2), (Some(4.0), Some(147.7)));
+    assert!(got.iter().all(|l| l.title.as_deref() != Some("18")));
+}
+
+const WG_GESUCHT: &str = "https://www.wg-gesucht.de/wg-zimmer-in-Berlin.8.0.1.0.html";
+
+/// The only `<img>`s of each card are flatmate icons; the photo is a CSS background. A shared
+/// room shows no room count ("3er WG" is the flat, not the room), so rooms stay empty.
+#[test]
+fn generic_defaults_on_a_wg_gesucht_like_page() {
+    let got = extract_with(
+        cards(".wgg_card", "data-id"),
+        WG_GESUCHT,
+        "wg_gesucht_like.html",
+    );
+    let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, ["9800001", "9800002"]);
+    let a = &got[0];
+    assert_eq!(
+        a.title.as_deref(),
+        Some("Helles Zimmer in 3er WG nahe Rosenthaler Platz")
+    );
+    assert_eq!(
+        a.image.as_deref(),
+        Some("https://img.wg-gesucht.example/media/up/2025/01/9800001_a.small.jpg")
+    );
+    assert_eq!((a.rooms, a.area_m2), (None, Some(18.0)));
+    assert_eq!(a.price, None, "no element's class says price");
+    assert_eq!(
+        got[1].image.as_deref(),
+        Some("https://img.wg-gesucht.example/media/up/2025/01/9800002_b.small.jpg")
+    );
+    assert!(
+        got.iter()
+            .all(|l| !l.image.as_deref().unwrap().contains("flatmate"))
+    );
+
+    // The sub-selectors of docs/config.md's worked example.
+    let got = extract_with(
+        CardSpec {
+            price: Some(FieldSpec::text(".middle .col-xs-3")),
+            area: Some(FieldSpec::text(".middle .text-right")),
+            ..cards(".wgg_card", "data-id")
+        },
+        WG_GESUCHT,
+        "wg_gesucht_like.html",
+    );
+    let prices: Vec<_> = got.iter().map(|l| (l.price, l.area_m2)).collect();
+    assert_eq!(
+        prices,
+        [(Some(520.0), Some(18.0)), (Some(430.0), Some(14.0))]
+    );
+}
+
+/// Rooms as "hab.", "T3", "rooms"; area as "qm" and with a decimal point; a title from a
+/// link's `aria-label`, the longest link text or a link's `title`; a photo beside a logo, in
+/// `data-src`, in a `srcset`, or as a background.
+#[test]
+fn generic_defaults_read_each_field_in_its_common_forms() {
+    let page = "https://portal.example/search";
+    let got = extract_with(cards("li.card", "data-ref"), page, "generic_fields.html");
+    let row = |l: &Listing| {
+        (
+            l.id.clone(),
+            l.title.clone(),
+            l.price,
+            l.rooms,
+            l.area_m2,
+            l.image.clone(),
+        )
+    };
+    let s = |t: &str| Some(t.to_owned());
+    assert_eq!(
+        got.iter().map(row).collect::<Vec<_>>(),
+        [
+            (
+                "es-1".into(),
+                s("Piso exterior en Chamberí"),
+                Some(1100.0),
+                Some(3.0),
+                Some(85.0),
+                s("https://portal.example/fotos/es-1-principal.jpg"),
+            ),
+            (
+                "pt-2".into(),
+                s("Apartamento T3 com varanda em Arroios"),
+                Some(1350.0),
+                Some(3.0),
+                Some(96.5),
+                s("https://portal.example/fotos/pt-2-large.jpg"),
+            ),
+            (
+                "en-3".into(),
+                s("Two bedroom flat with garden, Hackney"),
+                Some(1450.0),
+                Some(2.0),
+                Some(64.0),
+                s("https://portal.example/photos/en-3.webp"),
+            ),
+            (
+                "de-4".into(),
+                s("Maisonette am Park"),
+                Some(980.0),
+                // "Zimmer: 2,5" puts the unit first: not found by default.
+                None,
+                None,
+                s("https://portal.example/bilder/de-4.jpg"),
+            ),
+        ]
+    );
+    assert_eq!(got[2].currency.as_deref(), Some("GBP"));
+}
+
+/// Each field may name an attribute; a field the user names is read only where they said
+/// (no guessing from the card's text), and a bare number there counts.
+#[test]
+fn generic_sub_selectors_may_name_an_attribute() {
+    let page = "https://portal.example/search";
+    let spec = CardSpec {
+        title: Some(FieldSpec::attr("a[href]", "href")),
+        rooms: Some(FieldSpec::attr(".keyfacts", "data-rooms")),
+        area: Some(FieldSpec::attr(".keyfacts", "data-area")),
+        image: Some(FieldSpec::attr(".photo", "style")),
+        ..cards("li.card", "data-ref")
+    };
+    let got = extract_with(spec, page, "generic_fields.html");
+    let de = by_id(&got, "de-4");
+    assert_eq!(de.title.as_deref(), Some("/expose/de-4"));
+    assert_eq!((de.rooms, de.area_m2), (Some(2.5), Some(61.0)));
+    assert_eq!(de.image, None, "no .photo in this card");
+    let es = by_id(&got, "es-1");
+    assert_eq!(
+        (es.rooms, es.area_m2),
+        (None, None),
+        "not guessed from the text"
+    );
+    assert_eq!(
+        by_id(&got, "en-3").image.as_deref(),
+        Some("https://portal.example/photos/en-3.webp")
+    );
+
+    // An image sub-selector without an attribute takes its first match as a browser shows it
+    // (here the logo: the user chose `img`); with `srcset`, the widest candidate.
+    let spec = |image| CardSpec {
+        image: Some(image),
+        ..cards("li.card", "data-ref")
+    };
+    let got = extract_with(spec(FieldSpec::text("img")), page, "generic_fields.html");
+    assert_eq!(
+        by_id(&got, "es-1").image.as_deref(),
+        Some("https://portal.example/static/agency-logo.png")
+    );
+    let got = extract_with(
+        spec(FieldSpec::attr("img", "srcset")),
+        page,
+        "generic_fields.html",
+    );
+    assert_eq!(
+        by_id(&got, "pt-2").image.as_deref(),
+        Some("https://portal.example/fotos/pt-2-large.jpg")
+    );
+    assert_eq!(by_id(&got, "es-1").image, None, "no srcset there");
 }
 
 #[test]

@@ -6,7 +6,9 @@
 //! `data-obid` (older `.result-list-entry`, newer `.listing-card`) are read. Block pages
 //! (GeeTest "Ich bin kein Roboter", AWS WAF, Imperva) are challenge markers.
 
-use super::html::{CardMark, CardRules, Field, scan_cards, scoped};
+use super::html::{
+    CardMark, CardRules, Field, FieldRule, ImagePick, ImageRule, scan_cards, scoped,
+};
 use super::parse::{clean_text, non_empty, parse_area, parse_number, parse_price, parse_rooms};
 use super::{Extraction, SiteProfile, absolute, nothing_found};
 use crate::listing::Listing;
@@ -27,14 +29,19 @@ static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
         card: CARD.parse().ok()?,
         id_attr: Some("data-obid".into()),
         link: inner("a[href*=\"/expose/\"]")?,
-        title: Some(inner("[class*=\"title\"], h2, h5")?),
+        title: Some(FieldRule::text(inner("[class*=\"title\"], h2, h5")?)),
         price: None,
         rooms: None,
         area: None,
         // Older layout: `<dl class="result-list-entry__primary-criterion"><dd>…</dd>`; newer
         // cards list their attributes in `dd` or elements named `*attribute*`.
         details: Some(inner("dd, [class*=\"attribute\"]")?),
-        image: Some(inner("img")?),
+        image: Some(ImageRule {
+            selector: inner("img")?,
+            pick: ImagePick::Largest,
+        }),
+        background: None,
+        card_text: false,
         mark: Some(CardMark {
             tag: None,
             attr: Cow::Borrowed("data-obid"),
@@ -276,7 +283,7 @@ fn from_cards(body: &[u8], page_url: &url::Url) -> Extraction {
                 .as_deref()
                 .and_then(|h| absolute(page_url, h))
                 .or_else(|| absolute(page_url, &format!("/expose/{id}"))),
-            image: card.image.as_deref().and_then(|h| absolute(page_url, h)),
+            image: card.image().and_then(|h| absolute(page_url, h)),
             id,
         });
     }
