@@ -2,6 +2,9 @@
 //! (`tests/fixtures/`): ids, fields, block pages, logged-out pages, and pages that are not
 //! result lists at all.
 
+use notifio::extract::immoscout24_app::{
+    AppSearch, AppSearchError, DEFAULT_APP_API, WhyLeftOut, app_search,
+};
 use notifio::extract::{Extraction, SiteProfile, profile_for};
 use notifio::listing::{CardSpec, FieldSpec, Listing, ListingSpec};
 use notifio_policy::{Outcome, ResponseFacts, SiteKey, classify};
@@ -327,6 +330,446 @@ fn is24_empty_result_json_is_no_results() {
         p.extract(body, &Url::parse(IS24).unwrap()),
         Extraction::NoResults
     );
+}
+
+// ---- ImmobilienScout24's app --------------------------------------------------------------
+
+/// The app's result list, read by the immoscout24 profile whichever URL it came from: links
+/// are the public expose pages, figures are read by their units (a plot shows no rooms and a
+/// price per m² first), ads and blank ids are skipped, a repeated id counts once.
+#[test]
+fn is24_app_result_list() {
+    let p = profile(IS24, None);
+    let body = own("is24_app_list.json");
+    for came_from in [
+        "http://127.0.0.1:9/search/list?searchType=region",
+        "https://api.mobile.immobilienscout24.de/search/list?searchType=region",
+        IS24,
+    ] {
+        let got = listings(p.extract(&body, &Url::parse(came_from).unwrap()));
+        let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!(ids, ["150000001", "150000002", "150000003"], "{came_from}");
+        let a = &got[0];
+        assert_eq!(
+            a.title.as_deref(),
+            Some("Helle 3-Zimmer-Wohnung mit Südbalkon in Friedrichshain")
+        );
+        assert_eq!(
+            (a.price, a.currency.as_deref(), a.rooms, a.area_m2),
+            (Some(1490.0), Some("EUR"), Some(3.0), Some(78.5))
+        );
+        assert_eq!(
+            a.url.as_deref(),
+            Some("https://www.immobilienscout24.de/expose/150000001")
+        );
+        assert!(
+            a.image.as_deref().unwrap().starts_with(
+                "https://pictures.immobilienscout24.example/listings/aaaa-0001.jpg/ORIG/resize/800x600"
+            ) && a.image.as_deref().unwrap().ends_with("/quality/80"),
+            "the full picture: {:?}",
+            a.image
+        );
+        let b = &got[1];
+        assert_eq!(
+            (b.price, b.rooms, b.area_m2),
+            (Some(640.0), Some(1.5), Some(39.18))
+        );
+        assert!(
+            b.image.as_deref().unwrap().ends_with("/quality/20"),
+            "preview"
+        );
+        let plot = &got[2];
+        assert_eq!(
+            (plot.price, plot.rooms, plot.area_m2, plot.image.as_deref()),
+            (Some(189_000.0), None, Some(612.0), None)
+        );
+    }
+}
+
+#[test]
+fn is24_app_answers_that_are_empty_or_malformed() {
+    let p = profile(IS24, None);
+    let url = Url::parse("http://127.0.0.1:9/search/list").unwrap();
+    let empty = br#"{"totalResults":0,"resultListItems":[]}"#;
+    assert_eq!(p.extract(empty, &url), Extraction::NoResults);
+    let only_ads = br#"{"resultListItems":[{"type":"ADVERTISEMENT","item":{"id":"x"}}]}"#;
+    assert_eq!(p.extract(only_ads, &url), Extraction::Listings(vec![]));
+    // The app's shape with the wrong types inside: the layout changed.
+    let wrong = br#"  {"resultListItems":[{"type":"EXPOSE_RESULT","item":{"id":"1","attributes":"2 Zi."}}]}"#;
+    assert_eq!(p.extract(wrong, &url), Extraction::LayoutUnknown);
+    let cut = br#"{"resultListItems":[{"type":"EXPOSE_RESULT","item":{"id":"1""#;
+    assert_eq!(p.extract(cut, &url), Extraction::LayoutUnknown);
+    // Not the app's shape: the web page paths still apply.
+    assert!(matches!(
+        p.extract(&own("is24_cards.html"), &Url::parse(IS24).unwrap()),
+        Extraction::Listings(l) if l.len() == 2
+    ));
+}
+
+fn app(web: &str) -> Result<AppSearch, AppSearchError> {
+    app_search(
+        &Url::parse(web).unwrap(),
+        &Url::parse(DEFAULT_APP_API).unwrap(),
+    )
+}
+
+/// The app query as (name, value) pairs, in order.
+fn query(search: &AppSearch) -> Vec<(String, String)> {
+    search.url.query_pairs().into_owned().collect()
+}
+
+fn param(search: &AppSearch, name: &str) -> Option<String> {
+    search
+        .url
+        .query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+const IS24_WEB: &str = "https://www.immobilienscout24.de/Suche/de/berlin/berlin";
+
+/// A web search with region, kind, price, rooms, area and sorting becomes the app's POST with
+/// the same search; the website's tracking parameter is dropped without a word.
+#[test]
+fn is24_web_search_becomes_the_app_request() {
+    let s = app(&format!(
+        "{IS24_WEB}/wohnung-mieten?price=-1500.0&pricetype=rentpermonth&numberofrooms=2.0-&livingspace=50.0-90.0&sorting=2&enteredFrom=result_list"
+    ))
+    .unwrap();
+    assert_eq!(s.method, "POST");
+    assert_eq!(
+        (s.url.scheme(), s.url.host_str(), s.url.path()),
+        (
+            "https",
+            Some("api.mobile.immobilienscout24.de"),
+            "/search/list"
+        )
+    );
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter().map(|(a, b)| ((*a).into(), (*b).into())).collect()
+    };
+    assert_eq!(
+        query(&s),
+        pairs(&[
+            ("searchType", "region"),
+            ("realestatetype", "apartmentrent"),
+            ("geocodes", "/de/berlin/berlin"),
+            ("exclusioncriteria", "swapflat"),
+            ("price", "-1500.0"),
+            ("pricetype", "rentpermonth"),
+            ("numberofrooms", "2.0-"),
+            ("livingspace", "50.0-90.0"),
+            ("sorting", "-firstactivation"),
+        ])
+    );
+    assert!(
+        s.url.as_str().contains("geocodes=%2Fde%2Fberlin%2Fberlin"),
+        "{}",
+        s.url
+    );
+    assert_eq!(
+        s.headers,
+        [
+            ("User-Agent", "ImmoScout_28.1_26.5.2_._"),
+            ("Accept", "application/json"),
+            ("Content-Type", "application/json"),
+        ]
+    );
+    let body: serde_json::Value = serde_json::from_str(s.body).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({"supportedResultListTypes": [], "userData": {}})
+    );
+    assert_eq!(s.left_out, []);
+    assert_eq!(s.warning(), None);
+}
+
+/// `app_api` replaces the endpoint's base URL, with or without a trailing slash.
+#[test]
+fn is24_app_endpoint_is_overridable() {
+    let web = Url::parse(&format!("{IS24_WEB}/wohnung-mieten")).unwrap();
+    for base in ["http://127.0.0.1:8099/is24", "http://127.0.0.1:8099/is24/"] {
+        let s = app_search(&web, &Url::parse(base).unwrap()).unwrap();
+        assert_eq!(
+            s.url.as_str().split('?').next(),
+            Some("http://127.0.0.1:8099/is24/search/list"),
+            "{base}"
+        );
+    }
+    let s = app_search(&web, &Url::parse("http://127.0.0.1:8099").unwrap()).unwrap();
+    assert_eq!(s.url.path(), "/search/list");
+    let e = app_search(&web, &Url::parse("ftp://127.0.0.1/").unwrap()).unwrap_err();
+    assert!(matches!(e, AppSearchError::BadEndpoint(_)), "{e}");
+}
+
+/// Every parameter the app search cannot carry over is named, with the reason; nothing is
+/// changed silently. Website noise is not a filter and is not reported.
+#[test]
+fn is24_parameters_the_app_search_leaves_out_are_named() {
+    let s = app(&format!(
+        "{IS24_WEB}/haus-mieten?floor=2-7&pricetype=calculatedtotalrent&listingtags=holzbalken&price=cheap&sorting=99&utm_source=mail&referrer=x&pagenumber=3&numberofrooms=4.0-"
+    ))
+    .unwrap();
+    let left: Vec<(&str, &str, WhyLeftOut)> = s
+        .left_out
+        .iter()
+        .map(|l| (l.param.as_str(), l.value.as_str(), l.why))
+        .collect();
+    assert_eq!(
+        left,
+        [
+            ("floor", "2-7", WhyLeftOut::NotForThisKind),
+            (
+                "pricetype",
+                "calculatedtotalrent",
+                WhyLeftOut::NotForThisKind
+            ),
+            ("listingtags", "holzbalken", WhyLeftOut::Unknown),
+            ("price", "cheap", WhyLeftOut::UnknownValue),
+            ("sorting", "99", WhyLeftOut::UnknownValue),
+        ]
+    );
+    for gone in [
+        "floor",
+        "pricetype",
+        "listingtags",
+        "price",
+        "utm_source",
+        "pagenumber",
+    ] {
+        assert_eq!(param(&s, gone), None, "{gone}");
+    }
+    assert_eq!(param(&s, "numberofrooms").as_deref(), Some("4.0-"));
+    assert_eq!(param(&s, "sorting").as_deref(), Some("-firstactivation"));
+    let warning = s.warning().unwrap();
+    for named in [
+        "`floor=2-7`",
+        "`pricetype=calculatedtotalrent`",
+        "`listingtags=holzbalken` (not understood)",
+        "`price=cheap` (value not understood)",
+        "`sorting=99`",
+    ] {
+        assert!(warning.contains(named), "{named} in {warning}");
+    }
+    assert!(!warning.contains("utm_source") && !warning.contains("pagenumber"));
+}
+
+/// Filters the site folds into the path become parameters; the query replaces them, as on the
+/// website; apartment rentals leave out swap flats unless told otherwise.
+#[test]
+fn is24_path_filters_defaults_and_precedence() {
+    let s = app(&format!("{IS24_WEB}/wohnung-mit-balkon-mieten")).unwrap();
+    assert_eq!(
+        param(&s, "realestatetype").as_deref(),
+        Some("apartmentrent")
+    );
+    assert_eq!(param(&s, "equipment").as_deref(), Some("balcony"));
+    assert_eq!(param(&s, "exclusioncriteria").as_deref(), Some("swapflat"));
+    let s = app(&format!(
+        "{IS24_WEB}/haus-mit-garage-kaufen?equipment=cellar&price=-600000.0"
+    ))
+    .unwrap();
+    assert_eq!(param(&s, "realestatetype").as_deref(), Some("housebuy"));
+    assert_eq!(param(&s, "equipment").as_deref(), Some("cellar"));
+    assert_eq!(
+        param(&s, "exclusioncriteria"),
+        None,
+        "no default for houses"
+    );
+    let s = app(&format!(
+        "{IS24_WEB}/wohnung-mieten?exclusioncriteria=projectlisting"
+    ))
+    .unwrap();
+    assert_eq!(
+        param(&s, "exclusioncriteria").as_deref(),
+        Some("projectlisting")
+    );
+    let s = app(&format!(
+        "{IS24_WEB}/wohnung-bis-800-euro-warm?livingspace=40.0-"
+    ))
+    .unwrap();
+    assert_eq!(
+        (
+            param(&s, "price"),
+            param(&s, "pricetype"),
+            param(&s, "livingspace")
+        ),
+        (
+            Some("-800".into()),
+            Some("calculatedtotalrent".into()),
+            Some("40.0-".into())
+        )
+    );
+    let s = app(&format!(
+        "{IS24_WEB}/3-zimmer-wohnung-kaufen?sorting=-price"
+    ))
+    .unwrap();
+    assert_eq!(
+        (
+            param(&s, "realestatetype"),
+            param(&s, "numberofrooms"),
+            param(&s, "sorting")
+        ),
+        (
+            Some("apartmentbuy".into()),
+            Some("3.0-3.5".into()),
+            Some("-price".into())
+        )
+    );
+    let s = app(&format!("{IS24_WEB}/wg-zimmer?livingspace=12.0-&sorting=4")).unwrap();
+    assert_eq!(
+        (
+            param(&s, "realestatetype"),
+            param(&s, "livingspace"),
+            param(&s, "sorting")
+        ),
+        (
+            Some("flatshareroom".into()),
+            Some("12.0-".into()),
+            Some("price".into())
+        )
+    );
+    // Repeated parameters are one list, as the website writes lists.
+    let s = app(&format!(
+        "{IS24_WEB}/wohnung-mieten?equipment=balcony&equipment=lift"
+    ))
+    .unwrap();
+    assert_eq!(param(&s, "equipment").as_deref(), Some("balcony,lift"));
+}
+
+/// The region comes from the path, or from picked districts, a radius or a drawn shape.
+#[test]
+fn is24_search_regions() {
+    let s = app("https://www.immobilienscout24.de/Suche/de/nordrhein-westfalen/haus-kaufen?geocodes=1276010037,1276010014").unwrap();
+    assert_eq!(
+        param(&s, "geocodes").as_deref(),
+        Some("1276010037,1276010014")
+    );
+    let s = app("https://www.immobilienscout24.de/Suche/de/wohnung-mieten/").unwrap();
+    assert_eq!(param(&s, "geocodes").as_deref(), Some("/de"));
+    let s = app("https://www.immobilienscout24.de/Suche/radius/wohnung-mieten?centerofsearchaddress=Berlin;;;;&geocoordinates=52.52;13.40;5.0").unwrap();
+    assert_eq!(
+        (
+            param(&s, "searchType"),
+            param(&s, "geocoordinates"),
+            param(&s, "geocodes")
+        ),
+        (Some("radius".into()), Some("52.52;13.40;5.0".into()), None)
+    );
+    assert_eq!(s.left_out, [], "the radius' address is not a filter");
+    let s = app("https://www.immobilienscout24.de/Suche/shape/haus-kaufen?shape=aW9yfkhfa3htQQ..&price=-600000.0").unwrap();
+    assert_eq!(
+        (param(&s, "searchType"), param(&s, "shape")),
+        (Some("shape".into()), Some("ior~H_kxmA".into()))
+    );
+}
+
+#[test]
+fn is24_urls_the_app_search_cannot_take_are_errors() {
+    let e = app("https://www.immobilienscout24.de/expose/150000001").unwrap_err();
+    assert!(matches!(e, AppSearchError::NotASearch { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("/Suche/de/berlin/berlin/wohnung-mieten"),
+        "{e}"
+    );
+    for not_a_search in [
+        "https://www.immobilienscout24.de/Suche",
+        "https://www.immobilienscout24.de/",
+        "https://www.immobilienscout24.de",
+    ] {
+        assert!(
+            matches!(app(not_a_search), Err(AppSearchError::NotASearch { .. })),
+            "{not_a_search}"
+        );
+    }
+    let e = app(&format!("{IS24_WEB}/gewerbeflaeche-mieten")).unwrap_err();
+    assert!(e.to_string().contains("`gewerbeflaeche-mieten`"), "{e}");
+    assert!(e.to_string().contains("fetch = \"browser\""), "{e}");
+    let e =
+        app("https://www.immobilienscout24.de/Suche/radius/wohnung-mieten?price=-900").unwrap_err();
+    assert_eq!(
+        e,
+        AppSearchError::NoLocation {
+            kind: "radius",
+            param: "geocoordinates"
+        }
+    );
+    let e = app("https://www.immobilienscout24.de/Suche/wohnung-mieten").unwrap_err();
+    assert!(
+        matches!(e, AppSearchError::NoLocation { kind: "region", .. }),
+        "{e}"
+    );
+}
+
+proptest::proptest! {
+    /// Whatever the web URL holds, each of its parameters is in the app query (as given, or
+    /// sorting translated), named in `left_out`, or website noise; no URL makes it panic.
+    #[test]
+    fn is24_no_parameter_is_dropped_silently(
+        region in proptest::sample::select(vec![
+            "/Suche/de/berlin/berlin", "/Suche/de", "/Suche/radius", "/Suche/shape", "/Suche", "/x",
+        ]),
+        slug in proptest::sample::select(vec![
+            "wohnung-mieten", "haus-kaufen", "wg-zimmer", "loft-mieten", "2-zimmer-wohnung-kaufen",
+            "wohnung-bis-700-euro-warm", "garage-mieten", "immobilie-mieten", "",
+        ]),
+        params in proptest::collection::vec(
+            (
+                proptest::sample::select(vec![
+                    "price", "pricetype", "numberofrooms", "livingspace", "sorting", "equipment",
+                    "floor", "buildingtypes", "haspromotion", "fulltext", "exclusioncriteria",
+                    "geocodes", "geocoordinates", "shape", "enteredFrom", "utm_x", "foo", "PRICE",
+                ]),
+                proptest::sample::select(vec![
+                    "-1200.0", "1.0-2.0", "2", "true", "balcony,lift", "calculatedtotalrent",
+                    "rentpermonth", "2", "-price", "a b", "", "52.5;13.4;5", "aW9yfkhfa3htQQ..",
+                    "%", "ümlaut",
+                ]),
+            ),
+            0..6,
+        ),
+    ) {
+        let mut web = Url::parse("https://www.immobilienscout24.de/").unwrap();
+        web.set_path(&format!("{region}/{slug}"));
+        web.query_pairs_mut().extend_pairs(params.iter().copied());
+        let Ok(s) = app(web.as_str()) else {
+            // Only a URL that is no search of a known kind, or lacks its location, is refused.
+            proptest::prop_assert!(
+                region == "/x" || region == "/Suche" || slug.is_empty() || slug == "immobilie-mieten"
+                    || ["/Suche/radius", "/Suche/shape"].contains(&region),
+                "{web} refused"
+            );
+            return Ok(());
+        };
+        // The web query as the translator reads it: repeats joined.
+        let mut given: Vec<(String, String)> = Vec::new();
+        for (k, v) in web.query_pairs() {
+            match given.iter_mut().find(|(n, _)| *n == k) {
+                Some((_, value)) => {
+                    value.push(',');
+                    value.push_str(&v);
+                }
+                None => given.push((k.into_owned(), v.into_owned())),
+            }
+        }
+        for (name, value) in given {
+            let value = value.trim().to_owned();
+            let noise = ["enteredFrom", "geocodes", "geocoordinates", "shape"]
+                .contains(&name.as_str())
+                || name.starts_with("utm_");
+            let reported = s.left_out.iter().any(|l| l.param == name && l.value == value);
+            let sent = match name.as_str() {
+                "sorting" => param(&s, "sorting").is_some(),
+                _ => param(&s, &name) == Some(value.clone()),
+            };
+            proptest::prop_assert!(
+                noise || reported || sent,
+                "{name}={value} vanished from {web} -> {}",
+                s.url
+            );
+        }
+    }
 }
 
 const FB: &str = "https://www.facebook.com/marketplace/madrid/propertyrentals";

@@ -1,6 +1,9 @@
-//! ImmobilienScout24 (immobilienscout24.de): embedded result JSON first, HTML cards second.
+//! ImmobilienScout24 (immobilienscout24.de): the app's result list, the web page's embedded
+//! result JSON, or its HTML cards, whichever the body is.
 //!
-//! Result pages have embedded the search response as `IS24.resultList = {…}` (with
+//! The app's answer (`{"resultListItems": […]}`, see `immoscout24_app`) is recognised by its
+//! shape, so it is read the same whether it came from the app endpoint or a saved file. Result
+//! pages have embedded the search response as `IS24.resultList = {…}` (with
 //! `searchResponseModel["resultlist.resultlist"]`); when it is present only that slice is
 //! parsed with serde_json, because it carries exact prices and areas. Otherwise cards with
 //! `data-obid` (older `.result-list-entry`, newer `.listing-card`) are read. Block pages
@@ -9,6 +12,7 @@
 use super::html::{
     CardMark, CardRules, Field, FieldRule, ImagePick, ImageRule, scan_cards, scoped,
 };
+use super::immoscout24_app::from_app_json;
 use super::parse::{clean_text, non_empty, parse_area, parse_number, parse_price, parse_rooms};
 use super::{Extraction, SiteProfile, absolute, nothing_found};
 use crate::listing::Listing;
@@ -64,6 +68,9 @@ impl SiteProfile for ImmoScout24 {
     }
 
     fn extract(&self, body: &[u8], page_url: &url::Url) -> Extraction {
+        if let Some(found) = from_app_json(body, page_url) {
+            return found;
+        }
         if let Some(found) = from_json(body, page_url) {
             return found;
         }

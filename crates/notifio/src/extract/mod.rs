@@ -11,6 +11,7 @@ mod html;
 pub mod idealista;
 mod image;
 pub mod immoscout24;
+pub mod immoscout24_app;
 mod parse;
 
 use crate::listing::{Listing, ListingSpec};

@@ -31,6 +31,24 @@ static AREA: LazyLock<Regex> = LazyLock::new(|| {
         .unwrap_or_else(|e| unreachable!("static regex: {e}"))
 });
 
+/// A listing id in embedded JSON: a string or a number, as sites write it.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+pub(crate) enum JsonId {
+    S(String),
+    N(u64),
+}
+
+impl JsonId {
+    /// The id as text; `None` when it is blank.
+    pub(crate) fn into_id(self) -> Option<String> {
+        match self {
+            Self::S(s) => Some(s.trim().to_owned()).filter(|s| !s.is_empty()),
+            Self::N(n) => Some(n.to_string()),
+        }
+    }
+}
+
 /// Reads a number written with thousands and decimal separators in any of the usual styles:
 /// "1.250" and "1,250" are 1250; "1.250,50" and "1,250.50" are 1250.5; "415,80" is 415.8.
 pub(crate) fn parse_number(raw: &str) -> Option<f64> {
