@@ -200,12 +200,17 @@ fn card_listing(card: &RawCard, page_url: &url::Url, rules: &CardRules) -> Optio
         .and_then(|t| parse_price(&t));
     // A field the user named is read as they said (a bare "3" is 3 rooms); otherwise the
     // first figure with its unit in the card's text.
+    let whole_text = if rules.card_text {
+        clean_text(&card.whole_text)
+    } else {
+        String::new()
+    };
     let figure = |rule: &Option<FieldRule>,
                   field: Field,
                   named: fn(&str) -> Option<f64>,
                   found: fn(&str) -> Option<f64>| match rule {
         Some(_) => card.text(field).and_then(non_empty).and_then(|t| named(&t)),
-        None => found(&clean_text(&card.text)),
+        None => found(&whole_text),
     };
     Some(Listing {
         id,

@@ -33,7 +33,7 @@ pub(crate) struct CardRules {
     /// Elements whose `style` may paint the picture (`background-image`), used when no image
     /// element yields one.
     pub(crate) background: Option<Selector>,
-    /// Keep the card's whole visible text ([`RawCard::text`]), for figures found by unit.
+    /// Keep the card's whole visible text ([`RawCard::whole_text`]), for figures found by unit.
     pub(crate) card_text: bool,
     /// What every card's start tag carries, when the card selector guarantees it: lets
     /// [`scan_cards`] read only the part of the page that holds the cards.
@@ -294,7 +294,7 @@ pub(crate) struct RawCard {
     pub(crate) details: Vec<String>,
     /// The card's visible text, each text node followed by a space (when
     /// [`CardRules::card_text`]).
-    pub(crate) text: String,
+    pub(crate) whole_text: String,
     picture: Option<image::Candidate>,
     background: Option<String>,
 }
@@ -574,11 +574,11 @@ fn scan_all(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>, String> {
             if matches!(t.text_type(), TextType::Data)
                 && let Some(card) = st.borrow_mut().current.as_mut()
             {
-                push_capped_to(&mut card.text, t.as_str(), CARD_TEXT_CAP);
+                push_capped_to(&mut card.whole_text, t.as_str(), CARD_TEXT_CAP);
                 // Text nodes of different elements stay apart: "3" and "89 m²" are not
                 // "389 m²".
                 if t.last_in_text_node() {
-                    push_capped_to(&mut card.text, " ", CARD_TEXT_CAP);
+                    push_capped_to(&mut card.whole_text, " ", CARD_TEXT_CAP);
                 }
             }
             Ok(())
