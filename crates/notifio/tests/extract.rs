@@ -657,6 +657,14 @@ fn is24_search_regions() {
         (Some("radius".into()), Some("52.52;13.40;5.0".into()), None)
     );
     assert_eq!(s.left_out, [], "the radius' address is not a filter");
+    let s = app("https://www.immobilienscout24.de/Suche/radius/wohnung-mieten?geocoordinates=52.52;13.40;5.0&geocodes=1276010037&price=").unwrap();
+    let left: Vec<&str> = s.left_out.iter().map(|l| l.param.as_str()).collect();
+    assert_eq!(
+        left,
+        ["geocodes"],
+        "districts do not apply to a radius search; an empty price is none"
+    );
+    assert_eq!(param(&s, "price"), None);
     let s = app("https://www.immobilienscout24.de/Suche/shape/haus-kaufen?shape=aW9yfkhfa3htQQ..&price=-600000.0").unwrap();
     assert_eq!(
         (param(&s, "searchType"), param(&s, "shape")),
@@ -755,12 +763,11 @@ proptest::proptest! {
         }
         for (name, value) in given {
             let value = value.trim().to_owned();
-            let noise = ["enteredFrom", "geocodes", "geocoordinates", "shape"]
-                .contains(&name.as_str())
-                || name.starts_with("utm_");
+            let noise = value.is_empty() || name == "enteredFrom" || name.starts_with("utm_");
             let reported = s.left_out.iter().any(|l| l.param == name && l.value == value);
             let sent = match name.as_str() {
-                "sorting" => param(&s, "sorting").is_some(),
+                // Translated: present under the app's name or encoding.
+                "sorting" | "shape" => param(&s, &name).is_some(),
                 _ => param(&s, &name) == Some(value.clone()),
             };
             proptest::prop_assert!(

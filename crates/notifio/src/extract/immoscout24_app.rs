@@ -271,7 +271,8 @@ const FILTERS: &[Filter] = &[
 ];
 
 /// Parameters the website adds that are no filter (tracking, paging, the address a radius
-/// search shows): dropped without a word. Notifio reads from the first page.
+/// search shows): dropped without a word, as are empty values. Notifio reads from the first
+/// page.
 const NOISE: &[&str] = &[
     "enteredFrom",
     "referrer",
@@ -507,6 +508,12 @@ pub fn app_search(web: &Url, app_api: &Url) -> Result<AppSearch, AppSearchError>
     };
 
     let mut params: Vec<(&'static str, String)> = Vec::new();
+    // The query parameter that holds the location, if one does.
+    let location = match region.first() {
+        Some(&"radius") => "geocoordinates",
+        Some(&"shape") => "shape",
+        _ => "geocodes",
+    };
     match region.first() {
         Some(&"radius") => {
             let at = take("geocoordinates").ok_or(AppSearchError::NoLocation {
@@ -556,7 +563,9 @@ pub fn app_search(web: &Url, app_api: &Url) -> Result<AppSearch, AppSearchError>
     };
     for (name, value) in &query {
         let value = value.trim();
-        if matches!(name.as_str(), "geocodes" | "geocoordinates" | "shape")
+        // An empty value filters nothing.
+        if value.is_empty()
+            || name == location
             || NOISE.contains(&name.as_str())
             || NOISE_PREFIXES.iter().any(|p| name.starts_with(p))
         {
