@@ -5,7 +5,7 @@
 //! regression tests in `crates/*/tests/fuzz_regressions.rs` assert the same thing.
 
 use notifio::extract::{Extraction, SiteProfile};
-use notifio::listing::ListingSpec;
+use notifio::listing::{CardSpec, FieldSpec, ListingSpec};
 
 /// The page URLs the extractors are fed (the same the integration tests use).
 pub const IDEALISTA: &str = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/";
@@ -30,18 +30,14 @@ pub fn check_extract(profile: &dyn SiteProfile, body: &[u8], page_url: &str) {
 /// with first-link id, link regex, JSON-LD.
 pub fn generic_spec(selector: u8) -> ListingSpec {
     match selector % 4 {
-        0 => ListingSpec::Selector {
-            selector: "article.listing".into(),
-            id_attr: Some("data-id".into()),
-            title: None,
-            price: None,
-        },
-        1 => ListingSpec::Selector {
-            selector: "article.listing".into(),
-            id_attr: None,
-            title: Some("h2".into()),
-            price: Some(".price".into()),
-        },
+        0 => ListingSpec::Selector(Box::new(CardSpec::new("article.listing", Some("data-id")))),
+        1 => ListingSpec::Selector(Box::new(CardSpec {
+            title: Some(FieldSpec::text("h2")),
+            price: Some(FieldSpec::text(".price")),
+            rooms: Some(FieldSpec::text(".rooms")),
+            image: Some(FieldSpec::attr("img", "data-src")),
+            ..CardSpec::new("article.listing", None)
+        })),
         2 => ListingSpec::Link {
             link: r"/listing/(\d+)".into(),
         },

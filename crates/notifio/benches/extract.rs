@@ -4,7 +4,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use notifio::extract::{Extraction, SiteProfile, profile_for};
-use notifio::listing::ListingSpec;
+use notifio::listing::{CardSpec, ListingSpec};
 use notifio_policy::SiteKey;
 use std::hint::black_box;
 use std::sync::Arc;
@@ -109,12 +109,7 @@ fn benches(c: &mut Criterion) {
         for (name, spec) in [
             (
                 "selector",
-                ListingSpec::Selector {
-                    selector: "article.listing".into(),
-                    id_attr: Some("data-id".into()),
-                    title: None,
-                    price: None,
-                },
+                ListingSpec::Selector(Box::new(CardSpec::new("article.listing", Some("data-id")))),
             ),
             (
                 "link",

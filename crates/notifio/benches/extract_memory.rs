@@ -8,7 +8,7 @@
 //! ```
 
 use notifio::extract::{Extraction, profile_for};
-use notifio::listing::ListingSpec;
+use notifio::listing::{CardSpec, ListingSpec};
 use notifio_policy::SiteKey;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -110,12 +110,10 @@ fn main() {
     measure(
         "generic selector (synthetic portal page)",
         "http://127.0.0.1:8080/search",
-        Some(ListingSpec::Selector {
-            selector: "article.listing".into(),
-            id_attr: Some("data-id".into()),
-            title: None,
-            price: None,
-        }),
+        Some(ListingSpec::Selector(Box::new(CardSpec::new(
+            "article.listing",
+            Some("data-id"),
+        )))),
         &pages::generic_page(300_000, 40),
     );
 

@@ -30,20 +30,8 @@ pub struct Listing {
 /// `[[search]]`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ListingSpec {
-    /// Each element matching `selector` is one listing; its id is the `id_attr` attribute, or
-    /// when `id_attr` is `None`, the first link inside it. Optional sub-selectors name the
-    /// fields; when absent, elements whose class contains `title`, `price`, `rooms`, `area`
-    /// are used.
-    Selector {
-        /// CSS selector of one listing card, e.g. `article.listing`.
-        selector: String,
-        /// Attribute carrying the id, e.g. `data-id`.
-        id_attr: Option<String>,
-        /// Sub-selector of the title inside a card.
-        title: Option<String>,
-        /// Sub-selector of the price inside a card.
-        price: Option<String>,
-    },
+    /// Each element matching the card selector is one listing (see [`CardSpec`]).
+    Selector(Box<CardSpec>),
     /// Every link whose href matches `link` is a listing; the first capture group is its id.
     Link {
         /// A regex with one capture group, e.g. `/listing/(\d+)`.
@@ -51,4 +39,69 @@ pub enum ListingSpec {
     },
     /// The page's JSON-LD `ItemList` lists the results.
     JsonLd,
+}
+
+/// One listing card of a generic site: where it is, what identifies it, and where each field
+/// it shows is. A field without a rule is found by default (docs/sites.md): the title is the
+/// card's first heading, else its link's `title`/`aria-label`, else its longest link text; the
+/// price is an element whose class contains `price`; rooms and area are read from the card's
+/// text by their units; the image is the card's largest picture that is not an icon.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CardSpec {
+    /// CSS selector of one listing card, e.g. `article.listing`.
+    pub selector: String,
+    /// Attribute carrying the id, e.g. `data-id`; `None`: the card's first link is its id.
+    pub id_attr: Option<String>,
+    /// Where the title is.
+    pub title: Option<FieldSpec>,
+    /// Where the price is.
+    pub price: Option<FieldSpec>,
+    /// Where the number of rooms is.
+    pub rooms: Option<FieldSpec>,
+    /// Where the living area is.
+    pub area: Option<FieldSpec>,
+    /// Where the main photo is.
+    pub image: Option<FieldSpec>,
+}
+
+/// Where one field of a card is: the first element inside the card matching `selector`, read
+/// as its text or, when `attr` is given, as that attribute's value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldSpec {
+    /// CSS selector inside the card, e.g. `h2 a`.
+    pub selector: String,
+    /// Attribute to read instead of the text, e.g. `data-src` or `title`.
+    pub attr: Option<String>,
+}
+
+impl FieldSpec {
+    /// The text of the first element matching `selector`.
+    #[must_use]
+    pub fn text(selector: &str) -> Self {
+        Self {
+            selector: selector.to_owned(),
+            attr: None,
+        }
+    }
+
+    /// The attribute `attr` of the first element matching `selector`.
+    #[must_use]
+    pub fn attr(selector: &str, attr: &str) -> Self {
+        Self {
+            selector: selector.to_owned(),
+            attr: Some(attr.to_owned()),
+        }
+    }
+}
+
+impl CardSpec {
+    /// Cards matching `selector` with their id in `id_attr`, every field found by default.
+    #[must_use]
+    pub fn new(selector: &str, id_attr: Option<&str>) -> Self {
+        Self {
+            selector: selector.to_owned(),
+            id_attr: id_attr.map(str::to_owned),
+            ..Self::default()
+        }
+    }
 }

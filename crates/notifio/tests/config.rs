@@ -5,7 +5,7 @@
 use notifio::config::{
     self, Config, ConfigError, Environment, STARTER, WebhookFormat, parse_in, write_starter,
 };
-use notifio::listing::ListingSpec;
+use notifio::listing::{CardSpec, FieldSpec, ListingSpec};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -168,12 +168,10 @@ fn the_design_example_parses_to_what_it_says() {
     assert_eq!(s.profile.as_deref(), Some("idealista"));
     assert_eq!(
         s.listing,
-        Some(ListingSpec::Selector {
-            selector: "article.listing".into(),
-            id_attr: Some("data-id".into()),
-            title: None,
-            price: None,
-        })
+        Some(ListingSpec::Selector(Box::new(CardSpec::new(
+            "article.listing",
+            Some("data-id")
+        ))))
     );
     let fb = &c.sites["facebook.com"];
     assert_eq!(
@@ -520,12 +518,71 @@ fn listing_forms() {
     );
     assert_eq!(
         listing_of(r#"{ selector = "article.card", title = "h2 a", price = ".price" }"#),
-        Ok(Some(ListingSpec::Selector {
-            selector: "article.card".into(),
-            id_attr: None,
-            title: Some("h2 a".into()),
-            price: Some(".price".into()),
-        }))
+        Ok(Some(ListingSpec::Selector(Box::new(CardSpec {
+            title: Some(FieldSpec::text("h2 a")),
+            price: Some(FieldSpec::text(".price")),
+            ..CardSpec::new("article.card", None)
+        }))))
+    );
+}
+
+#[test]
+fn card_fields_are_selectors_or_selectors_with_an_attribute() {
+    let spec = listing_of(
+        r#"{ selector = "article.aditem", id_attr = "data-adid", title = { selector = "h2 a", attr = "title" }, rooms = ".tags", area = { selector = ".tags", attr = "data-area" }, image = { selector = "img", attr = "Data-Src" } }"#,
+    );
+    assert_eq!(
+        spec,
+        Ok(Some(ListingSpec::Selector(Box::new(CardSpec {
+            title: Some(FieldSpec::attr("h2 a", "title")),
+            rooms: Some(FieldSpec::text(".tags")),
+            area: Some(FieldSpec::attr(".tags", "data-area")),
+            image: Some(FieldSpec::attr("img", "Data-Src")),
+            ..CardSpec::new("article.aditem", Some("data-adid"))
+        }))))
+    );
+    // `{ selector = "…" }` alone is the same as the string.
+    assert_eq!(
+        listing_of(r#"{ selector = "li", price = { selector = ".p" } }"#),
+        Ok(Some(ListingSpec::Selector(Box::new(CardSpec {
+            price: Some(FieldSpec::text(".p")),
+            ..CardSpec::new("li", None)
+        }))))
+    );
+}
+
+#[test]
+fn a_bad_card_field_is_an_error_at_its_key() {
+    assert_eq!(
+        listing_of(r#"{ selector = "li", rooms = 5 }"#),
+        Err("notifio.toml:4:38: `search[0].listing.rooms`: expected a CSS selector inside the card, or { selector = \"…\", attr = \"…\" }, found an integer".into())
+    );
+    assert_eq!(
+        listing_of(r#"{ selector = "li", image = { attr = "src" } }"#),
+        Err("notifio.toml:4:38: `search[0].listing.image`: missing `selector`: which element inside the card holds it\n  hint: e.g. { selector = \"img\", attr = \"data-src\" }".into())
+    );
+    let e = listing_of(r#"{ selector = "li", image = { selector = "img", atr = "src" } }"#)
+        .unwrap_err();
+    assert!(
+        e.starts_with("notifio.toml:4:58: `search[0].listing.image.atr`: unknown key `atr`\n  hint: did you mean `attr`?"),
+        "{e}"
+    );
+    assert_eq!(
+        listing_of(r#"{ selector = "li", image = { selector = "img", attr = "data src" } }"#),
+        Err("notifio.toml:4:65: `search[0].listing.image.attr`: `data src` is not an attribute name (it contains ' ')\n  hint: write the attribute's name alone, e.g. \"data-id\" or \"data-src\"".into())
+    );
+    let e = listing_of(r#"{ selector = "li", area = { selector = "]" } }"#).unwrap_err();
+    assert!(
+        e.starts_with("notifio.toml:4:50: `search[0].listing.area.selector`: `]` is not a CSS selector notifio can run: "),
+        "{e}"
+    );
+    assert_eq!(
+        listing_of(r#"{ link = "/(x)", image = "img" }"#),
+        Err("notifio.toml:4:36: `search[0].listing.image`: `image` only applies with `selector`, not with `link`".into())
+    );
+    assert_eq!(
+        listing_of(r#"{ selector = "li", id_attr = "data-id>" }"#),
+        Err("notifio.toml:4:40: `search[0].listing.id_attr`: `data-id>` is not an attribute name (it contains '>')\n  hint: write the attribute's name alone, e.g. \"data-id\" or \"data-src\"".into())
     );
 }
 

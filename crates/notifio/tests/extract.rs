@@ -2,8 +2,11 @@
 //! (`tests/fixtures/`): ids, fields, block pages, logged-out pages, and pages that are not
 //! result lists at all.
 
+use notifio::extract::immoscout24_app::{
+    AppSearch, AppSearchError, DEFAULT_APP_API, WhyLeftOut, app_search,
+};
 use notifio::extract::{Extraction, SiteProfile, profile_for};
-use notifio::listing::{Listing, ListingSpec};
+use notifio::listing::{CardSpec, FieldSpec, Listing, ListingSpec};
 use notifio_policy::{Outcome, ResponseFacts, SiteKey, classify};
 use regex::Regex;
 use std::collections::BTreeSet;
@@ -329,6 +332,453 @@ fn is24_empty_result_json_is_no_results() {
     );
 }
 
+// ---- ImmobilienScout24's app --------------------------------------------------------------
+
+/// The app's result list, read by the immoscout24 profile whichever URL it came from: links
+/// are the public expose pages, figures are read by their units (a plot shows no rooms and a
+/// price per m² first), ads and blank ids are skipped, a repeated id counts once.
+#[test]
+fn is24_app_result_list() {
+    let p = profile(IS24, None);
+    let body = own("is24_app_list.json");
+    for came_from in [
+        "http://127.0.0.1:9/search/list?searchType=region",
+        "https://api.mobile.immobilienscout24.de/search/list?searchType=region",
+        IS24,
+    ] {
+        let got = listings(p.extract(&body, &Url::parse(came_from).unwrap()));
+        let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!(ids, ["150000001", "150000002", "150000003"], "{came_from}");
+        let a = &got[0];
+        assert_eq!(
+            a.title.as_deref(),
+            Some("Helle 3-Zimmer-Wohnung mit Südbalkon in Friedrichshain")
+        );
+        assert_eq!(
+            (a.price, a.currency.as_deref(), a.rooms, a.area_m2),
+            (Some(1490.0), Some("EUR"), Some(3.0), Some(78.5))
+        );
+        assert_eq!(
+            a.url.as_deref(),
+            Some("https://www.immobilienscout24.de/expose/150000001")
+        );
+        assert!(
+            a.image.as_deref().unwrap().starts_with(
+                "https://pictures.immobilienscout24.example/listings/aaaa-0001.jpg/ORIG/resize/800x600"
+            ) && a.image.as_deref().unwrap().ends_with("/quality/80"),
+            "the full picture: {:?}",
+            a.image
+        );
+        let b = &got[1];
+        assert_eq!(
+            (b.price, b.rooms, b.area_m2),
+            (Some(640.0), Some(1.5), Some(39.18))
+        );
+        assert!(
+            b.image.as_deref().unwrap().ends_with("/quality/20"),
+            "preview"
+        );
+        let plot = &got[2];
+        assert_eq!(
+            (plot.price, plot.rooms, plot.area_m2, plot.image.as_deref()),
+            (Some(189_000.0), None, Some(612.0), None)
+        );
+    }
+}
+
+#[test]
+fn is24_app_answers_that_are_empty_or_malformed() {
+    let p = profile(IS24, None);
+    let url = Url::parse("http://127.0.0.1:9/search/list").unwrap();
+    let empty = br#"{"totalResults":0,"resultListItems":[]}"#;
+    assert_eq!(p.extract(empty, &url), Extraction::NoResults);
+    let only_ads = br#"{"resultListItems":[{"type":"ADVERTISEMENT","item":{"id":"x"}}]}"#;
+    assert_eq!(p.extract(only_ads, &url), Extraction::Listings(vec![]));
+    // The app's shape with the wrong types inside: the layout changed.
+    let wrong = br#"  {"resultListItems":[{"type":"EXPOSE_RESULT","item":{"id":"1","attributes":"2 Zi."}}]}"#;
+    assert_eq!(p.extract(wrong, &url), Extraction::LayoutUnknown);
+    let cut = br#"{"resultListItems":[{"type":"EXPOSE_RESULT","item":{"id":"1""#;
+    assert_eq!(p.extract(cut, &url), Extraction::LayoutUnknown);
+    // Not the app's shape: the web page paths still apply.
+    assert!(matches!(
+        p.extract(&own("is24_cards.html"), &Url::parse(IS24).unwrap()),
+        Extraction::Listings(l) if l.len() == 2
+    ));
+}
+
+fn app(web: &str) -> Result<AppSearch, AppSearchError> {
+    app_search(
+        &Url::parse(web).unwrap(),
+        &Url::parse(DEFAULT_APP_API).unwrap(),
+    )
+}
+
+/// The app query as (name, value) pairs, in order.
+fn query(search: &AppSearch) -> Vec<(String, String)> {
+    search.url.query_pairs().into_owned().collect()
+}
+
+fn param(search: &AppSearch, name: &str) -> Option<String> {
+    search
+        .url
+        .query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+const IS24_WEB: &str = "https://www.immobilienscout24.de/Suche/de/berlin/berlin";
+
+/// A web search with region, kind, price, rooms, area and sorting becomes the app's POST with
+/// the same search; the website's tracking parameter is dropped without a word.
+#[test]
+fn is24_web_search_becomes_the_app_request() {
+    let s = app(&format!(
+        "{IS24_WEB}/wohnung-mieten?price=-1500.0&pricetype=rentpermonth&numberofrooms=2.0-&livingspace=50.0-90.0&sorting=2&enteredFrom=result_list"
+    ))
+    .unwrap();
+    assert_eq!(s.method, "POST");
+    assert_eq!(
+        (s.url.scheme(), s.url.host_str(), s.url.path()),
+        (
+            "https",
+            Some("api.mobile.immobilienscout24.de"),
+            "/search/list"
+        )
+    );
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter().map(|(a, b)| ((*a).into(), (*b).into())).collect()
+    };
+    assert_eq!(
+        query(&s),
+        pairs(&[
+            ("searchType", "region"),
+            ("realestatetype", "apartmentrent"),
+            ("geocodes", "/de/berlin/berlin"),
+            ("exclusioncriteria", "swapflat"),
+            ("price", "-1500.0"),
+            ("pricetype", "rentpermonth"),
+            ("numberofrooms", "2.0-"),
+            ("livingspace", "50.0-90.0"),
+            ("sorting", "-firstactivation"),
+        ])
+    );
+    assert!(
+        s.url.as_str().contains("geocodes=%2Fde%2Fberlin%2Fberlin"),
+        "{}",
+        s.url
+    );
+    assert_eq!(
+        s.headers,
+        [
+            ("User-Agent", "ImmoScout_28.1_26.5.2_._"),
+            ("Accept", "application/json"),
+            ("Content-Type", "application/json"),
+        ]
+    );
+    let body: serde_json::Value = serde_json::from_str(s.body).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({"supportedResultListTypes": [], "userData": {}})
+    );
+    assert_eq!(s.left_out, []);
+    assert_eq!(s.warning(), None);
+}
+
+/// `app_api` replaces the endpoint's base URL, with or without a trailing slash.
+#[test]
+fn is24_app_endpoint_is_overridable() {
+    let web = Url::parse(&format!("{IS24_WEB}/wohnung-mieten")).unwrap();
+    for base in ["http://127.0.0.1:8099/is24", "http://127.0.0.1:8099/is24/"] {
+        let s = app_search(&web, &Url::parse(base).unwrap()).unwrap();
+        assert_eq!(
+            s.url.as_str().split('?').next(),
+            Some("http://127.0.0.1:8099/is24/search/list"),
+            "{base}"
+        );
+    }
+    let s = app_search(&web, &Url::parse("http://127.0.0.1:8099").unwrap()).unwrap();
+    assert_eq!(s.url.path(), "/search/list");
+    let e = app_search(&web, &Url::parse("ftp://127.0.0.1/").unwrap()).unwrap_err();
+    assert!(matches!(e, AppSearchError::BadEndpoint(_)), "{e}");
+}
+
+/// Every parameter the app search cannot carry over is named, with the reason; nothing is
+/// changed silently. Website noise is not a filter and is not reported.
+#[test]
+fn is24_parameters_the_app_search_leaves_out_are_named() {
+    let s = app(&format!(
+        "{IS24_WEB}/haus-mieten?floor=2-7&pricetype=calculatedtotalrent&listingtags=holzbalken&price=cheap&sorting=99&utm_source=mail&referrer=x&pagenumber=3&numberofrooms=4.0-"
+    ))
+    .unwrap();
+    let left: Vec<(&str, &str, WhyLeftOut)> = s
+        .left_out
+        .iter()
+        .map(|l| (l.param.as_str(), l.value.as_str(), l.why))
+        .collect();
+    assert_eq!(
+        left,
+        [
+            ("floor", "2-7", WhyLeftOut::NotForThisKind),
+            (
+                "pricetype",
+                "calculatedtotalrent",
+                WhyLeftOut::NotForThisKind
+            ),
+            ("listingtags", "holzbalken", WhyLeftOut::Unknown),
+            ("price", "cheap", WhyLeftOut::UnknownValue),
+            ("sorting", "99", WhyLeftOut::UnknownValue),
+        ]
+    );
+    for gone in [
+        "floor",
+        "pricetype",
+        "listingtags",
+        "price",
+        "utm_source",
+        "pagenumber",
+    ] {
+        assert_eq!(param(&s, gone), None, "{gone}");
+    }
+    assert_eq!(param(&s, "numberofrooms").as_deref(), Some("4.0-"));
+    assert_eq!(param(&s, "sorting").as_deref(), Some("-firstactivation"));
+    let warning = s.warning().unwrap();
+    for named in [
+        "`floor=2-7`",
+        "`pricetype=calculatedtotalrent`",
+        "`listingtags=holzbalken` (not understood)",
+        "`price=cheap` (value not understood)",
+        "`sorting=99`",
+    ] {
+        assert!(warning.contains(named), "{named} in {warning}");
+    }
+    assert!(!warning.contains("utm_source") && !warning.contains("pagenumber"));
+}
+
+/// Filters the site folds into the path become parameters; the query replaces them, as on the
+/// website; apartment rentals leave out swap flats unless told otherwise.
+#[test]
+fn is24_path_filters_defaults_and_precedence() {
+    let s = app(&format!("{IS24_WEB}/wohnung-mit-balkon-mieten")).unwrap();
+    assert_eq!(
+        param(&s, "realestatetype").as_deref(),
+        Some("apartmentrent")
+    );
+    assert_eq!(param(&s, "equipment").as_deref(), Some("balcony"));
+    assert_eq!(param(&s, "exclusioncriteria").as_deref(), Some("swapflat"));
+    let s = app(&format!(
+        "{IS24_WEB}/haus-mit-garage-kaufen?equipment=cellar&price=-600000.0"
+    ))
+    .unwrap();
+    assert_eq!(param(&s, "realestatetype").as_deref(), Some("housebuy"));
+    assert_eq!(param(&s, "equipment").as_deref(), Some("cellar"));
+    assert_eq!(
+        param(&s, "exclusioncriteria"),
+        None,
+        "no default for houses"
+    );
+    let s = app(&format!(
+        "{IS24_WEB}/wohnung-mieten?exclusioncriteria=projectlisting"
+    ))
+    .unwrap();
+    assert_eq!(
+        param(&s, "exclusioncriteria").as_deref(),
+        Some("projectlisting")
+    );
+    let s = app(&format!(
+        "{IS24_WEB}/wohnung-bis-800-euro-warm?livingspace=40.0-"
+    ))
+    .unwrap();
+    assert_eq!(
+        (
+            param(&s, "price"),
+            param(&s, "pricetype"),
+            param(&s, "livingspace")
+        ),
+        (
+            Some("-800".into()),
+            Some("calculatedtotalrent".into()),
+            Some("40.0-".into())
+        )
+    );
+    let s = app(&format!(
+        "{IS24_WEB}/3-zimmer-wohnung-kaufen?sorting=-price"
+    ))
+    .unwrap();
+    assert_eq!(
+        (
+            param(&s, "realestatetype"),
+            param(&s, "numberofrooms"),
+            param(&s, "sorting")
+        ),
+        (
+            Some("apartmentbuy".into()),
+            Some("3.0-3.5".into()),
+            Some("-price".into())
+        )
+    );
+    let s = app(&format!("{IS24_WEB}/wg-zimmer?livingspace=12.0-&sorting=4")).unwrap();
+    assert_eq!(
+        (
+            param(&s, "realestatetype"),
+            param(&s, "livingspace"),
+            param(&s, "sorting")
+        ),
+        (
+            Some("flatshareroom".into()),
+            Some("12.0-".into()),
+            Some("price".into())
+        )
+    );
+    // Repeated parameters are one list, as the website writes lists.
+    let s = app(&format!(
+        "{IS24_WEB}/wohnung-mieten?equipment=balcony&equipment=lift"
+    ))
+    .unwrap();
+    assert_eq!(param(&s, "equipment").as_deref(), Some("balcony,lift"));
+}
+
+/// The region comes from the path, or from picked districts, a radius or a drawn shape.
+#[test]
+fn is24_search_regions() {
+    let s = app("https://www.immobilienscout24.de/Suche/de/nordrhein-westfalen/haus-kaufen?geocodes=1276010037,1276010014").unwrap();
+    assert_eq!(
+        param(&s, "geocodes").as_deref(),
+        Some("1276010037,1276010014")
+    );
+    let s = app("https://www.immobilienscout24.de/Suche/de/wohnung-mieten/").unwrap();
+    assert_eq!(param(&s, "geocodes").as_deref(), Some("/de"));
+    let s = app("https://www.immobilienscout24.de/Suche/radius/wohnung-mieten?centerofsearchaddress=Berlin;;;;&geocoordinates=52.52;13.40;5.0").unwrap();
+    assert_eq!(
+        (
+            param(&s, "searchType"),
+            param(&s, "geocoordinates"),
+            param(&s, "geocodes")
+        ),
+        (Some("radius".into()), Some("52.52;13.40;5.0".into()), None)
+    );
+    assert_eq!(s.left_out, [], "the radius' address is not a filter");
+    let s = app("https://www.immobilienscout24.de/Suche/radius/wohnung-mieten?geocoordinates=52.52;13.40;5.0&geocodes=1276010037&price=").unwrap();
+    let left: Vec<&str> = s.left_out.iter().map(|l| l.param.as_str()).collect();
+    assert_eq!(
+        left,
+        ["geocodes"],
+        "districts do not apply to a radius search; an empty price is none"
+    );
+    assert_eq!(param(&s, "price"), None);
+    let s = app("https://www.immobilienscout24.de/Suche/shape/haus-kaufen?shape=aW9yfkhfa3htQQ..&price=-600000.0").unwrap();
+    assert_eq!(
+        (param(&s, "searchType"), param(&s, "shape")),
+        (Some("shape".into()), Some("ior~H_kxmA".into()))
+    );
+}
+
+#[test]
+fn is24_urls_the_app_search_cannot_take_are_errors() {
+    let e = app("https://www.immobilienscout24.de/expose/150000001").unwrap_err();
+    assert!(matches!(e, AppSearchError::NotASearch { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("/Suche/de/berlin/berlin/wohnung-mieten"),
+        "{e}"
+    );
+    for not_a_search in [
+        "https://www.immobilienscout24.de/Suche",
+        "https://www.immobilienscout24.de/",
+        "https://www.immobilienscout24.de",
+    ] {
+        assert!(
+            matches!(app(not_a_search), Err(AppSearchError::NotASearch { .. })),
+            "{not_a_search}"
+        );
+    }
+    let e = app(&format!("{IS24_WEB}/gewerbeflaeche-mieten")).unwrap_err();
+    assert!(e.to_string().contains("`gewerbeflaeche-mieten`"), "{e}");
+    assert!(e.to_string().contains("fetch = \"browser\""), "{e}");
+    let e =
+        app("https://www.immobilienscout24.de/Suche/radius/wohnung-mieten?price=-900").unwrap_err();
+    assert_eq!(
+        e,
+        AppSearchError::NoLocation {
+            kind: "radius",
+            param: "geocoordinates"
+        }
+    );
+    let e = app("https://www.immobilienscout24.de/Suche/wohnung-mieten").unwrap_err();
+    assert!(
+        matches!(e, AppSearchError::NoLocation { kind: "region", .. }),
+        "{e}"
+    );
+}
+
+proptest::proptest! {
+    /// Whatever the web URL holds, each of its parameters is in the app query (as given, or
+    /// sorting translated), named in `left_out`, or website noise; no URL makes it panic.
+    #[test]
+    fn is24_no_parameter_is_dropped_silently(
+        region in proptest::sample::select(vec![
+            "/Suche/de/berlin/berlin", "/Suche/de", "/Suche/radius", "/Suche/shape", "/Suche", "/x",
+        ]),
+        slug in proptest::sample::select(vec![
+            "wohnung-mieten", "haus-kaufen", "wg-zimmer", "loft-mieten", "2-zimmer-wohnung-kaufen",
+            "wohnung-bis-700-euro-warm", "garage-mieten", "immobilie-mieten", "",
+        ]),
+        params in proptest::collection::vec(
+            (
+                proptest::sample::select(vec![
+                    "price", "pricetype", "numberofrooms", "livingspace", "sorting", "equipment",
+                    "floor", "buildingtypes", "haspromotion", "fulltext", "exclusioncriteria",
+                    "geocodes", "geocoordinates", "shape", "enteredFrom", "utm_x", "foo", "PRICE",
+                ]),
+                proptest::sample::select(vec![
+                    "-1200.0", "1.0-2.0", "2", "true", "balcony,lift", "calculatedtotalrent",
+                    "rentpermonth", "2", "-price", "a b", "", "52.5;13.4;5", "aW9yfkhfa3htQQ..",
+                    "%", "ümlaut",
+                ]),
+            ),
+            0..6,
+        ),
+    ) {
+        let mut web = Url::parse("https://www.immobilienscout24.de/").unwrap();
+        web.set_path(&format!("{region}/{slug}"));
+        web.query_pairs_mut().extend_pairs(params.iter().copied());
+        let Ok(s) = app(web.as_str()) else {
+            // Only a URL that is no search of a known kind, or lacks its location, is refused.
+            proptest::prop_assert!(
+                region == "/x" || region == "/Suche" || slug.is_empty() || slug == "immobilie-mieten"
+                    || ["/Suche/radius", "/Suche/shape"].contains(&region),
+                "{web} refused"
+            );
+            return Ok(());
+        };
+        // The web query as the translator reads it: repeats joined.
+        let mut given: Vec<(String, String)> = Vec::new();
+        for (k, v) in web.query_pairs() {
+            match given.iter_mut().find(|(n, _)| *n == k) {
+                Some((_, value)) => {
+                    value.push(',');
+                    value.push_str(&v);
+                }
+                None => given.push((k.into_owned(), v.into_owned())),
+            }
+        }
+        for (name, value) in given {
+            let value = value.trim().to_owned();
+            let noise = value.is_empty() || name == "enteredFrom" || name.starts_with("utm_");
+            let reported = s.left_out.iter().any(|l| l.param == name && l.value == value);
+            let sent = match name.as_str() {
+                // Translated: present under the app's name or encoding.
+                "sorting" | "shape" => param(&s, &name).is_some(),
+                _ => param(&s, &name) == Some(value.clone()),
+            };
+            proptest::prop_assert!(
+                noise || reported || sent,
+                "{name}={value} vanished from {web} -> {}",
+                s.url
+            );
+        }
+    }
+}
+
 const FB: &str = "https://www.facebook.com/marketplace/madrid/propertyrentals";
 
 #[test]
@@ -395,12 +845,7 @@ fn facebook_empty_feed_is_no_results() {
 const PORTAL: &str = "http://127.0.0.1:8080/search/madrid?max=1500";
 
 fn selector_spec() -> ListingSpec {
-    ListingSpec::Selector {
-        selector: "article.listing".into(),
-        id_attr: Some("data-id".into()),
-        title: None,
-        price: None,
-    }
+    ListingSpec::Selector(Box::new(CardSpec::new("article.listing", Some("data-id"))))
 }
 
 #[test]
@@ -440,12 +885,11 @@ fn generic_selector_cards() {
 
 #[test]
 fn generic_selector_without_id_attr_uses_the_first_link() {
-    let spec = ListingSpec::Selector {
-        selector: "article.listing".into(),
-        id_attr: None,
-        title: Some("h2".into()),
-        price: Some(".price".into()),
-    };
+    let spec = ListingSpec::Selector(Box::new(CardSpec {
+        title: Some(FieldSpec::text("h2")),
+        price: Some(FieldSpec::text(".price")),
+        ..CardSpec::new("article.listing", None)
+    }));
     let p = profile(PORTAL, Some(spec));
     let got = listings(p.extract(&own("generic_cards.html"), &Url::parse(PORTAL).unwrap()));
     let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
@@ -458,6 +902,218 @@ fn generic_selector_without_id_attr_uses_the_first_link() {
         ]
     );
     assert_eq!(got[2].title.as_deref(), Some("Studio"));
+}
+
+fn cards(selector: &str, id_attr: &str) -> CardSpec {
+    CardSpec::new(selector, Some(id_attr))
+}
+
+fn extract_with(spec: CardSpec, page: &str, fixture: &str) -> Vec<Listing> {
+    let p = profile(page, Some(ListingSpec::Selector(Box::new(spec))));
+    listings(p.extract(&own(fixture), &Url::parse(page).unwrap()))
+}
+
+const KLEINANZEIGEN: &str = "https://www.kleinanzeigen.de/s-wohnung-mieten/berlin/c203l3331";
+
+/// The first link of each card is its photo, whose text is the photo counter ("18"): the
+/// title is the card's heading instead, and rooms and area come from the card's text.
+#[test]
+fn generic_defaults_on_a_kleinanzeigen_like_page() {
+    let got = extract_with(
+        cards("article.aditem", "data-adid"),
+        KLEINANZEIGEN,
+        "kleinanzeigen_like.html",
+    );
+    let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["2901000001", "2901000002"],
+        "the ad slot is no listing"
+    );
+    let a = &got[0];
+    assert_eq!(
+        a.title.as_deref(),
+        Some("Helle 3-Zimmer-Wohnung mit Balkon")
+    );
+    assert_eq!(
+        (a.price, a.currency.as_deref()),
+        (Some(1250.0), Some("EUR"))
+    );
+    assert_eq!((a.rooms, a.area_m2), (Some(3.0), Some(89.0)));
+    assert_eq!(
+        a.url.as_deref(),
+        Some("https://www.kleinanzeigen.de/s-anzeige/helle-3-zimmer-wohnung/2901000001-203-3331")
+    );
+    // The 2x candidate of the srcset is the larger picture.
+    assert_eq!(
+        a.image.as_deref(),
+        Some("https://img.kleinanzeigen.example/api/v1/prod-ads/images/aa/aa01?rule=$_35.AUTO")
+    );
+    let b = &got[1];
+    assert_eq!(b.title.as_deref(), Some("Altbau mit Stuck, ruhige Lage"));
+    assert_eq!(b.price, Some(1480.0));
+    assert_eq!((b.rooms, b.area_m2), (Some(4.0), Some(147.7)));
+    assert!(got.iter().all(|l| l.title.as_deref() != Some("18")));
+}
+
+const WG_GESUCHT: &str = "https://www.wg-gesucht.de/wg-zimmer-in-Berlin.8.0.1.0.html";
+
+/// The only `<img>`s of each card are flatmate icons; the photo is a CSS background. A shared
+/// room shows no room count ("3er WG" is the flat, not the room), so rooms stay empty.
+#[test]
+fn generic_defaults_on_a_wg_gesucht_like_page() {
+    let got = extract_with(
+        cards(".wgg_card", "data-id"),
+        WG_GESUCHT,
+        "wg_gesucht_like.html",
+    );
+    let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, ["9800001", "9800002"]);
+    let a = &got[0];
+    assert_eq!(
+        a.title.as_deref(),
+        Some("Helles Zimmer in 3er WG nahe Rosenthaler Platz")
+    );
+    assert_eq!(
+        a.image.as_deref(),
+        Some("https://img.wg-gesucht.example/media/up/2025/01/9800001_a.small.jpg")
+    );
+    assert_eq!((a.rooms, a.area_m2), (None, Some(18.0)));
+    assert_eq!(a.price, None, "no element's class says price");
+    assert_eq!(
+        got[1].image.as_deref(),
+        Some("https://img.wg-gesucht.example/media/up/2025/01/9800002_b.small.jpg")
+    );
+    assert!(
+        got.iter()
+            .all(|l| !l.image.as_deref().unwrap().contains("flatmate"))
+    );
+
+    // The sub-selectors of docs/config.md's worked example.
+    let got = extract_with(
+        CardSpec {
+            price: Some(FieldSpec::text(".middle .col-xs-3")),
+            area: Some(FieldSpec::text(".middle .text-right")),
+            ..cards(".wgg_card", "data-id")
+        },
+        WG_GESUCHT,
+        "wg_gesucht_like.html",
+    );
+    let prices: Vec<_> = got.iter().map(|l| (l.price, l.area_m2)).collect();
+    assert_eq!(
+        prices,
+        [(Some(520.0), Some(18.0)), (Some(430.0), Some(14.0))]
+    );
+}
+
+/// Rooms as "hab.", "T3", "rooms"; area as "qm" and with a decimal point; a title from a
+/// link's `aria-label`, the longest link text or a link's `title`; a photo beside a logo, in
+/// `data-src`, in a `srcset`, or as a background.
+#[test]
+fn generic_defaults_read_each_field_in_its_common_forms() {
+    let page = "https://portal.example/search";
+    let got = extract_with(cards("li.card", "data-ref"), page, "generic_fields.html");
+    let row = |l: &Listing| {
+        (
+            l.id.clone(),
+            l.title.clone(),
+            l.price,
+            l.rooms,
+            l.area_m2,
+            l.image.clone(),
+        )
+    };
+    let s = |t: &str| Some(t.to_owned());
+    assert_eq!(
+        got.iter().map(row).collect::<Vec<_>>(),
+        [
+            (
+                "es-1".into(),
+                s("Piso exterior en Chamberí"),
+                Some(1100.0),
+                Some(3.0),
+                Some(85.0),
+                s("https://portal.example/fotos/es-1-principal.jpg"),
+            ),
+            (
+                "pt-2".into(),
+                s("Apartamento T3 com varanda em Arroios"),
+                Some(1350.0),
+                Some(3.0),
+                Some(96.5),
+                s("https://portal.example/fotos/pt-2-large.jpg"),
+            ),
+            (
+                "en-3".into(),
+                s("Two bedroom flat with garden, Hackney"),
+                Some(1450.0),
+                Some(2.0),
+                Some(64.0),
+                s("https://portal.example/photos/en-3.webp"),
+            ),
+            (
+                "de-4".into(),
+                s("Maisonette am Park"),
+                Some(980.0),
+                // "Zimmer: 2,5" puts the unit first: not found by default.
+                None,
+                None,
+                s("https://portal.example/bilder/de-4.jpg"),
+            ),
+        ]
+    );
+    assert_eq!(got[2].currency.as_deref(), Some("GBP"));
+}
+
+/// Each field may name an attribute; a field the user names is read only where they said
+/// (no guessing from the card's text), and a bare number there counts.
+#[test]
+fn generic_sub_selectors_may_name_an_attribute() {
+    let page = "https://portal.example/search";
+    let spec = CardSpec {
+        title: Some(FieldSpec::attr("a[href]", "href")),
+        rooms: Some(FieldSpec::attr(".keyfacts", "data-rooms")),
+        area: Some(FieldSpec::attr(".keyfacts", "data-area")),
+        image: Some(FieldSpec::attr(".photo", "style")),
+        ..cards("li.card", "data-ref")
+    };
+    let got = extract_with(spec, page, "generic_fields.html");
+    let de = by_id(&got, "de-4");
+    assert_eq!(de.title.as_deref(), Some("/expose/de-4"));
+    assert_eq!((de.rooms, de.area_m2), (Some(2.5), Some(61.0)));
+    assert_eq!(de.image, None, "no .photo in this card");
+    let es = by_id(&got, "es-1");
+    assert_eq!(
+        (es.rooms, es.area_m2),
+        (None, None),
+        "not guessed from the text"
+    );
+    assert_eq!(
+        by_id(&got, "en-3").image.as_deref(),
+        Some("https://portal.example/photos/en-3.webp")
+    );
+
+    // An image sub-selector without an attribute takes its first match as a browser shows it
+    // (here the logo: the user chose `img`); with `srcset`, the widest candidate.
+    let spec = |image| CardSpec {
+        image: Some(image),
+        ..cards("li.card", "data-ref")
+    };
+    let got = extract_with(spec(FieldSpec::text("img")), page, "generic_fields.html");
+    assert_eq!(
+        by_id(&got, "es-1").image.as_deref(),
+        Some("https://portal.example/static/agency-logo.png")
+    );
+    let got = extract_with(
+        spec(FieldSpec::attr("img", "srcset")),
+        page,
+        "generic_fields.html",
+    );
+    assert_eq!(
+        by_id(&got, "pt-2").image.as_deref(),
+        Some("https://portal.example/fotos/pt-2-large.jpg")
+    );
+    assert_eq!(by_id(&got, "es-1").image, None, "no srcset there");
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use notifio::config::{Environment, parse_in};
 use notifio::extract::{Extraction, Facebook, Generic, Idealista, ImmoScout24, SiteProfile};
 use notifio::fetch::cookies::parse_cookies_txt;
-use notifio::listing::{Listing, ListingSpec};
+use notifio::listing::{CardSpec, Listing, ListingSpec};
 use std::path::{Path, PathBuf};
 use url::Url;
 
@@ -42,12 +42,10 @@ fn generic(spec: ListingSpec) -> Generic {
 }
 
 fn cards_by_attr() -> Generic {
-    generic(ListingSpec::Selector {
-        selector: "article.listing".into(),
-        id_attr: Some("data-id".into()),
-        title: None,
-        price: None,
-    })
+    generic(ListingSpec::Selector(Box::new(CardSpec::new(
+        "article.listing",
+        Some("data-id"),
+    ))))
 }
 
 // ---- cookies.txt ----------------------------------------------------------------------------

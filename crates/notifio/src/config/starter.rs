@@ -26,6 +26,8 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # name = "Local agency"
 # url = "https://agency.example/rentals?max=1200"
 # listing = { selector = "article.listing", id_attr = "data-id" }
+#   # each field a card shows may be located inside it (else it is found by default):
+#   # title / price / rooms / area / image = ".sub-selector" or { selector = "img", attr = "data-src" }
 # listing = { link = "/listing/(\\d+)" }     # a regex with one capture group: the id
 # listing = "json-ld"                        # the page's JSON-LD ItemList
 

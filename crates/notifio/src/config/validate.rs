@@ -13,7 +13,7 @@ use super::{
     BrowserSettings, Config, ConfigError, EmailSettings, FetchMode, FetchSettings, NotifySettings,
     PROFILES, SearchConfig, SiteSettings, Spot, WatchSettings, WebhookFormat, WebhookSettings,
 };
-use crate::listing::ListingSpec;
+use crate::listing::{CardSpec, FieldSpec, ListingSpec};
 use notifio_policy::{
     BackoffConfigError, BackoffPolicy, Ladders, MAX_WAIT, RefusalKind, RequestClass,
     RetryConfigError, RetryPolicies, RetryPolicy, SiteKey,
@@ -90,7 +90,12 @@ const SEARCH_KEYS: &[&str] = &[
     "notify_existing",
 ];
 const SITE_KEYS: &[&str] = &["cookies", "spacing", "profile", "fetch", "login_url"];
-const LISTING_KEYS: &[&str] = &["selector", "id_attr", "title", "price", "link", "json_ld"];
+const LISTING_KEYS: &[&str] = &[
+    "selector", "id_attr", "title", "price", "rooms", "area", "image", "link", "json_ld",
+];
+/// The card's fields a `selector` spec may locate.
+const CARD_FIELDS: &[&str] = &["title", "price", "rooms", "area", "image"];
+const FIELD_KEYS: &[&str] = &["selector", "attr"];
 
 /// Defaults (DESIGN §8); docs/config.md lists the same numbers.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
@@ -810,19 +815,20 @@ fn listing(f: &Field<'_>) -> Result<ListingSpec> {
         [] => Err(f.err(LISTING_EXPECTED)),
         ["selector"] => {
             let selector = css(&t, "selector")?.unwrap_or_default();
-            let id_attr = t
-                .get("id_attr")
-                .map(|a| a.non_empty_str().map(str::to_owned))
-                .transpose()?;
-            Ok(ListingSpec::Selector {
+            let id_attr = t.get("id_attr").map(|a| attr_name(&a)).transpose()?;
+            let field = |key: &str| t.get(key).map(|f| card_field(&f)).transpose();
+            Ok(ListingSpec::Selector(Box::new(CardSpec {
                 selector,
                 id_attr,
-                title: css(&t, "title")?,
-                price: css(&t, "price")?,
-            })
+                title: field("title")?,
+                price: field("price")?,
+                rooms: field("rooms")?,
+                area: field("area")?,
+                image: field("image")?,
+            })))
         }
         [form] => {
-            for only_selector in ["id_attr", "title", "price"] {
+            for only_selector in std::iter::once(&"id_attr").chain(CARD_FIELDS) {
                 if let Some(x) = t.get(only_selector) {
                     return Err(x.err(format!(
                         "`{only_selector}` only applies with `selector`, not with `{form}`"
@@ -855,13 +861,57 @@ fn listing(f: &Field<'_>) -> Result<ListingSpec> {
 
 /// A CSS selector at `key`, checked with lol_html (the engine the extractor runs it on).
 fn css(t: &Table<'_>, key: &str) -> Result<Option<String>> {
-    let Some(f) = t.get(key) else {
-        return Ok(None);
-    };
+    t.get(key).map(|f| css_value(&f)).transpose()
+}
+
+fn css_value(f: &Field<'_>) -> Result<String> {
     let s = f.non_empty_str()?;
     s.parse::<lol_html::Selector>()
         .map_err(|e| f.err(format!("`{s}` is not a CSS selector notifio can run: {e}")))?;
-    Ok(Some(s.to_owned()))
+    Ok(s.to_owned())
+}
+
+const FIELD_EXPECTED: &str =
+    "a CSS selector inside the card, or { selector = \"…\", attr = \"…\" }";
+
+/// One field of a card: `"h2 a"` (its text) or `{ selector = "img", attr = "data-src" }`.
+fn card_field(f: &Field<'_>) -> Result<FieldSpec> {
+    if f.as_str().is_some() {
+        return Ok(FieldSpec {
+            selector: css_value(f)?,
+            attr: None,
+        });
+    }
+    if !f.is_table() {
+        return Err(f.type_err(FIELD_EXPECTED));
+    }
+    let t = f.table()?;
+    t.allow(FIELD_KEYS)?;
+    let Some(selector) = css(&t, "selector")? else {
+        return Err(f
+            .err("missing `selector`: which element inside the card holds it")
+            .with_hint("e.g. { selector = \"img\", attr = \"data-src\" }"));
+    };
+    Ok(FieldSpec {
+        selector,
+        attr: t.get("attr").map(|a| attr_name(&a)).transpose()?,
+    })
+}
+
+/// An HTML attribute name (`data-id`, `srcset`): no spaces, quotes, `=`, `<`, `>` or `/`,
+/// which could never name an attribute and so would silently match nothing.
+fn attr_name(f: &Field<'_>) -> Result<String> {
+    let name = f.non_empty_str()?;
+    if let Some(bad) = name.chars().find(|c| {
+        c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '=' | '<' | '>' | '/')
+    }) {
+        return Err(f
+            .err(format!(
+                "`{name}` is not an attribute name (it contains {bad:?})"
+            ))
+            .with_hint("write the attribute's name alone, e.g. \"data-id\" or \"data-src\""));
+    }
+    Ok(name.to_owned())
 }
 
 fn link(t: &Table<'_>) -> Result<ListingSpec> {

@@ -7,7 +7,7 @@
 //! needs a logged-in session: cookies are required, and a logged-out page (`"USER_ID":"0"`)
 //! or a redirect to `/login/` or `/checkpoint/` means the session expired.
 
-use super::parse::{non_empty, parse_area, parse_price, parse_rooms};
+use super::parse::{JsonId, non_empty, parse_area, parse_price, parse_rooms};
 use super::{Extraction, SiteProfile, absolute, nothing_found};
 use crate::listing::Listing;
 use memchr::memmem;
@@ -68,15 +68,8 @@ struct Node {
 }
 
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum Id {
-    S(String),
-    N(u64),
-}
-
-#[derive(Deserialize)]
 struct FbListing {
-    id: Option<Id>,
+    id: Option<JsonId>,
     marketplace_listing_title: Option<String>,
     listing_price: Option<FbPrice>,
     #[serde(default)]
@@ -148,10 +141,8 @@ fn extract_feed(body: &[u8], page_url: &url::Url) -> Extraction {
             if listing.is_sold || listing.is_pending {
                 continue;
             }
-            let id = match listing.id {
-                Some(Id::S(s)) if !s.trim().is_empty() => s.trim().to_owned(),
-                Some(Id::N(n)) => n.to_string(),
-                _ => continue,
+            let Some(id) = listing.id.and_then(JsonId::into_id) else {
+                continue;
             };
             if !seen.insert(id.clone()) {
                 continue;

@@ -3,14 +3,21 @@
 //! Three ways to find listings (DESIGN §7): a CSS selector per card with an id attribute (or
 //! the card's first link as id), a link regex whose first capture group is the id, or the
 //! page's JSON-LD `ItemList`. Selectors and regexes are checked when the profile is built, so
-//! a typo is a config error at start, not a silent "no listings" at run time.
+//! a typo is a config error at start, not a silent "no listings" at run time. A card's fields
+//! come from the sub-selectors the user gave, else from defaults that hold on real portals:
+//! the first heading is the title (not the photo counter in the first link), rooms and area
+//! are read from the card's text by their units, and the picture is the largest image that is
+//! not an icon (docs/sites.md).
 
-use super::html::{CardMark, CardRules, Field, RawCard, scan_cards, scoped};
+use super::html::{
+    CardMark, CardRules, Field, FieldRule, ImagePick, ImageRule, RawCard, scan_cards, scoped,
+};
 use super::parse::{
-    FIELD_CAP, clean_text, decode_entities, non_empty, parse_area, parse_price, parse_rooms,
+    FIELD_CAP, clean_text, decode_entities, non_empty, parse_area, parse_area_field, parse_price,
+    parse_rooms, parse_rooms_field,
 };
 use super::{Extraction, ProfileError, SiteProfile, absolute, nothing_found};
-use crate::listing::{Listing, ListingSpec};
+use crate::listing::{CardSpec, FieldSpec, Listing, ListingSpec};
 use lol_html::Selector;
 use memchr::memmem;
 use notifio_policy::Markers;
@@ -34,11 +41,25 @@ enum Mode {
     JsonLd,
 }
 
+/// Where the title is when the user names nothing: the card's first heading.
+const DEFAULT_TITLE: &str = "h1, h2, h3, h4, h5, h6";
+/// Where the price is when the user names nothing.
+const DEFAULT_PRICE: &str = "[class*=\"price\"]";
+/// Elements that may paint the picture as a CSS background.
+const BACKGROUNDS: &str = "[style*=\"url(\"]";
+
 fn selector(text: &str) -> Result<Selector, ProfileError> {
     text.parse().map_err(|e| ProfileError::InvalidSelector {
         selector: text.to_owned(),
         reason: format!("{e}"),
     })
+}
+
+/// A non-empty attribute name, trimmed and lowercased (HTML attribute names are ASCII
+/// case-insensitive, and lol_html looks them up as written).
+fn attr_name(attr: Option<&str>) -> Option<String> {
+    attr.map(|a| a.trim().to_ascii_lowercase())
+        .filter(|a| !a.is_empty())
 }
 
 impl Generic {
@@ -48,40 +69,7 @@ impl Generic {
     /// A selector or regex that does not parse, or a link regex without a capture group.
     pub fn new(spec: &ListingSpec) -> Result<Self, ProfileError> {
         let mode = match spec {
-            ListingSpec::Selector {
-                selector: card,
-                id_attr,
-                title,
-                price,
-            } => {
-                let card_selector = selector(card)?;
-                // Sub-selectors are checked on their own first, so an error quotes what the
-                // user wrote rather than the scoped form.
-                let inner = |text: &str| -> Result<Selector, ProfileError> {
-                    selector(text)?;
-                    selector(&scoped(card, text))
-                };
-                let field = |custom: &Option<String>, default: &str| {
-                    inner(custom.as_deref().unwrap_or(default)).map(Some)
-                };
-                let id_attr = id_attr.clone().filter(|a| !a.trim().is_empty());
-                Mode::Cards(Box::new(CardRules {
-                    card: card_selector,
-                    // Cards without the id attribute yield no listing, so the page outside the
-                    // first and last marked element need not be read.
-                    mark: id_attr
-                        .as_deref()
-                        .and_then(|a| CardMark::for_selector(card, a)),
-                    id_attr,
-                    link: inner("a[href]")?,
-                    title: field(title, "[class*=\"title\"]")?,
-                    price: field(price, "[class*=\"price\"]")?,
-                    rooms: Some(inner("[class*=\"rooms\"]")?),
-                    area: Some(inner("[class*=\"area\"]")?),
-                    details: None,
-                    image: Some(inner("img")?),
-                }))
-            }
+            ListingSpec::Selector(card) => Mode::Cards(Box::new(card_rules(card)?)),
             ListingSpec::Link { link } => {
                 let re = Regex::new(link).map_err(|e| ProfileError::InvalidRegex {
                     regex: link.clone(),
@@ -99,11 +87,68 @@ impl Generic {
             ListingSpec::JsonLd => Mode::JsonLd,
         };
         let ready = match spec {
-            ListingSpec::Selector { selector, .. } => Some(selector.clone()),
+            ListingSpec::Selector(card) => Some(card.selector.clone()),
             _ => None,
         };
         Ok(Self { mode, ready })
     }
+}
+
+fn card_rules(spec: &CardSpec) -> Result<CardRules, ProfileError> {
+    let card = spec.selector.as_str();
+    let card_selector = selector(card)?;
+    // Sub-selectors are checked on their own first, so an error quotes what the user wrote
+    // rather than the scoped form.
+    let inner = |text: &str| -> Result<Selector, ProfileError> {
+        selector(text)?;
+        selector(&scoped(card, text))
+    };
+    let field = |custom: &Option<FieldSpec>, default: Option<&str>| -> Result<_, ProfileError> {
+        Ok(match (custom, default) {
+            (Some(f), _) => Some(FieldRule {
+                selector: inner(&f.selector)?,
+                attr: attr_name(f.attr.as_deref()),
+            }),
+            (None, Some(d)) => Some(FieldRule::text(inner(d)?)),
+            (None, None) => None,
+        })
+    };
+    let id_attr = spec.id_attr.clone().filter(|a| !a.trim().is_empty());
+    let image = match &spec.image {
+        Some(f) => ImageRule {
+            selector: inner(&f.selector)?,
+            pick: ImagePick::First {
+                attr: attr_name(f.attr.as_deref()),
+            },
+        },
+        None => ImageRule {
+            selector: inner("img")?,
+            pick: ImagePick::Largest,
+        },
+    };
+    Ok(CardRules {
+        card: card_selector,
+        // Cards without the id attribute yield no listing, so the page outside the first and
+        // last marked element need not be read.
+        mark: id_attr
+            .as_deref()
+            .and_then(|a| CardMark::for_selector(card, a)),
+        id_attr,
+        link: inner("a[href]")?,
+        title: field(&spec.title, Some(DEFAULT_TITLE))?,
+        price: field(&spec.price, Some(DEFAULT_PRICE))?,
+        // Without a rule, rooms and area are found in the card's text by their units.
+        rooms: field(&spec.rooms, None)?,
+        area: field(&spec.area, None)?,
+        details: None,
+        image: Some(image),
+        background: spec
+            .image
+            .is_none()
+            .then(|| inner(BACKGROUNDS))
+            .transpose()?,
+        card_text: spec.rooms.is_none() || spec.area.is_none(),
+    })
 }
 
 impl SiteProfile for Generic {
@@ -138,7 +183,7 @@ fn extract_cards(body: &[u8], page_url: &url::Url, rules: &CardRules) -> Extract
     let mut out: Vec<Listing> = Vec::with_capacity(cards.len());
     let mut seen = std::collections::HashSet::new();
     for card in cards {
-        let Some(listing) = card_listing(&card, page_url, rules.id_attr.is_some()) else {
+        let Some(listing) = card_listing(&card, page_url, rules) else {
             continue;
         };
         if seen.insert(listing.id.clone()) {
@@ -149,9 +194,9 @@ fn extract_cards(body: &[u8], page_url: &url::Url, rules: &CardRules) -> Extract
 }
 
 /// One generic card as a listing; `None` when it has no id.
-pub(crate) fn card_listing(card: &RawCard, page_url: &url::Url, by_attr: bool) -> Option<Listing> {
+fn card_listing(card: &RawCard, page_url: &url::Url, rules: &CardRules) -> Option<Listing> {
     let url = card.link.as_deref().and_then(|h| absolute(page_url, h));
-    let id = if by_attr {
+    let id = if rules.id_attr.is_some() {
         card.id.clone()?
     } else {
         // Without an id attribute the card's first link is its identity.
@@ -163,6 +208,20 @@ pub(crate) fn card_listing(card: &RawCard, page_url: &url::Url, by_attr: bool) -
         .text(Field::Price)
         .and_then(non_empty)
         .and_then(|t| parse_price(&t));
+    // A field the user named is read as they said (a bare "3" is 3 rooms); otherwise the
+    // first figure with its unit in the card's text.
+    let whole_text = if rules.card_text {
+        clean_text(&card.whole_text)
+    } else {
+        String::new()
+    };
+    let figure = |rule: &Option<FieldRule>,
+                  field: Field,
+                  named: fn(&str) -> Option<f64>,
+                  found: fn(&str) -> Option<f64>| match rule {
+        Some(_) => card.text(field).and_then(non_empty).and_then(|t| named(&t)),
+        None => found(&whole_text),
+    };
     Some(Listing {
         id,
         title: card
@@ -172,16 +231,10 @@ pub(crate) fn card_listing(card: &RawCard, page_url: &url::Url, by_attr: bool) -
             .or_else(|| card.text(Field::LinkText).and_then(non_empty)),
         price: price.as_ref().map(|p| p.0),
         currency: price.and_then(|p| p.1),
-        rooms: card
-            .text(Field::Rooms)
-            .and_then(non_empty)
-            .and_then(|t| parse_rooms(&t)),
-        area_m2: card
-            .text(Field::Area)
-            .and_then(non_empty)
-            .and_then(|t| parse_area(&t)),
+        rooms: figure(&rules.rooms, Field::Rooms, parse_rooms_field, parse_rooms),
+        area_m2: figure(&rules.area, Field::Area, parse_area_field, parse_area),
         url,
-        image: card.image.as_deref().and_then(|h| absolute(page_url, h)),
+        image: card.image().and_then(|h| absolute(page_url, h)),
     })
 }
 
@@ -398,12 +451,8 @@ mod tests {
     #[test]
     fn the_card_region_yields_the_same_cards_as_the_whole_page() {
         let page = include_bytes!("../../tests/fixtures/generic_cards.html");
-        let spec = ListingSpec::Selector {
-            selector: "article.listing".into(),
-            id_attr: Some("data-id".into()),
-            title: None,
-            price: None,
-        };
+        let spec =
+            ListingSpec::Selector(Box::new(CardSpec::new("article.listing", Some("data-id"))));
         let Mode::Cards(rules) = Generic::new(&spec).unwrap().mode else {
             panic!("a selector spec reads cards");
         };

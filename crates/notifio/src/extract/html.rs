@@ -2,11 +2,13 @@
 //!
 //! A result page is hundreds of kilobytes and is read every 30 seconds, so building a tree
 //! (scraper/html5ever: ~17× slower on Idealista's page) is the wrong tool. Instead the card
-//! selector opens a card and field selectors capture text while the card is open. Text
-//! handlers are scoped to the field selectors (never document-wide), so lol_html can skip the
-//! text of the rest of the page (its big inline scripts included) without decoding it.
+//! selector opens a card and field selectors capture text (or an attribute) while the card is
+//! open. Text handlers are scoped to the field selectors or the cards (never document-wide), so
+//! lol_html can skip the text of the rest of the page (its big inline scripts included) without
+//! decoding it.
 
-use super::parse::{decode_entities, push_capped};
+use super::image;
+use super::parse::{clean_text, decode_entities, push_capped, push_capped_to};
 use lol_html::html_content::{Element, EndTag, TextChunk, TextType};
 use lol_html::{DocumentContentHandlers, ElementContentHandlers, HtmlRewriter, Selector, Settings};
 use std::borrow::Cow;
@@ -19,17 +21,57 @@ use std::rc::Rc;
 pub(crate) struct CardRules {
     pub(crate) card: Selector,
     pub(crate) id_attr: Option<String>,
+    /// The card's links: the first is its link; all of them offer their text as a title.
     pub(crate) link: Selector,
-    pub(crate) title: Option<Selector>,
-    pub(crate) price: Option<Selector>,
-    pub(crate) rooms: Option<Selector>,
-    pub(crate) area: Option<Selector>,
+    pub(crate) title: Option<FieldRule>,
+    pub(crate) price: Option<FieldRule>,
+    pub(crate) rooms: Option<FieldRule>,
+    pub(crate) area: Option<FieldRule>,
     /// Each match is one separate text ("2 hab.", "60 m²", "8 minutos").
     pub(crate) details: Option<Selector>,
-    pub(crate) image: Option<Selector>,
+    pub(crate) image: Option<ImageRule>,
+    /// Elements whose `style` may paint the picture (`background-image`), used when no image
+    /// element yields one.
+    pub(crate) background: Option<Selector>,
+    /// Keep the card's whole visible text ([`RawCard::whole_text`]), for figures found by unit.
+    pub(crate) card_text: bool,
     /// What every card's start tag carries, when the card selector guarantees it: lets
     /// [`scan_cards`] read only the part of the page that holds the cards.
     pub(crate) mark: Option<CardMark>,
+}
+
+/// One field of a card: the first match of `selector` inside it, read as text or, with
+/// `attr`, as that attribute.
+#[derive(Clone, Debug)]
+pub(crate) struct FieldRule {
+    pub(crate) selector: Selector,
+    pub(crate) attr: Option<String>,
+}
+
+impl FieldRule {
+    /// The text of the first match.
+    pub(crate) fn text(selector: Selector) -> Self {
+        Self {
+            selector,
+            attr: None,
+        }
+    }
+}
+
+/// Where a card's picture is and how to choose it.
+#[derive(Clone, Debug)]
+pub(crate) struct ImageRule {
+    pub(crate) selector: Selector,
+    pub(crate) pick: ImagePick,
+}
+
+/// How a card's picture is chosen among the elements the image selector matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ImagePick {
+    /// The largest that is not an icon ([`image::candidate`]).
+    Largest,
+    /// The first that names one: in `attr` if given, else as an `<img>` or background shows it.
+    First { attr: Option<String> },
 }
 
 /// An attribute every card's start tag carries (and, if known, the card's tag name).
@@ -227,6 +269,7 @@ pub(crate) fn scoped(card: &str, inner: &str) -> String {
 /// Text fields captured from a card, in [`RawCard::texts`] order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Field {
+    /// The longest text of the card's links.
     LinkText = 0,
     Title = 1,
     Price = 2,
@@ -236,21 +279,38 @@ pub(crate) enum Field {
 
 const FIELDS: usize = 5;
 
+/// Most of a card's text that is kept for figures found by unit: they sit near the top.
+const CARD_TEXT_CAP: usize = 8 * 1024;
+
 /// What one card yielded, raw (entities decoded in attributes; texts still raw).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct RawCard {
     pub(crate) id: Option<String>,
     pub(crate) link: Option<String>,
+    /// The `title`, else the `aria-label`, of the first link that has one.
     pub(crate) link_title: Option<String>,
-    pub(crate) image: Option<String>,
+    /// Captured text (or attribute value) per [`Field`].
     pub(crate) texts: [Option<String>; FIELDS],
     pub(crate) details: Vec<String>,
+    /// The card's visible text, each text node followed by a space (when
+    /// [`CardRules::card_text`]).
+    pub(crate) whole_text: String,
+    picture: Option<image::Candidate>,
+    background: Option<String>,
 }
 
 impl RawCard {
     /// A captured text field, raw.
     pub(crate) fn text(&self, field: Field) -> Option<&str> {
         self.texts[field as usize].as_deref()
+    }
+
+    /// The card's picture: the chosen image, else a CSS background.
+    pub(crate) fn image(&self) -> Option<&str> {
+        self.picture
+            .as_ref()
+            .map(|c| c.url.as_str())
+            .or(self.background.as_deref())
     }
 }
 
@@ -261,6 +321,8 @@ struct Scan {
     serial: u64,
     open: [bool; FIELDS],
     detail_open: bool,
+    /// The text of the card link being read, compared with the longest so far at its end.
+    link_text: Option<String>,
 }
 
 impl Scan {
@@ -270,6 +332,7 @@ impl Scan {
         }
         self.open = [false; FIELDS];
         self.detail_open = false;
+        self.link_text = None;
     }
 }
 
@@ -320,6 +383,25 @@ fn field_handler(
     }
 }
 
+/// Takes an attribute as the field's value: from the first element in the card that has it.
+fn field_attr_handler(
+    state: &Shared,
+    field: Field,
+    name: String,
+) -> impl FnMut(&mut Element<'_, '_>) -> lol_html::HandlerResult + 'static {
+    let state = Rc::clone(state);
+    move |el| {
+        let mut s = state.borrow_mut();
+        if let Some(card) = s.current.as_mut() {
+            let slot = &mut card.texts[field as usize];
+            if slot.is_none() {
+                *slot = attr(el, &name);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Appends the element's visible text to `field` while that field is open. lol_html calls a
 /// text handler once per chunk however many matched elements enclose it, so nested matches
 /// (`.price-row > .item-price` for `[class*=price]`) never double the text.
@@ -343,6 +425,89 @@ fn field_text(
             .and_then(|c| c.texts[field as usize].as_mut())
         {
             push_capped(buf, t.as_str());
+        }
+        Ok(())
+    }
+}
+
+/// Each link of the open card: the first gives the card its link, the first with a `title` or
+/// `aria-label` its link title, and every link's text competes for the longest (a photo link's
+/// counter "18" loses to the headline's link).
+fn link_handlers(state: &Shared) -> ElementContentHandlers<'static> {
+    let st = Rc::clone(state);
+    let text_state = Rc::clone(state);
+    ElementContentHandlers::default()
+        .element(move |el: &mut Element<'_, '_>| {
+            {
+                let mut s = st.borrow_mut();
+                let Some(card) = s.current.as_mut() else {
+                    return Ok(());
+                };
+                if card.link.is_none() {
+                    let Some(href) = attr(el, "href") else {
+                        return Ok(());
+                    };
+                    card.link = Some(href);
+                }
+                if card.link_title.is_none() {
+                    card.link_title = attr(el, "title").or_else(|| attr(el, "aria-label"));
+                }
+                s.link_text = Some(String::new());
+            }
+            on_end(el, &st, |s| {
+                let text = s.link_text.take().map(|t| clean_text(&t));
+                if let (Some(text), Some(card)) = (text, s.current.as_mut()) {
+                    let longest = &mut card.texts[Field::LinkText as usize];
+                    if longest
+                        .as_ref()
+                        .is_none_or(|l| text.chars().count() > l.chars().count())
+                    {
+                        *longest = Some(text);
+                    }
+                }
+            });
+            Ok(())
+        })
+        .text(move |t: &mut TextChunk<'_>| {
+            if matches!(t.text_type(), TextType::Data)
+                && let Some(buf) = text_state.borrow_mut().link_text.as_mut()
+            {
+                push_capped(buf, t.as_str());
+            }
+            Ok(())
+        })
+}
+
+fn image_handler(
+    state: &Shared,
+    pick: ImagePick,
+) -> impl FnMut(&mut Element<'_, '_>) -> lol_html::HandlerResult + 'static {
+    let state = Rc::clone(state);
+    move |el| {
+        let mut s = state.borrow_mut();
+        let Some(card) = s.current.as_mut() else {
+            return Ok(());
+        };
+        match &pick {
+            ImagePick::Largest => {
+                let Some(c) = image::candidate(|a| attr(el, a)) else {
+                    return Ok(());
+                };
+                // Strictly larger: on a tie the first in the card wins.
+                if card.picture.as_ref().is_none_or(|p| c.area > p.area) {
+                    card.picture = Some(c);
+                }
+            }
+            ImagePick::First { attr: name } => {
+                if card.picture.is_some() {
+                    return Ok(());
+                }
+                let url = match name {
+                    Some(name) => attr(el, name).and_then(|v| image::from_attr(name, &v)),
+                    None => image::of_element(|a| attr(el, a)),
+                };
+                card.picture = url.map(|url| image::Candidate { url, area: 0 });
+            }
         }
         Ok(())
     }
@@ -382,72 +547,68 @@ fn scan_all(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>, String> {
 
     let st = Rc::clone(&state);
     let id_attr = rules.id_attr.clone();
-    handlers.push((
-        Cow::Borrowed(&rules.card),
-        ElementContentHandlers::default().element(move |el: &mut Element<'_, '_>| {
-            let id = id_attr.as_deref().and_then(|a| attr(el, a));
-            {
-                let mut s = st.borrow_mut();
-                if let Some(cur) = &s.current {
-                    // A match inside the open card with the same (or no) id is part of it;
-                    // a different id means the previous card was closed implicitly.
-                    if id.is_none() || id == cur.id {
-                        return Ok(());
-                    }
+    let card = ElementContentHandlers::default().element(move |el: &mut Element<'_, '_>| {
+        let id = id_attr.as_deref().and_then(|a| attr(el, a));
+        {
+            let mut s = st.borrow_mut();
+            if let Some(cur) = &s.current {
+                // A match inside the open card with the same (or no) id is part of it;
+                // a different id means the previous card was closed implicitly.
+                if id.is_none() || id == cur.id {
+                    return Ok(());
                 }
-                s.close_card();
-                s.serial += 1;
-                s.current = Some(RawCard {
-                    id,
-                    ..RawCard::default()
-                });
             }
-            on_end(el, &st, Scan::close_card);
-            Ok(())
-        }),
-    ));
-
-    let st = Rc::clone(&state);
-    handlers.push((
-        Cow::Borrowed(&rules.link),
-        ElementContentHandlers::default()
-            .element(move |el: &mut Element<'_, '_>| {
-                {
-                    let mut s = st.borrow_mut();
-                    let Some(card) = s.current.as_mut() else {
-                        return Ok(());
-                    };
-                    if card.link.is_some() {
-                        return Ok(());
-                    }
-                    let Some(href) = attr(el, "href") else {
-                        return Ok(());
-                    };
-                    card.link = Some(href);
-                    card.link_title = attr(el, "title");
-                    card.texts[Field::LinkText as usize] = Some(String::new());
-                    s.open[Field::LinkText as usize] = true;
+            s.close_card();
+            s.serial += 1;
+            s.current = Some(RawCard {
+                id,
+                ..RawCard::default()
+            });
+        }
+        on_end(el, &st, Scan::close_card);
+        Ok(())
+    });
+    let card = if rules.card_text {
+        let st = Rc::clone(&state);
+        card.text(move |t: &mut TextChunk<'_>| {
+            if matches!(t.text_type(), TextType::Data)
+                && let Some(card) = st.borrow_mut().current.as_mut()
+            {
+                push_capped_to(&mut card.whole_text, t.as_str(), CARD_TEXT_CAP);
+                // Text nodes of different elements stay apart: "3" and "89 m²" are not
+                // "389 m²".
+                if t.last_in_text_node() {
+                    push_capped_to(&mut card.whole_text, " ", CARD_TEXT_CAP);
                 }
-                on_end(el, &st, |s| s.open[Field::LinkText as usize] = false);
-                Ok(())
-            })
-            .text(field_text(&state, Field::LinkText)),
-    ));
+            }
+            Ok(())
+        })
+    } else {
+        card
+    };
+    handlers.push((Cow::Borrowed(&rules.card), card));
+    handlers.push((Cow::Borrowed(&rules.link), link_handlers(&state)));
 
-    for (selector, field) in [
+    for (rule, field) in [
         (&rules.title, Field::Title),
         (&rules.price, Field::Price),
         (&rules.rooms, Field::Rooms),
         (&rules.area, Field::Area),
     ] {
-        if let Some(selector) = selector {
-            handlers.push((
-                Cow::Borrowed(selector),
-                ElementContentHandlers::default()
-                    .element(field_handler(&state, field))
-                    .text(field_text(&state, field)),
-            ));
-        }
+        let Some(rule) = rule else {
+            continue;
+        };
+        let handler = match &rule.attr {
+            Some(name) => ElementContentHandlers::default().element(field_attr_handler(
+                &state,
+                field,
+                name.clone(),
+            )),
+            None => ElementContentHandlers::default()
+                .element(field_handler(&state, field))
+                .text(field_text(&state, field)),
+        };
+        handlers.push((Cow::Borrowed(&rule.selector), handler));
     }
 
     if let Some(details) = &rules.details {
@@ -488,17 +649,21 @@ fn scan_all(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>, String> {
         ));
     }
 
-    if let Some(image) = &rules.image {
+    if let Some(rule) = &rules.image {
+        handlers.push((
+            Cow::Borrowed(&rule.selector),
+            ElementContentHandlers::default().element(image_handler(&state, rule.pick.clone())),
+        ));
+    }
+
+    if let Some(selector) = &rules.background {
         let st = Rc::clone(&state);
         handlers.push((
-            Cow::Borrowed(image),
+            Cow::Borrowed(selector),
             ElementContentHandlers::default().element(move |el: &mut Element<'_, '_>| {
                 let mut s = st.borrow_mut();
-                if let Some(card) = s.current.as_mut().filter(|c| c.image.is_none()) {
-                    card.image = ["src", "data-src", "data-lazy"]
-                        .iter()
-                        .filter_map(|a| attr(el, a))
-                        .find(|v| !v.starts_with("data:"));
+                if let Some(card) = s.current.as_mut().filter(|c| c.background.is_none()) {
+                    card.background = attr(el, "style").and_then(|v| image::background(&v));
                 }
                 Ok(())
             }),
@@ -574,11 +739,13 @@ mod tests {
             id_attr: Some("data-element-id".into()),
             link: scoped(card, "a[href]").parse().unwrap(),
             title: None,
-            price: Some(scoped(card, ".price").parse().unwrap()),
+            price: Some(FieldRule::text(scoped(card, ".price").parse().unwrap())),
             rooms: None,
             area: None,
             details: None,
             image: None,
+            background: None,
+            card_text: false,
             mark: mark.cloned(),
         }
     }

@@ -6,7 +6,9 @@
 //! Every normal page loads DataDome's `tags.js` and sets `ddjskey`, so only a page pointing
 //! at `captcha-delivery.com` or a redirect to `/checkvalidation` is a block.
 
-use super::html::{CardMark, CardRules, Field, scan_cards, scoped};
+use super::html::{
+    CardMark, CardRules, Field, FieldRule, ImagePick, ImageRule, scan_cards, scoped,
+};
 use super::parse::{clean_text, non_empty, parse_area, parse_price, parse_rooms};
 use super::{Extraction, SiteProfile, absolute, nothing_found};
 use crate::listing::Listing;
@@ -26,11 +28,16 @@ static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
         id_attr: Some("data-element-id".into()),
         link: inner("a.item-link[href]")?,
         title: None,
-        price: Some(inner("span.item-price")?),
+        price: Some(FieldRule::text(inner("span.item-price")?)),
         rooms: None,
         area: None,
         details: Some(inner("span.item-detail")?),
-        image: Some(inner("img")?),
+        image: Some(ImageRule {
+            selector: inner("img")?,
+            pick: ImagePick::Largest,
+        }),
+        background: None,
+        card_text: false,
         mark: Some(CardMark {
             tag: Some(Cow::Borrowed("article")),
             attr: Cow::Borrowed("data-element-id"),
@@ -93,7 +100,7 @@ impl SiteProfile for Idealista {
                 rooms: details.iter().find_map(|d| parse_rooms(d)),
                 area_m2: details.iter().find_map(|d| parse_area(d)),
                 url: absolute(page_url, href),
-                image: card.image.as_deref().and_then(|h| absolute(page_url, h)),
+                image: card.image().and_then(|h| absolute(page_url, h)),
             });
         }
         Extraction::Listings(out)

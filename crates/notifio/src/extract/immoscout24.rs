@@ -1,12 +1,18 @@
-//! ImmobilienScout24 (immobilienscout24.de): embedded result JSON first, HTML cards second.
+//! ImmobilienScout24 (immobilienscout24.de): the app's result list, the web page's embedded
+//! result JSON, or its HTML cards, whichever the body is.
 //!
-//! Result pages have embedded the search response as `IS24.resultList = {…}` (with
+//! The app's answer (`{"resultListItems": […]}`, see `immoscout24_app`) is recognised by its
+//! shape, so it is read the same whether it came from the app endpoint or a saved file. Result
+//! pages have embedded the search response as `IS24.resultList = {…}` (with
 //! `searchResponseModel["resultlist.resultlist"]`); when it is present only that slice is
 //! parsed with serde_json, because it carries exact prices and areas. Otherwise cards with
 //! `data-obid` (older `.result-list-entry`, newer `.listing-card`) are read. Block pages
 //! (GeeTest "Ich bin kein Roboter", AWS WAF, Imperva) are challenge markers.
 
-use super::html::{CardMark, CardRules, Field, scan_cards, scoped};
+use super::html::{
+    CardMark, CardRules, Field, FieldRule, ImagePick, ImageRule, scan_cards, scoped,
+};
+use super::immoscout24_app::from_app_json;
 use super::parse::{clean_text, non_empty, parse_area, parse_number, parse_price, parse_rooms};
 use super::{Extraction, SiteProfile, absolute, nothing_found};
 use crate::listing::Listing;
@@ -27,14 +33,19 @@ static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
         card: CARD.parse().ok()?,
         id_attr: Some("data-obid".into()),
         link: inner("a[href*=\"/expose/\"]")?,
-        title: Some(inner("[class*=\"title\"], h2, h5")?),
+        title: Some(FieldRule::text(inner("[class*=\"title\"], h2, h5")?)),
         price: None,
         rooms: None,
         area: None,
         // Older layout: `<dl class="result-list-entry__primary-criterion"><dd>…</dd>`; newer
         // cards list their attributes in `dd` or elements named `*attribute*`.
         details: Some(inner("dd, [class*=\"attribute\"]")?),
-        image: Some(inner("img")?),
+        image: Some(ImageRule {
+            selector: inner("img")?,
+            pick: ImagePick::Largest,
+        }),
+        background: None,
+        card_text: false,
         mark: Some(CardMark {
             tag: None,
             attr: Cow::Borrowed("data-obid"),
@@ -61,6 +72,9 @@ impl SiteProfile for ImmoScout24 {
     }
 
     fn extract(&self, body: &[u8], page_url: &url::Url) -> Extraction {
+        if let Some(found) = from_app_json(body, page_url) {
+            return found;
+        }
         if let Some(found) = from_json(body, page_url) {
             return found;
         }
@@ -280,7 +294,7 @@ fn from_cards(body: &[u8], page_url: &url::Url) -> Extraction {
                 .as_deref()
                 .and_then(|h| absolute(page_url, h))
                 .or_else(|| absolute(page_url, &format!("/expose/{id}"))),
-            image: card.image.as_deref().and_then(|h| absolute(page_url, h)),
+            image: card.image().and_then(|h| absolute(page_url, h)),
             id,
         });
     }

@@ -9,7 +9,9 @@ pub mod facebook;
 pub mod generic;
 mod html;
 pub mod idealista;
+mod image;
 pub mod immoscout24;
+pub mod immoscout24_app;
 mod parse;
 
 use crate::listing::{Listing, ListingSpec};
@@ -260,6 +262,7 @@ pub(crate) fn absolute(page_url: &url::Url, href: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::listing::CardSpec;
 
     fn key(url: &str) -> SiteKey {
         SiteKey::from_url(url).unwrap()
@@ -268,12 +271,7 @@ mod tests {
     #[test]
     fn searches_with_the_same_rules_share_one_profile() {
         let site = |u: &str| SiteKey::from_url(u).unwrap();
-        let spec = |sel: &str| ListingSpec::Selector {
-            selector: sel.into(),
-            id_attr: Some("data-id".into()),
-            title: None,
-            price: None,
-        };
+        let spec = |sel: &str| ListingSpec::Selector(Box::new(CardSpec::new(sel, Some("data-id"))));
         let mut made = ProfileCache::default();
         let a = made
             .profile_for(&site("https://a.example/1"), None, Some(&spec("li.x")))
@@ -348,12 +346,7 @@ mod tests {
         let err = profile_for(&site, None, None).unwrap_err();
         assert!(matches!(err, ProfileError::MissingSpec { .. }));
         assert!(err.to_string().contains("listing = {"), "{err}");
-        let bad = ListingSpec::Selector {
-            selector: "article[".into(),
-            id_attr: None,
-            title: None,
-            price: None,
-        };
+        let bad = ListingSpec::Selector(Box::new(CardSpec::new("article[", None)));
         let err = profile_for(&site, None, Some(&bad)).unwrap_err();
         assert!(err.to_string().contains("`article[`"), "{err}");
         let bad = ListingSpec::Link {

@@ -20,15 +20,34 @@ static ROOMS: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap_or_else(|e| unreachable!("static regex: {e}"))
 });
 
-// Portuguese typology: "T2" is two bedrooms.
+// Portuguese and French typology: "T2" is two bedrooms (a chip on its own, or a word in a
+// card's text: "Apartamento T3 em Lisboa").
 static TYPOLOGY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^T(\d{1,2})(?-u:\b)").unwrap_or_else(|e| unreachable!("static regex: {e}"))
+    Regex::new(r"(?-u:\b)T(\d{1,2})(?-u:\b)").unwrap_or_else(|e| unreachable!("static regex: {e}"))
 });
 
 static AREA: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(\d[\d.,]*)\s*(?:m²|m2|m\^2|qm|sqm)(?:[^\p{L}\p{N}]|$)")
         .unwrap_or_else(|e| unreachable!("static regex: {e}"))
 });
+
+/// A listing id in embedded JSON: a string or a number, as sites write it.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+pub(crate) enum JsonId {
+    S(String),
+    N(u64),
+}
+
+impl JsonId {
+    /// The id as text; `None` when it is blank.
+    pub(crate) fn into_id(self) -> Option<String> {
+        match self {
+            Self::S(s) => Some(s.trim().to_owned()).filter(|s| !s.is_empty()),
+            Self::N(n) => Some(n.to_string()),
+        }
+    }
+}
 
 /// Reads a number written with thousands and decimal separators in any of the usual styles:
 /// "1.250" and "1,250" are 1250; "1.250,50" and "1,250.50" are 1250.5; "415,80" is 415.8.
@@ -125,16 +144,29 @@ pub(crate) fn parse_price(text: &str) -> Option<(f64, Option<String>)> {
     Some((value, currency_of(text)))
 }
 
-/// "2 hab." / "3 Zi." / "2 bd" / "T2" → 2.0. `None` unless a room unit follows the number.
+/// "2 hab." / "3 Zi." / "3 Zimmer" / "2 bd" / "3 rooms" / "T2" → the first such count in
+/// `text` (a chip or a card's whole text). `None` unless a room unit follows the number.
 pub(crate) fn parse_rooms(text: &str) -> Option<f64> {
     if let Some(c) = ROOMS.captures(text) {
         return parse_number(c.get(1)?.as_str());
     }
-    let c = TYPOLOGY.captures(text.trim())?;
+    let c = TYPOLOGY.captures(text)?;
     c.get(1)?.as_str().parse().ok()
 }
 
-/// "60 m²" / "60 m2" / "60m²" → 60.0. `None` unless an area unit follows the number.
+/// Rooms from a field the user pointed at: a bare number ("3", `data-rooms="3"`) counts too,
+/// since the user said what it is.
+pub(crate) fn parse_rooms_field(text: &str) -> Option<f64> {
+    parse_rooms(text).or_else(|| parse_number(text.trim()))
+}
+
+/// Area from a field the user pointed at: a bare number counts too.
+pub(crate) fn parse_area_field(text: &str) -> Option<f64> {
+    parse_area(text).or_else(|| parse_number(text.trim()))
+}
+
+/// "60 m²" / "60 m2" / "60m²" / "89 qm" / "147,7 m²" → the first such area in `text`. `None`
+/// unless an area unit follows the number.
 pub(crate) fn parse_area(text: &str) -> Option<f64> {
     let c = AREA.captures(text)?;
     parse_number(c.get(1)?.as_str())
@@ -218,10 +250,15 @@ pub(crate) fn non_empty(raw: &str) -> Option<String> {
 
 /// Appends a text chunk to a field buffer, up to [`FIELD_CAP`].
 pub(crate) fn push_capped(buf: &mut String, chunk: &str) {
-    if buf.len() >= FIELD_CAP {
+    push_capped_to(buf, chunk, FIELD_CAP);
+}
+
+/// Appends a text chunk to a buffer, up to `cap` bytes (cut at a character boundary).
+pub(crate) fn push_capped_to(buf: &mut String, chunk: &str, cap: usize) {
+    if buf.len() >= cap {
         return;
     }
-    let room = FIELD_CAP - buf.len();
+    let room = cap - buf.len();
     if chunk.len() <= room {
         buf.push_str(chunk);
     } else {
@@ -273,6 +310,13 @@ mod tests {
             ("2,5 Zimmer", Some(2.5)),
             ("3 locali", Some(3.0)),
             ("T2", Some(2.0)),
+            ("Apartamento T3 em Lisboa", Some(3.0)),
+            ("3 Zimmer", Some(3.0)),
+            ("3 hab.", Some(3.0)),
+            ("3 rooms", Some(3.0)),
+            ("Wohnung · 89 m² · 3 Zi. · Balkon", Some(3.0)),
+            ("BT2 cable", None),
+            ("3er WG", None),
             ("28 minutos", None),
             ("2ª planta exterior con ascensor", None),
             ("60 m²", None),
@@ -290,12 +334,26 @@ mod tests {
             ("60m²", Some(60.0)),
             ("38,48 m²", Some(38.48)),
             ("1.200 m²", Some(1200.0)),
+            ("89 qm", Some(89.0)),
+            ("147,7 m²", Some(147.7)),
+            ("147.7 m²", Some(147.7)),
+            ("Miete 800 €, 12,50 €/m², Fläche 64 m²", Some(64.0)),
             ("28 minutos", None),
             ("Garaje opc. 225 €/mes", None),
             ("2 hab.", None),
         ] {
             assert_eq!(parse_area(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn a_field_the_user_named_may_be_a_bare_number() {
+        assert_eq!(parse_rooms_field(" 3 "), Some(3.0));
+        assert_eq!(parse_rooms_field("2,5 Zi."), Some(2.5));
+        assert_eq!(parse_rooms_field("ab 3"), None);
+        assert_eq!(parse_area_field("72,5"), Some(72.5));
+        assert_eq!(parse_area_field("72 m²"), Some(72.0));
+        assert_eq!(parse_area_field("groß"), None);
     }
 
     #[test]
