@@ -11,14 +11,12 @@
 //! checks every request against the politeness rules: 0 requests inside a wait window,
 //! exactly 1 probe per expired wait, 0 spacing violations. Both runs fold every check (id,
 //! time, probe flag) into a digest, and the bench fails unless the digests match, so the
-//! figures are those of the timed day, check for check. (Until the seventh round one run did
-//! both; its checking cost ~20% of the time.) Prints both wall times, checks per second and
-//! the politeness figures.
+//! figures are those of the timed day, check for check. Prints both wall times, checks per
+//! second and the politeness figures.
 //!
 //! Run: `cargo bench -p notifio-policy --bench simulate` (optional args: hours, sites,
 //! searches per site).
 
-use notifio_policy::schedule::prefetch;
 use notifio_policy::{
     BackoffPolicy, Check, Outcome, Registry, Scheduler, SchedulerConfig, SearchId, SearchSpec,
     SiteKey, Timestamp,
@@ -228,12 +226,8 @@ fn verified_day(s: &mut Scheduler, day: &Day) -> (Figures, u64, usize) {
     while now <= day.end {
         due.clear();
         s.poll_due_into(Timestamp(now), &mut due);
-        for (i, &c) in due.iter().enumerate() {
+        for &c in &due {
             digest = fold(digest, &c, now);
-            // Start loading the next check's book, so its cache miss overlaps this check's
-            // work (the last one again at the end of the batch: harmless, and no branch).
-            let next = due[(i + 1).min(due.len() - 1)].site.0 as usize;
-            prefetch(&books[next]);
             let site = c.site.0 as usize;
             let book = &mut books[site];
             let rel = (now - T0) as u32;

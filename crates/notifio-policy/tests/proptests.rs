@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{Check, PollCheck};
+use common::{Check, PollCheck, outcome};
 use notifio_policy::{
     BackoffPolicy, CheckId, Ladders, Outcome, RefusalKind, Registry, Scheduler, SchedulerConfig,
     SearchId, SearchSpec, SiteKey, Timestamp,
@@ -42,20 +42,6 @@ enum Op {
     Release(usize),
     /// Fresh cookies for site `n`.
     Resume(usize),
-}
-
-fn outcome() -> impl Strategy<Value = Outcome> {
-    prop_oneof![
-        4 => Just(Outcome::Ok),
-        1 => Just(Outcome::Unchanged),
-        2 => Just(Outcome::Challenge),
-        2 => Just(Outcome::RateLimited),
-        2 => Just(Outcome::Denied),
-        2 => Just(Outcome::Error),
-        1 => Just(Outcome::LayoutUnknown),
-        1 => Just(Outcome::SessionExpired),
-        1 => Just(Outcome::SearchGone),
-    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {

@@ -641,9 +641,9 @@ fn an_id_naming_no_check_in_flight_changes_nothing() {
     let c = s.poll_check(T0).unwrap();
     s.handle_outcome(c.id, Outcome::Ok, None, T0);
     assert_eq!(s.in_flight(), 0);
-    // The id of the check that just ended, the same id with the slot half all ones (what an
-    // idle site kept there until the tenth round), and with the site half all ones (what it
-    // keeps there now): none names a check in flight.
+    // The id of the check that just ended, the same id with the slot half all ones (a slot the
+    // site does not have), and with the site half all ones (a site no scheduler numbers):
+    // none names a check in flight.
     let forged = notifio_policy::CheckId(c.id.0 | (0xFFFF << 32));
     let idle = notifio_policy::CheckId(c.id.0 | 0xFFFF_FFFF);
     for id in [c.id, forged, idle] {

@@ -1,7 +1,8 @@
 //! What the scheduler tests share: a [`Check`] with its site key and searches looked up, the
 //! way the real driver (`watch.rs`) resolves the scheduler's small `Copy` check once per fetch.
 
-use notifio_policy::{CheckId, Scheduler, SearchId, SearchSpec, SiteKey, Timestamp};
+use notifio_policy::{CheckId, Outcome, Scheduler, SearchId, SearchSpec, SiteKey, Timestamp};
+use proptest::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,6 +54,7 @@ pub(crate) struct Check {
 /// `poll_due` and `poll_due_into`, resolved.
 pub(crate) trait PollCheck {
     /// [`Scheduler::poll_due`] with the check's site key, URL and searches looked up.
+    #[allow(dead_code)]
     fn poll_check(&mut self, now: Timestamp) -> Option<Check>;
     /// [`Scheduler::poll_due_into`], resolved the same way.
     #[allow(dead_code)]
@@ -84,4 +86,20 @@ impl PollCheck for Scheduler {
         self.poll_due_into(now, &mut due);
         due.into_iter().map(|c| resolve(self, c)).collect()
     }
+}
+
+/// Any outcome a check can have, the ordinary ones more often than the rest.
+#[allow(dead_code)]
+pub(crate) fn outcome() -> impl Strategy<Value = Outcome> {
+    prop_oneof![
+        4 => Just(Outcome::Ok),
+        1 => Just(Outcome::Unchanged),
+        2 => Just(Outcome::Challenge),
+        2 => Just(Outcome::RateLimited),
+        2 => Just(Outcome::Denied),
+        2 => Just(Outcome::Error),
+        1 => Just(Outcome::LayoutUnknown),
+        1 => Just(Outcome::SessionExpired),
+        1 => Just(Outcome::SearchGone),
+    ]
 }
