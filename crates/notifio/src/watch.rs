@@ -754,6 +754,7 @@ impl Watcher {
                 },
                 conditional: expected.is_some(),
                 post_json: None,
+                markers: Some(Arc::clone(&markers)),
             };
             let fetch = fetcher.fetch(&req, &cancel);
             tokio::pin!(fetch);

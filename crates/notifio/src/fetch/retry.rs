@@ -37,7 +37,9 @@ pub(crate) struct LoopOutcome<T> {
     pub(crate) timeouts: Vec<Duration>,
 }
 
-/// Runs `attempt(n)` (n = retries so far: 0 on the first attempt) under `policy`.
+/// Runs `attempt(n)` (n = retries so far: 0 on the first attempt) under `policy`. An attempt
+/// yields its result, its response's parsed `Retry-After` (a longer one than the next sleep
+/// stops the retries) and its payload.
 ///
 /// `random` supplies jitter samples in `[0, 1)`; `spend_retry` asks the site's budget for one
 /// retry. The attempt future is wrapped in the per-attempt timeout, so a stalled body is cut
@@ -51,7 +53,7 @@ pub(crate) async fn run<T, F, Fut>(
 ) -> LoopOutcome<T>
 where
     F: FnMut(u32) -> Fut,
-    Fut: Future<Output = (AttemptResult, T)>,
+    Fut: Future<Output = (AttemptResult, Option<Duration>, T)>,
 {
     let start = Instant::now();
     let mut out = LoopOutcome {
@@ -75,20 +77,26 @@ where
         out.attempts += 1;
         out.timeouts.push(timeout);
         let fut = tokio::time::timeout(timeout, attempt(retry_n));
-        let (result, payload) = tokio::select! {
+        let (result, retry_after, payload) = tokio::select! {
             biased;
             () = cancel.cancelled() => {
                 out.cancelled = true;
                 return out;
             }
             r = fut => match r {
-                Ok((result, payload)) => (result, Some(payload)),
-                Err(_elapsed) => (AttemptResult::Timeout, None),
+                Ok((result, retry_after, payload)) => (result, retry_after, Some(payload)),
+                Err(_elapsed) => (AttemptResult::Timeout, None, None),
             },
         };
         out.result = Some(result);
         out.payload = payload;
-        match policy.decide(out.attempts, &result, start.elapsed(), random()) {
+        match policy.decide(
+            out.attempts,
+            &result,
+            retry_after,
+            start.elapsed(),
+            random(),
+        ) {
             RetryDecision::DoNotRetry(why) => {
                 out.give_up = Some(why);
                 return out;
@@ -117,13 +125,15 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
 
+    type Scripted = std::pin::Pin<Box<dyn Future<Output = (AttemptResult, Option<Duration>, u32)>>>;
+
     /// A fake attempt that answers each call from a script, taking `took` of virtual time.
     fn script(
         results: Vec<AttemptResult>,
         took: Duration,
         log: Arc<Mutex<Vec<(u32, Duration)>>>,
         start: Instant,
-    ) -> impl FnMut(u32) -> std::pin::Pin<Box<dyn Future<Output = (AttemptResult, u32)>>> {
+    ) -> impl FnMut(u32) -> Scripted {
         let mut i = 0usize;
         move |n| {
             let r = results[i.min(results.len() - 1)];
@@ -132,7 +142,7 @@ mod tests {
             Box::pin(async move {
                 log.lock().unwrap().push((n, start.elapsed()));
                 tokio::time::sleep(took).await;
-                (r, n)
+                (r, None, n)
             })
         }
     }
