@@ -220,14 +220,9 @@ fn a_facebook_search_without_cookies_is_a_config_error_with_a_hint() {
     assert!(err.contains("[site.\"facebook.com\"]"), "{err}");
 }
 
-/// Proxies come from the environment, as curl reads them: `notifio check` with `HTTP_PROXY`
-/// set sends its request to that proxy (a forward proxy on loopback), in absolute form.
-#[test]
-fn check_goes_through_the_proxy_the_environment_names() {
-    let (rt, portal, _dir, path) = one_search("");
-    let (proxy, lines) = rt.block_on(util::start_proxy());
-    let url = portal.search_url("p", "s");
-    let mut check = notifio();
+/// `notifio` with `HTTP_PROXY` set to `proxy` and no other proxy variable.
+fn through_proxy(proxy: &str) -> Command {
+    let mut cmd = notifio();
     for name in [
         "NO_PROXY",
         "no_proxy",
@@ -235,10 +230,20 @@ fn check_goes_through_the_proxy_the_environment_names() {
         "all_proxy",
         "http_proxy",
     ] {
-        check.env_remove(name);
+        cmd.env_remove(name);
     }
-    let out = check
-        .env("HTTP_PROXY", &proxy)
+    cmd.env("HTTP_PROXY", proxy);
+    cmd
+}
+
+/// Proxies come from the environment, as curl reads them: `notifio check` with `HTTP_PROXY`
+/// set sends its request to that proxy (a forward proxy on loopback), in absolute form.
+#[test]
+fn check_goes_through_the_proxy_the_environment_names() {
+    let (rt, portal, _dir, path) = one_search("");
+    let (proxy, lines) = rt.block_on(util::start_proxy());
+    let url = portal.search_url("p", "s");
+    let out = through_proxy(&proxy)
         .args(["check", "--config"])
         .arg(&path)
         .output()
@@ -257,4 +262,201 @@ fn check_goes_through_the_proxy_the_environment_names() {
         1,
         "the page was read, through the proxy"
     );
+}
+
+/// A portal with sites `good`, `busy` (503), `blocked` (a DataDome page at 403) and `empty`
+/// (200, no bytes), a port nothing listens on, and a config with one search on each.
+fn troubled_searches() -> (
+    tokio::runtime::Runtime,
+    fake_portal::Portal,
+    tempfile::TempDir,
+    std::path::PathBuf,
+) {
+    use fake_portal::{Behaviour, ChallengeKind, SiteSpec};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let names = ["good", "busy", "blocked", "empty"];
+    let portal = rt
+        .block_on(fake_portal::Portal::start(
+            names.iter().map(|n| SiteSpec::new(n)).collect(),
+        ))
+        .unwrap();
+    portal.set_behaviour("busy", Behaviour::ServerError(503));
+    portal.set_behaviour(
+        "blocked",
+        Behaviour::Challenge(ChallengeKind::DataDome, 403),
+    );
+    portal.set_behaviour("empty", Behaviour::Empty);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = format!(
+        "[watch]\nstate_dir = {:?}\ndashboard = false\n\n[retry.search]\ninitial = \"10ms\"\n",
+        dir.path().display().to_string()
+    );
+    let mut urls: Vec<String> = names.iter().map(|n| portal.search_url(n, "s")).collect();
+    urls.push(format!("http://127.0.0.1:{}/search/s", util::free_port()));
+    for (i, url) in urls.iter().enumerate() {
+        cfg.push_str(&format!(
+            "\n[[search]]\nname = \"s{i}\"\nurl = {url:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n"
+        ));
+    }
+    let path = dir.path().join("notifio.toml");
+    std::fs::write(&path, cfg).unwrap();
+    (rt, portal, dir, path)
+}
+
+#[test]
+fn check_says_why_each_search_is_not_ok() {
+    let (_rt, _portal, _dir, path) = troubled_searches();
+    let out = notifio()
+        .args(["check", "--json", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by = |name: &str| lines.iter().find(|l| l["search"] == name).unwrap().clone();
+    assert_eq!(by("s0")["outcome"], "ok");
+    assert!(by("s0").get("reason").is_none(), "no reason on an ok line");
+    let reason = |name: &str| by(name)["reason"].as_str().unwrap().to_owned();
+    assert_eq!(
+        reason("s1"),
+        "HTTP 503 Service Unavailable after 3 attempts"
+    );
+    assert_eq!(reason("s2"), "challenge page (DataDome), HTTP 403");
+    assert_eq!(reason("s3"), "HTTP 200 OK with an empty page");
+    let refused = reason("s4");
+    assert!(
+        refused.starts_with("connection refused by 127.0.0.1:")
+            && refused.ends_with("after 3 attempts"),
+        "{refused}"
+    );
+    // The human line says the same.
+    let out = notifio()
+        .args(["check", "--force", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("s2 ")).unwrap();
+    assert!(
+        line.ends_with(": challenge page (DataDome), HTTP 403"),
+        "{line}"
+    );
+    // A second pass without --force: the refusing sites wait, and say until when.
+    let out = notifio()
+        .args(["check", "--json", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let waiting: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l["search"] == "s2")
+        .unwrap();
+    assert_eq!(waiting["outcome"], "waiting");
+    let why = waiting["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("the site is waiting after challenge (refusal 2 in a row) until ")
+            || why.starts_with("the site is waiting after challenge (refusal 1 in a row) until "),
+        "{why}"
+    );
+    assert!(why.contains(" UTC, in "), "{why}");
+}
+
+#[test]
+fn a_closed_stdout_ends_check_quietly() {
+    let (_rt, _portal, _dir, path) = troubled_searches();
+    for args in [
+        &["check", "--json"][..],
+        &["check"],
+        &["status"],
+        &["ladders"],
+    ] {
+        let mut child = notifio()
+            .args(args)
+            .arg("--config")
+            .arg(&path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // `| head -0`: the reader goes away before anything is written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_urls_password_is_never_printed_stored_or_sent_in_a_request_line() {
+    let (rt, portal, dir, path) = one_search("");
+    let plain = portal.search_url("p", "s");
+    let with_password = plain.replacen("http://", "http://ana:hunter2@", 1);
+    let cfg = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        cfg.replace(&format!("{plain:?}"), &format!("{with_password:?}")),
+    )
+    .unwrap();
+    let (proxy, lines) = rt.block_on(util::start_proxy());
+    let out = through_proxy(&proxy)
+        .args(["-vv", "check", "--json", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("\"url\":\"http://ana:***@127.0.0.1:"),
+        "{stdout}"
+    );
+    for (what, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        assert!(!text.contains("hunter2"), "{what}: {text}");
+    }
+    let line = lines.lock().unwrap().clone();
+    assert_eq!(
+        line,
+        vec![format!("GET {plain} HTTP/1.1")],
+        "no credentials in the request line"
+    );
+    let sent = portal.requests();
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some("Basic YW5hOmh1bnRlcjI="),
+        "the credentials go as Basic auth instead"
+    );
+    let status = notifio()
+        .args(["status", "--json", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("ana:***@"), "{status}");
+    assert!(!status.contains("hunter2"), "{status}");
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let p = entry.unwrap().path();
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("notifio.db")
+        {
+            let bytes = std::fs::read(&p).unwrap();
+            assert!(
+                !bytes.windows(7).any(|w| w == b"hunter2"),
+                "{}",
+                p.display()
+            );
+        }
+    }
 }

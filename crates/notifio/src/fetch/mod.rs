@@ -15,6 +15,7 @@ mod transport;
 
 pub use metrics::FetchMetrics;
 
+use base64::Engine as _;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
@@ -489,8 +490,10 @@ impl Fetcher {
                     req,
                     TransportFailure::Timeout,
                     format!(
-                        "no complete response within {} ms",
-                        out.timeouts.last().copied().unwrap_or_default().as_millis()
+                        "timed out after {}: no complete response",
+                        notifio_policy::format_duration(
+                            out.timeouts.last().copied().unwrap_or_default()
+                        )
                     ),
                 );
                 if !timed_out {
@@ -602,7 +605,20 @@ impl Fetcher {
         body: Option<Bytes>,
         extra: Vec<(header::HeaderName, String)>,
     ) -> Result<http::Request<Full<Bytes>>, String> {
-        let uri: http::Uri = url
+        // A URL's own `user:password@` never goes into a request line (nor a proxy's): it is
+        // sent as Basic credentials to that URL, which a relative redirect keeps.
+        let mut target = url.clone();
+        let credentials = (!url.username().is_empty() || url.password().is_some()).then(|| {
+            let decode = |s: &str| percent_encoding::percent_decode_str(s).collect::<Vec<u8>>();
+            let mut pair = decode(url.username());
+            pair.push(b':');
+            pair.extend(decode(url.password().unwrap_or_default()));
+            let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+            (header::AUTHORIZATION, format!("Basic {encoded}"))
+        });
+        let _ = target.set_username("");
+        let _ = target.set_password(None);
+        let uri: http::Uri = target
             .as_str()
             .parse()
             .map_err(|e| format!("not a valid request URI: {e}"))?;
@@ -611,6 +627,11 @@ impl Fetcher {
         *request.uri_mut() = uri;
         let headers = request.headers_mut();
         headers.clone_from(&self.inner.headers);
+        if let Some((name, value)) = credentials {
+            let value = HeaderValue::try_from(value)
+                .map_err(|_| "credentials that are not a valid header value".to_owned())?;
+            headers.insert(name, value);
+        }
         for (name, value) in extra {
             let value = HeaderValue::try_from(value)
                 .map_err(|_| format!("a {name} value that is not a valid header value"))?;

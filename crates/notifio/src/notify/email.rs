@@ -238,7 +238,7 @@ impl Email {
         }
 
         let url = url::Url::parse(smtp).map_err(|e| EmailError::BadUrl {
-            url: redact_url(smtp),
+            url: crate::redact::url_password(smtp).into_owned(),
             reason: e.to_string(),
         })?;
         if url.password().is_some() {
@@ -370,20 +370,6 @@ fn parse_address(field: &'static str, value: &str) -> Result<Address, EmailError
         })
 }
 
-/// The URL with anything after `user:` up to `@` replaced, for error messages.
-fn redact_url(s: &str) -> String {
-    match (s.find("://"), s.rfind('@')) {
-        (Some(start), Some(at)) if at > start => {
-            let userinfo = &s[start + 3..at];
-            match userinfo.find(':') {
-                Some(colon) => format!("{}{}:***{}", &s[..start + 3], &userinfo[..colon], &s[at..]),
-                None => s.to_string(),
-            }
-        }
-        _ => s.to_string(),
-    }
-}
-
 /// Reads a password file, refusing one that group or others can read.
 pub fn read_password_file(path: &Path) -> Result<Secret, EmailError> {
     let io = |source| EmailError::PasswordFile {
@@ -457,7 +443,6 @@ mod tests {
 
     #[test]
     fn redaction() {
-        assert_eq!(redact_url("smtp://u:pw@h:25"), "smtp://u:***@h:25");
         assert_eq!(Secret::new("pw").scrub("a pw b"), "a *** b");
         assert_eq!(format!("{:?}", Secret::new("pw")), "Secret(***)");
     }
