@@ -985,3 +985,20 @@ fn too_many_searches_on_one_site_is_an_error_at_the_one_too_many() {
     text.truncate(text.rfind("[[search]]").unwrap());
     assert_eq!(ok(&text).searches.len(), n - 1);
 }
+
+#[test]
+fn dashboard_hosts_are_host_names() {
+    let c = ok(&format!(
+        "[watch]\ndashboard_hosts = [\"notifio.lan\", \"proxy.example:8443\"]\n{MIN}"
+    ));
+    assert_eq!(
+        c.watch.dashboard_hosts,
+        vec!["notifio.lan", "proxy.example:8443"]
+    );
+    assert!(ok(MIN).watch.dashboard_hosts.is_empty());
+    assert_err(
+        &format!("[watch]\ndashboard_hosts = [\"ok.lan\", \"http://notifio.lan/\"]\n{MIN}"),
+        "notifio.toml:2:30: `watch.dashboard_hosts[1]`: `http://notifio.lan/` is not a host name",
+        Some("notifio.lan:8443"),
+    );
+}

@@ -67,6 +67,9 @@ pub struct WatchSettings {
     /// Bearer token for the dashboard: `NOTIFIO_DASHBOARD_TOKEN`, else `dashboard_token`.
     /// Redacted in `Debug`.
     pub dashboard_token: Option<String>,
+    /// Host names the dashboard answers to besides its address, `localhost`, `127.0.0.1` and
+    /// `[::1]` (requests naming any other host get 421): `name` or `name:port`.
+    pub dashboard_hosts: Vec<String>,
     /// Announce the listings found by a search's first check (false: silent baseline).
     pub notify_existing: bool,
     /// Checks kept in history per search (100).
@@ -85,6 +88,7 @@ impl fmt::Debug for WatchSettings {
                 "dashboard_token",
                 &self.dashboard_token.as_ref().map(|_| "<redacted>"),
             )
+            .field("dashboard_hosts", &self.dashboard_hosts)
             .field("notify_existing", &self.notify_existing)
             .field("history", &self.history)
             .finish()

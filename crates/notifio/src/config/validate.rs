@@ -31,6 +31,7 @@ const WATCH_KEYS: &[&str] = &[
     "state_dir",
     "dashboard",
     "dashboard_token",
+    "dashboard_hosts",
     "notify_existing",
     "history",
 ];
@@ -148,6 +149,7 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
             state_dir: default_state_dir(root, env)?,
             dashboard: Some(DEFAULT_DASHBOARD),
             dashboard_token: env.dashboard_token.clone(),
+            dashboard_hosts: Vec::new(),
             notify_existing: false,
             history: DEFAULT_HISTORY,
         });
@@ -187,6 +189,14 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
         }
         _ => {}
     }
+    let dashboard_hosts = match t.get("dashboard_hosts") {
+        Some(f) => f
+            .array()?
+            .iter()
+            .map(dashboard_host)
+            .collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
     let notify_existing = t.bool("notify_existing")?.unwrap_or(false);
     let history = t
         .get("history")
@@ -200,9 +210,30 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
         state_dir,
         dashboard,
         dashboard_token,
+        dashboard_hosts,
         notify_existing,
         history,
     })
+}
+
+/// A name the dashboard also answers to: `host` or `host:port`, as a `Host` header has it.
+fn dashboard_host(f: &Field<'_>) -> Result<String> {
+    let s = f.non_empty_str()?.trim();
+    let parsed = url::Url::parse(&format!("http://{s}/")).ok();
+    let plain = parsed.as_ref().is_some_and(|u| {
+        u.host_str().is_some_and(|h| !h.is_empty())
+            && u.username().is_empty()
+            && u.password().is_none()
+            && u.path() == "/"
+            && !s.contains(['/', '?', '#', '@'])
+    });
+    if plain {
+        Ok(s.to_owned())
+    } else {
+        Err(f
+            .err(format!("`{s}` is not a host name"))
+            .with_hint("give the name as the browser's address bar has it, e.g. \"notifio.lan\" or \"notifio.lan:8443\" (no http://, no path)"))
+    }
 }
 
 fn default_state_dir(root: &Table<'_>, env: &Environment) -> Result<PathBuf> {
