@@ -55,7 +55,7 @@ const RETRY_KEYS: &[&str] = &[
 ];
 const FETCH_KEYS: &[&str] = &["user_agent", "accept_language", "body_cap"];
 const NOTIFY_KEYS: &[&str] = &["email", "mailbox", "webhook"];
-const EMAIL_KEYS: &[&str] = &["to", "from", "smtp", "password_file"];
+const EMAIL_KEYS: &[&str] = &["to", "from", "smtp", "password_file", "allow_plaintext"];
 const WEBHOOK_KEYS: &[&str] = &["url", "format"];
 const SEARCH_KEYS: &[&str] = &[
     "name",
@@ -469,11 +469,13 @@ fn email(t: &Table<'_>, base: &Path, env: &Environment) -> Result<EmailSettings>
         .get("password_file")
         .map(|f| path(&f, base, env))
         .transpose()?;
+    let allow_plaintext = t.bool("allow_plaintext")?.unwrap_or(false);
     Ok(EmailSettings {
         to,
         from,
         smtp,
         password_file,
+        allow_plaintext,
     })
 }
 
