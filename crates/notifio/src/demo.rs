@@ -93,6 +93,8 @@ pub async fn run_watcher(
     on_dashboard: Option<Box<dyn FnOnce(SocketAddr) + Send>>,
 ) -> anyhow::Result<()> {
     let state_dir = cfg.watch.state_dir.clone();
+    // One watcher per state directory, held until this returns.
+    let _lock = Store::lock(&state_dir)?;
     let dashboard = cfg.watch.dashboard;
     let token = cfg.watch.dashboard_token.clone();
     let hosts = cfg.watch.dashboard_hosts.clone();

@@ -151,26 +151,35 @@ fn one_search(
     (rt, portal, dir, path)
 }
 
-/// `notifio watch` on SIGTERM finishes in-flight work, flushes the store and exits 0 within 2 s.
-#[test]
-fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
-    let (rt, portal, dir, path) = one_search("interval = \"300ms\"\nspacing = \"50ms\"\n");
-    let mut child = notifio()
+/// `notifio watch --config path` as a child, once site `p` has seen `checks` requests.
+fn watch_until_checked(
+    path: &std::path::Path,
+    portal: &fake_portal::Portal,
+    checks: usize,
+) -> std::process::Child {
+    let child = notifio()
         .args(["watch", "--config"])
-        .arg(&path)
+        .arg(path)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until it has checked at least twice.
     let t0 = std::time::Instant::now();
-    while portal.request_count("p") < 2 {
+    while portal.request_count("p") < checks {
         assert!(
             t0.elapsed() < std::time::Duration::from_secs(20),
             "watch never checked"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    child
+}
+
+/// `notifio watch` on SIGTERM finishes in-flight work, flushes the store and exits 0 within 2 s.
+#[test]
+fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
+    let (rt, portal, dir, path) = one_search("interval = \"300ms\"\nspacing = \"50ms\"\n");
+    let mut child = watch_until_checked(&path, &portal, 2);
     let kill = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -264,7 +273,17 @@ fn check_goes_through_the_proxy_the_environment_names() {
     );
 }
 
-/// A portal with sites `good`, `busy` (503), `blocked` (a DataDome page at 403) and `empty`
+/// `notifio ARGS --config path`, run to the end.
+fn run(args: &[&str], path: &std::path::Path) -> std::process::Output {
+    notifio()
+        .args(args)
+        .arg("--config")
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+/// A p/// A portal with sites `good`, `busy` (503), `blocked` (a DataDome page at 403) and `empty`
 /// (200, no bytes), a port nothing listens on, and a config with one search on each.
 fn troubled_searches() -> (
     tokio::runtime::Runtime,
@@ -306,11 +325,7 @@ fn troubled_searches() -> (
 #[test]
 fn check_says_why_each_search_is_not_ok() {
     let (_rt, _portal, _dir, path) = troubled_searches();
-    let out = notifio()
-        .args(["check", "--json", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = run(&["check", "--json"], &path);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -338,11 +353,7 @@ fn check_says_why_each_search_is_not_ok() {
         "{refused}"
     );
     // The human line says the same.
-    let out = notifio()
-        .args(["check", "--force", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = run(&["check", "--force"], &path);
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().find(|l| l.starts_with("s2 ")).unwrap();
     assert!(
@@ -350,11 +361,7 @@ fn check_says_why_each_search_is_not_ok() {
         "{line}"
     );
     // A second pass without --force: the refusing sites wait, and say until when.
-    let out = notifio()
-        .args(["check", "--json", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = run(&["check", "--json"], &path);
     let text = String::from_utf8_lossy(&out.stdout);
     let waiting: serde_json::Value = text
         .lines()
@@ -436,11 +443,7 @@ fn a_urls_password_is_never_printed_stored_or_sent_in_a_request_line() {
         Some("Basic YW5hOmh1bnRlcjI="),
         "the credentials go as Basic auth instead"
     );
-    let status = notifio()
-        .args(["status", "--json", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let status = run(&["status", "--json"], &path);
     let status = String::from_utf8_lossy(&status.stdout);
     assert!(status.contains("ana:***@"), "{status}");
     assert!(!status.contains("hunter2"), "{status}");
@@ -458,5 +461,153 @@ fn a_urls_password_is_never_printed_stored_or_sent_in_a_request_line() {
                 p.display()
             );
         }
+    }
+}
+
+/// Waits (bounded) for a child to exit and returns its output.
+fn finish_within(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    let t0 = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the child did not exit within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_second_watch_on_one_state_dir_exits_1_naming_the_first() {
+    let (rt, portal, _dir, path) = one_search("interval = \"300ms\"\nspacing = \"50ms\"\n");
+    let mut first = watch_until_checked(&path, &portal, 1);
+    let second = notifio()
+        .args(["watch", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish_within(second, std::time::Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("(pid {})", first.id())), "{err}");
+    assert!(err.contains("is using the state directory"), "{err}");
+    // check and status still work beside the running watcher.
+    for args in [&["check"][..], &["status"]] {
+        let out = run(args, &path);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        first.try_wait().unwrap().is_none(),
+        "the first watcher is still running"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &first.id().to_string()])
+        .status();
+    let _ = first.wait();
+    rt.block_on(portal.shutdown());
+}
+
+#[test]
+fn a_damaged_database_is_named_once_and_left_alone() {
+    let (_rt, _portal, dir, path) = one_search("");
+    let db = dir.path().join("notifio.db");
+    // Not a database at all, then a real one with a page overwritten.
+    std::fs::write(&db, vec![b'x'; 8192]).unwrap();
+    let mut cases = vec![("garbage", std::fs::read(&db).unwrap())];
+    std::fs::remove_file(&db).unwrap();
+    let out = run(&["check"], &path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    {
+        // Fold the WAL in so the pages are in the file, then damage the second half.
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;")
+            .unwrap();
+    }
+    let mut bytes = std::fs::read(&db).unwrap();
+    let half = bytes.len() / 2;
+    for b in &mut bytes[half..] {
+        *b = 0xa5;
+    }
+    cases.push(("damaged pages", bytes));
+    for (what, bytes) in cases {
+        let _ = std::fs::remove_file(dir.path().join("notifio.db-wal"));
+        let _ = std::fs::remove_file(dir.path().join("notifio.db-shm"));
+        std::fs::write(&db, &bytes).unwrap();
+        for cmd in ["check", "status", "watch"] {
+            let out = run(&[cmd], &path);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{what} {cmd}: {err}");
+            let said = format!(
+                "the state database {} is damaged or is not a Notifio database",
+                db.display()
+            );
+            assert_eq!(
+                err.matches(&said).count(),
+                1,
+                "{what} {cmd}: named, once: {err}"
+            );
+            assert_eq!(
+                err.matches("not a database").count() + err.matches("malformed").count(),
+                1,
+                "{what} {cmd}: the cause, once: {err}"
+            );
+            assert!(
+                err.contains("never deletes or rewrites"),
+                "{what} {cmd}: {err}"
+            );
+            assert!(!err.contains("cannot create the state directory"), "{err}");
+            assert!(
+                std::fs::read(&db).unwrap() == bytes,
+                "{what} {cmd}: the file is left as it was"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_state_dir_that_cannot_be_written_says_which_file_and_why() {
+    let (_rt, _portal, dir, path) = one_search("");
+    let cfg = std::fs::read_to_string(&path).unwrap();
+    let state = format!("state_dir = {:?}", dir.path().display().to_string());
+    // A file where the directory should be.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    std::fs::write(
+        &path,
+        cfg.replace(
+            &state,
+            &format!("state_dir = {:?}", file.display().to_string()),
+        ),
+    )
+    .unwrap();
+    let out = run(&["status"], &path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("is a file, not a directory"), "{err}");
+    // A directory that exists but takes no new file (sysfs refuses even root).
+    if std::path::Path::new("/sys/kernel").is_dir() {
+        std::fs::write(&path, cfg.replace(&state, "state_dir = \"/sys/kernel\"")).unwrap();
+        let out = run(&["check"], &path);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("cannot create the state database /sys/kernel/notifio.db"),
+            "{err}"
+        );
+        assert!(!err.contains("state directory /sys"), "{err}");
     }
 }
