@@ -127,6 +127,19 @@ fn watch_failure(e: crate::watch::WatchError) -> Failure {
     }
 }
 
+/// A start-up failure of `watch` that the config caused (channels, sessions) is exit 2, as it
+/// is for `check`; anything else is a runtime failure.
+fn config_or_runtime(e: anyhow::Error) -> Failure {
+    match e.downcast::<crate::watch::WatchError>() {
+        Ok(w) => watch_failure(w),
+        Err(e) => match e.downcast::<crate::notify::NotifyError>() {
+            Ok(n @ crate::notify::NotifyError::Database { .. }) => Failure::Runtime(n.into()),
+            Ok(n) => Failure::Usage(n.to_string()),
+            Err(e) => Failure::Runtime(e),
+        },
+    }
+}
+
 /// Entry point used by `main.rs`.
 #[must_use]
 pub fn main() -> ExitCode {
@@ -218,7 +231,7 @@ fn on_workers(
 ) -> Result<(), Failure> {
     rt.block_on(async { tokio::spawn(job).await })
         .map_err(|e| Failure::Runtime(anyhow::anyhow!("the watcher stopped: {e}")))?
-        .map_err(Failure::Runtime)
+        .map_err(config_or_runtime)
 }
 
 /// `check` is one batch pass, so it runs on one thread: the hand-offs between workers (futex

@@ -611,3 +611,119 @@ fn a_state_dir_that_cannot_be_written_says_which_file_and_why() {
         assert!(!err.contains("state directory /sys"), "{err}");
     }
 }
+
+/// Every command refuses `text` (written as `notifio.toml` in a temp dir, `{DIR}` replaced by
+/// it) the same way at start: exit 2, `notifio.toml:LINE:COL: `KEY`: …` on stderr.
+#[track_caller]
+fn every_command_refuses(text: &str, files: &[(&str, &[u8], u32)], located: &str, says: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes, mode) in files {
+        let p = dir.path().join(name);
+        if name.ends_with('/') {
+            std::fs::create_dir(&p).unwrap();
+        } else {
+            std::fs::write(&p, bytes).unwrap();
+        }
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode)).unwrap();
+    }
+    let path = dir.path().join("notifio.toml");
+    let dir_text = dir.path().display().to_string();
+    std::fs::write(&path, text.replace("{DIR}", &dir_text)).unwrap();
+    for args in [
+        &["watch"][..],
+        &["check"],
+        &["check", "--notify"],
+        &["status"],
+    ] {
+        let child = notifio()
+            .env_remove("NOTIFIO_SMTP_PASSWORD")
+            .args(args)
+            .arg("--config")
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = finish_within(child, std::time::Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr).replace(&format!("{dir_text}/"), "");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("error: notifio.toml:{located}")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+const WATCH: &str = "[watch]\nstate_dir = \"{DIR}/state\"\ndashboard = false\n";
+const SEARCH: &str = "\n[[search]]\nname = \"s\"\nurl = \"http://127.0.0.1:9/s\"\nlisting = { selector = \"article\", id_attr = \"data-id\" }\n";
+const COOKIES: &str = "# Netscape HTTP Cookie File\n127.0.0.1\tFALSE\t/\tFALSE\t0\tsession\tv\n";
+
+#[test]
+fn files_the_config_names_are_checked_by_every_command_at_start() {
+    let email = format!(
+        "{WATCH}[notify.email]\nto = \"me@example.com\"\nsmtp = \"smtp://ana@127.0.0.1:2525\"\npassword_file = \"pw.txt\"\n{SEARCH}"
+    );
+    every_command_refuses(
+        &email,
+        &[("pw.txt", b"hunter2\n", 0o644)],
+        "7:17: `notify.email.password_file`: ",
+        "readable by group or others (mode 0644)",
+    );
+    let site =
+        |file: &str| format!("{WATCH}\n[site.\"127.0.0.1:9\"]\ncookies = \"{file}\"\n{SEARCH}");
+    let at = "6:11: `site.\"127.0.0.1:9\".cookies`: ";
+    every_command_refuses(
+        &site("c.txt"),
+        &[("c.txt", b"not a cookie line\n", 0o600)],
+        at,
+        "line 1:",
+    );
+    every_command_refuses(
+        &site("c.txt"),
+        &[("c.txt", b"SQLite format 3\0\x01\x02", 0o600)],
+        at,
+        "is not a text file",
+    );
+    every_command_refuses(&site("c/"), &[("c/", b"", 0o700)], at, "is not a file");
+    every_command_refuses(
+        &site("c.txt"),
+        &[("c.txt", COOKIES.as_bytes(), 0o644)],
+        at,
+        "readable by group or others",
+    );
+    every_command_refuses(&site("none.txt"), &[], at, "cannot read cookies file");
+    every_command_refuses(
+        &format!(
+            "{WATCH}[notify.email]\nto = \"me@example.com\"\nsmtp = \"smtp://ana@127.0.0.1:2525\"\n{SEARCH}"
+        ),
+        &[],
+        "6:8: `notify.email.smtp`: ",
+        "names user \"ana\" but no password is set",
+    );
+}
+
+#[test]
+fn values_the_watcher_would_refuse_are_refused_by_every_command_at_start() {
+    every_command_refuses(
+        &format!("{WATCH}\n[[search]]\nname = \"s\"\nurl = \"http://127.0.0.1:9/s\"\n"),
+        &[],
+        "5:1: `search[0].listing`: ",
+        "has no built-in profile, so the search needs a `listing` spec",
+    );
+    every_command_refuses(
+        &format!("{WATCH}[fetch]\nuser_agent = \"Mozilla\\r\\nX-Evil: 1\"\n{SEARCH}"),
+        &[],
+        "5:14: `fetch.user_agent`: ",
+        "cannot be sent as an HTTP header",
+    );
+    every_command_refuses(
+        &format!(
+            "{WATCH}\n[[search]]\nname = \"fb\"\nurl = \"https://www.facebook.com/marketplace/madrid\"\n"
+        ),
+        &[],
+        "7:7: `search[0].url`: ",
+        "needs your logged-in session",
+    );
+}

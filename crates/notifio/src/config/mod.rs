@@ -236,11 +236,13 @@ fn is_loopback(u: &str) -> bool {
     }
 }
 
-/// Reads, parses, validates and resolves the config file at `path`.
+/// Reads, parses, validates and resolves the config file at `path`, then checks the files and
+/// secrets it names on this machine (cookies files, the SMTP password): what every command runs
+/// at start, so all of them accept or refuse a config alike.
 ///
 /// # Errors
-/// The file cannot be read (the message names the path and suggests `notifio init`), or any
-/// [`parse`] error.
+/// The file cannot be read (the message names the path and suggests `notifio init`), any
+/// [`parse`] error, or a named file or secret that cannot be used (at the key naming it).
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
@@ -256,7 +258,9 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             ConfigError::file(path, format!("cannot read the config file: {e}"), None)
         }
     })?;
-    parse(&text, path)
+    let (config, pending) = validate::config_and_checks(&text, path, &Environment::from_process())?;
+    resolve::check(&pending)?;
+    Ok(config)
 }
 
 /// Parses, validates and resolves config `text` that came from `path` (used for messages and
