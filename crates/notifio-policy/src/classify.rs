@@ -4,8 +4,11 @@
 //! [`Outcome`] comes out. Anti-bot pages are recognised at *any* status, because challenges are
 //! served as 200, 403, 429 and 503 alike. Widget markers (reCAPTCHA, hCaptcha) only count in
 //! the first 64 KiB: real result pages load reCAPTCHA for their contact forms far down the page
-//! (Idealista's does at ~700 KB), while a challenge page is small and shows it at once. Site
-//! profiles add their own markers through [`Markers`]; the generic ones are always applied.
+//! (Idealista's does at ~700 KB), while a challenge page is small and shows it at once. Some
+//! vendors' scripts are loaded by ordinary pages too (AWS WAF's token SDK, Cloudflare's bot
+//! detection): those count only on a page that is little more than its script
+//! ([`SCRIPT_PAGE_MAX`]), which is what their interstitials are. Site profiles add their own
+//! markers through [`Markers`]; the generic ones are always applied.
 
 use crate::backoff::RefusalKind;
 use memchr::memmem;
@@ -14,6 +17,11 @@ use std::fmt;
 
 /// How much of the body classification looks at.
 pub const BODY_HEAD: usize = 64 * 1024;
+
+/// A page at most this long that loads a [`Markers::challenge_script`] is that script's
+/// interstitial: AWS WAF's and Cloudflare's bot-fight pages are a few KB, while a result page
+/// that merely includes the same SDK is hundreds of KB.
+pub const SCRIPT_PAGE_MAX: usize = 16 * 1024;
 
 /// What a check concluded. JSON names are [`Outcome::as_str`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -122,6 +130,9 @@ pub struct HeaderMarker {
 pub struct Markers {
     /// Substrings of the first 64 KiB of body that mean "challenge page".
     pub challenge_body: Vec<String>,
+    /// Substrings that mean "challenge page" only on a page of at most [`SCRIPT_PAGE_MAX`]
+    /// bytes (scripts that ordinary pages load too).
+    pub challenge_script: Vec<String>,
     /// Headers that mean "challenge page".
     pub challenge_headers: Vec<HeaderMarker>,
     /// Final-URL path prefixes that mean "challenge page" (Idealista's `/checkvalidation`).
@@ -133,8 +144,8 @@ pub struct Markers {
 }
 
 impl Markers {
-    /// The markers every site gets: Cloudflare, DataDome, hCaptcha, reCAPTCHA and Geetest
-    /// challenges, and the common login paths.
+    /// The markers every site gets: Cloudflare, DataDome, AWS WAF, hCaptcha, reCAPTCHA and
+    /// Geetest challenges, and the common login paths.
     #[must_use]
     pub fn generic() -> Self {
         let s = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
@@ -148,6 +159,15 @@ impl Markers {
                 "class=\"g-recaptcha\"",
                 "initGeetest",
                 "static.geetest.com",
+                // AWS WAF's challenge and CAPTCHA interstitials set up `window.gokuProps`.
+                "gokuProps",
+            ]),
+            challenge_script: s(&[
+                // AWS WAF: `…awswaf.com/…/challenge.js` and the `AwsWafIntegration` calls.
+                "awswaf.com/",
+                "AwsWafIntegration",
+                // Cloudflare's bot-fight page: nothing but its challenge-platform script.
+                "/cdn-cgi/challenge-platform/",
             ]),
             challenge_headers: vec![
                 HeaderMarker {
@@ -159,6 +179,13 @@ impl Markers {
                     name: "x-datadome".into(),
                     value_contains: None,
                     only_on_error: true,
+                },
+                // AWS WAF's Challenge and CAPTCHA actions (`challenge` at 202, `captcha` at
+                // 405): whatever the status, the page is the interstitial.
+                HeaderMarker {
+                    name: "x-amzn-waf-action".into(),
+                    value_contains: None,
+                    only_on_error: false,
                 },
             ],
             challenge_paths: Vec::new(),
@@ -247,8 +274,15 @@ fn contains_any(haystack: &[u8], needles: &[String]) -> bool {
 /// an unexpected page).
 #[must_use]
 pub fn is_challenge(facts: &ResponseFacts<'_>, markers: &Markers) -> bool {
+    challenge_marker(facts, markers).is_some()
+}
+
+/// The marker that makes a response an anti-bot page (a header name, a body substring or a
+/// path prefix), or `None` when it is not one. [`challenge_vendor`] names whose it is.
+#[must_use]
+pub fn challenge_marker<'m>(facts: &ResponseFacts<'_>, markers: &'m Markers) -> Option<&'m str> {
     let is_error = facts.status.is_some_and(|s| !(200..300).contains(&s));
-    let header_hit = markers.challenge_headers.iter().any(|m| {
+    let header_hit = markers.challenge_headers.iter().find(|m| {
         (!m.only_on_error || is_error)
             && facts.headers.iter().any(|(name, value)| {
                 name.eq_ignore_ascii_case(&m.name)
@@ -259,18 +293,59 @@ pub fn is_challenge(facts: &ResponseFacts<'_>, markers: &Markers) -> bool {
                     })
             })
     });
-    if header_hit {
-        return true;
+    if let Some(m) = header_hit {
+        return Some(&m.name);
     }
     let head = &facts.body_head[..facts.body_head.len().min(BODY_HEAD)];
-    if contains_any(head, &markers.challenge_body) {
-        return true;
+    if let Some(hit) = first_in(head, &markers.challenge_body) {
+        return Some(hit);
+    }
+    // (No let-chains: this crate's rust-version is 1.85.)
+    if facts.body_head.len() <= SCRIPT_PAGE_MAX {
+        if let Some(hit) = first_in(head, &markers.challenge_script) {
+            return Some(hit);
+        }
     }
     let path = path_of(facts.final_url);
     markers
         .challenge_paths
         .iter()
-        .any(|p| path.starts_with(p.as_str()))
+        .find(|p| path.starts_with(p.as_str()))
+        .map(String::as_str)
+}
+
+/// Whose anti-bot page a [`challenge_marker`] belongs to, in the name users know it by
+/// (`DataDome`, `Cloudflare`, …); `None` for a site's own marker.
+#[must_use]
+pub fn challenge_vendor(marker: &str) -> Option<&'static str> {
+    let m = marker.to_ascii_lowercase();
+    let vendors: [(&str, &[&str]); 6] = [
+        ("AWS WAF", &["awswaf", "gokuprops", "x-amzn-waf"]),
+        (
+            "Cloudflare",
+            &[
+                "cf-mitigated",
+                "_cf_chl",
+                "just a moment",
+                "challenge-platform",
+            ],
+        ),
+        ("DataDome", &["datadome", "captcha-delivery"]),
+        ("hCaptcha", &["hcaptcha", "h-captcha"]),
+        ("reCAPTCHA", &["recaptcha"]),
+        ("Geetest", &["geetest"]),
+    ];
+    vendors
+        .into_iter()
+        .find(|(_, needles)| needles.iter().any(|n| m.contains(n)))
+        .map(|(name, _)| name)
+}
+
+fn first_in<'m>(haystack: &[u8], needles: &'m [String]) -> Option<&'m str> {
+    needles
+        .iter()
+        .find(|n| !n.is_empty() && memmem::find(haystack, n.as_bytes()).is_some())
+        .map(String::as_str)
 }
 
 /// Classifies one response (DESIGN §4). A 2xx comes back `Ok`; whether the page is recognised
@@ -319,5 +394,110 @@ pub fn classify(facts: &ResponseFacts<'_>, markers: &Markers) -> Outcome {
         200..=299 => Outcome::Ok,
         400..=499 => Outcome::Denied,
         _ => Outcome::Error,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A response with this status, these headers and this body (also used by `retry`'s tests).
+    pub(crate) fn facts<'a>(
+        status: u16,
+        headers: &'a [(String, String)],
+        body: &'a [u8],
+    ) -> ResponseFacts<'a> {
+        ResponseFacts {
+            status: Some(status),
+            failure: None,
+            headers,
+            requested_url: "https://www.immobilienscout24.de/Suche/de/berlin/wohnung-mieten",
+            final_url: "https://www.immobilienscout24.de/Suche/de/berlin/wohnung-mieten",
+            body_head: body,
+            has_session: false,
+        }
+    }
+
+    /// An AWS WAF interstitial as it is built: `gokuProps`, the challenge script from the
+    /// integration's `awswaf.com` host, and an `AwsWafIntegration` call.
+    const AWS_PAGE: &str = r#"<!DOCTYPE html><html><head><meta charset="utf-8"><title></title>
+<script type="text/javascript">window.gokuProps = {"key":"AQID","iv":"BAUG","context":"x"};</script>
+<script src="https://3b1e4c.edge.sdk.awswaf.com/3b1e4c/52a8/challenge.js"></script>
+</head><body><div id="challenge-container"></div>
+<script>AwsWafIntegration.saveReferrer(); AwsWafIntegration.checkForceRefresh().then(function (f) { if (f) { AwsWafIntegration.forceRefreshToken().then(function () { window.location.reload(true); }); } else { AwsWafIntegration.getToken().then(function () { window.location.reload(true); }); } });</script>
+<noscript><h1>JavaScript is disabled</h1></noscript></body></html>"#;
+
+    #[test]
+    fn aws_waf_is_a_challenge_at_any_status() {
+        let m = Markers::generic();
+        for status in [200, 202, 401, 403, 405, 503] {
+            assert_eq!(
+                classify(&facts(status, &[], AWS_PAGE.as_bytes()), &m),
+                Outcome::Challenge,
+                "{status}"
+            );
+        }
+        // Only the header (a CAPTCHA action at 405, an empty challenge at 202).
+        for (status, action) in [(202, "challenge"), (405, "captcha"), (200, "challenge")] {
+            let h = [("x-amzn-waf-action".to_owned(), action.to_owned())];
+            assert_eq!(classify(&facts(status, &h, b""), &m), Outcome::Challenge);
+            let marker = challenge_marker(&facts(status, &h, b""), &m).unwrap();
+            assert_eq!(challenge_vendor(marker), Some("AWS WAF"));
+        }
+        // Only the script and the calls, no gokuProps.
+        let script_only = AWS_PAGE.replace("window.gokuProps", "window.props");
+        let f = facts(202, &[], script_only.as_bytes());
+        assert_eq!(classify(&f, &m), Outcome::Challenge);
+        assert_eq!(
+            challenge_vendor(challenge_marker(&f, &m).unwrap()),
+            Some("AWS WAF")
+        );
+    }
+
+    #[test]
+    fn a_result_page_that_loads_the_waf_sdk_is_still_a_page() {
+        // A real result page is large; its head may load the same integration script.
+        let mut page = String::from(
+            "<html><head><script src=\"https://x.token.awswaf.com/x/y/challenge.js\"></script>\
+             <script>AwsWafIntegration.getToken();</script>\
+             <script src=\"/cdn-cgi/challenge-platform/scripts/jsd/main.js\"></script></head><body>",
+        );
+        while page.len() < 3 * SCRIPT_PAGE_MAX {
+            page.push_str("<article class=\"listing\" data-id=\"1\"><h2>Wohnung</h2></article>");
+        }
+        assert_eq!(
+            classify(&facts(200, &[], page.as_bytes()), &Markers::generic()),
+            Outcome::Ok
+        );
+    }
+
+    #[test]
+    fn cloudflares_bot_fight_page_is_a_challenge() {
+        let page = br#"<html><head></head><body><script>(function(){window._cf_chl_ctx={cvId:'3'};var a=document.createElement('script');a.src='/cdn-cgi/challenge-platform/h/b/orchestrate/jsch/v1?ray=8f1';document.getElementsByTagName('head')[0].appendChild(a);})();</script></body></html>"#;
+        let bare = br#"<html><body><script src="/cdn-cgi/challenge-platform/h/g/orchestrate/chl_page/v1?ray=8f1"></script></body></html>"#;
+        let m = Markers::generic();
+        for status in [200, 403, 503] {
+            for body in [&page[..], &bare[..]] {
+                let f = facts(status, &[], body);
+                assert_eq!(classify(&f, &m), Outcome::Challenge, "{status}");
+                assert_eq!(
+                    challenge_vendor(challenge_marker(&f, &m).unwrap()),
+                    Some("Cloudflare")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn vendors_are_named_for_the_generic_markers() {
+        let m = Markers::generic();
+        for marker in m.challenge_body.iter().chain(&m.challenge_script) {
+            assert!(challenge_vendor(marker).is_some(), "{marker}");
+        }
+        for h in &m.challenge_headers {
+            assert!(challenge_vendor(&h.name).is_some(), "{}", h.name);
+        }
+        assert_eq!(challenge_vendor("captcha-delivery.com"), Some("DataDome"));
+        assert_eq!(challenge_vendor("/checkvalidation"), None);
     }
 }

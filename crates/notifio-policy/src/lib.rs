@@ -39,4 +39,4 @@ pub use schedule::{
     SiteIndex, TICK,
 };
 pub use site::{SiteKey, SiteKeyError};
-pub use time::{Timestamp, format_duration};
+pub use time::{Timestamp, format_duration, format_time_of_day};

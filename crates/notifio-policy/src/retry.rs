@@ -6,10 +6,16 @@
 //! these are retried. Each request class has its own policy: `probe` never retries, because a
 //! probe must reflect the site's real state, like the ADR's health check.
 //!
+//! A 5xx that is really a refusal is not retried either: an anti-bot page served with 503
+//! (challenge markers in its headers or body) is the site saying "not you", and a 5xx whose
+//! `Retry-After` asks for longer than the next sleep is the site asking for that wait, which
+//! the registry's ladder then honours ([`RetryPolicy::decide`]).
+//!
 //! With 3 attempts there are exactly two sleeps, 100ms then 300ms (±25%). The ADR's "~1.3s"
 //! counts a 900ms sleep that a 3-attempt budget never takes; we document that and do not
 //! implement it. The decision is pure ([`RetryPolicy::decide`]); sleeping is the shell's job.
 
+use crate::classify::{Markers, ResponseFacts, TransportFailure, challenge_marker};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -62,6 +68,31 @@ pub enum AttemptResult {
     Connect,
     /// Our own validation failed (body over the cap, too many redirects, unparsable page).
     Invalid,
+    /// The server answered with this status, but the answer is an anti-bot page (challenge
+    /// markers): a refusal, never retried, even at 5xx.
+    Refused(u16),
+}
+
+impl AttemptResult {
+    /// How a response (or its absence) reads to the retry policy. A status that would be
+    /// retried (5xx) is looked at for challenge markers first, so a challenge served with 503
+    /// is [`Self::Refused`]; other statuses are never retried, so their bodies are not read.
+    #[must_use]
+    pub fn of_response(facts: &ResponseFacts<'_>, markers: &Markers) -> Self {
+        match (facts.failure, facts.status) {
+            (Some(TransportFailure::Timeout), _) => Self::Timeout,
+            (Some(TransportFailure::Connect), _) => Self::Connect,
+            (Some(_), _) | (None, None) => Self::Invalid,
+            (None, Some(s)) if (500..=599).contains(&s) => {
+                if challenge_marker(facts, markers).is_some() {
+                    Self::Refused(s)
+                } else {
+                    Self::Status(s)
+                }
+            }
+            (None, Some(s)) => Self::Status(s),
+        }
+    }
 }
 
 /// Why the loop stops.
@@ -73,6 +104,9 @@ pub enum GiveUp {
     AttemptsExhausted,
     /// The next sleep would end past the overall deadline.
     DeadlineWouldPass,
+    /// The response's `Retry-After` asks for a longer wait than the next sleep: the site is
+    /// asking to be left alone, so the failure goes to the registry with that wait.
+    RetryAfterLonger,
 }
 
 /// The pure decision after an attempt (TrueLayer retry-policies' shape).
@@ -261,18 +295,22 @@ impl RetryPolicy {
         match result {
             AttemptResult::Status(s) => (500..=599).contains(s),
             AttemptResult::Timeout | AttemptResult::Connect => true,
-            AttemptResult::Invalid => false,
+            AttemptResult::Invalid | AttemptResult::Refused(_) => false,
         }
     }
 
-    /// After attempt number `attempts_made` (1-based) ended with `result`, `elapsed` since the
-    /// first attempt started: retry after a jittered sleep, or stop. Gives up at once when the
-    /// sleep would end past the deadline (google-cloud-rust's retry loop does the same).
+    /// After attempt number `attempts_made` (1-based) ended with `result` and the response's
+    /// parsed `Retry-After` (if any), `elapsed` since the first attempt started: retry after a
+    /// jittered sleep, or stop. Gives up at once when the sleep would end past the deadline
+    /// (google-cloud-rust's retry loop does the same), and when `Retry-After` asks for longer
+    /// than the sleep: a quick retry would knock before the time the site gave (our reading of
+    /// the ADR, docs/policy.md); the registry then waits the longer of its rung and that time.
     #[must_use]
     pub fn decide(
         &self,
         attempts_made: u32,
         result: &AttemptResult,
+        retry_after: Option<Duration>,
         elapsed: Duration,
         random: f64,
     ) -> RetryDecision {
@@ -282,6 +320,9 @@ impl RetryPolicy {
         let Some(after) = self.delay_before(attempts_made, random) else {
             return RetryDecision::DoNotRetry(GiveUp::AttemptsExhausted);
         };
+        if retry_after.is_some_and(|wait| wait > after) {
+            return RetryDecision::DoNotRetry(GiveUp::RetryAfterLonger);
+        }
         if elapsed + after >= self.deadline {
             return RetryDecision::DoNotRetry(GiveUp::DeadlineWouldPass);
         }
@@ -340,5 +381,89 @@ impl RetryPolicies {
             RequestClass::Detail => &mut self.detail,
             RequestClass::Notify => &mut self.notify,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::tests::facts;
+
+    #[test]
+    fn a_challenge_at_5xx_is_a_refusal_and_is_not_retried() {
+        let m = Markers::generic();
+        let page = b"<html><head><title>Just a moment...</title></head></html>";
+        let plain = b"<html><body>Service Unavailable</body></html>";
+        let cf = [("cf-mitigated".to_owned(), "challenge".to_owned())];
+        assert_eq!(
+            AttemptResult::of_response(&facts(503, &[], page), &m),
+            AttemptResult::Refused(503)
+        );
+        assert_eq!(
+            AttemptResult::of_response(&facts(503, &cf, plain), &m),
+            AttemptResult::Refused(503)
+        );
+        assert_eq!(
+            AttemptResult::of_response(&facts(503, &[], plain), &m),
+            AttemptResult::Status(503)
+        );
+        // A 403 challenge is not retried anyway; its body is not read for that.
+        assert_eq!(
+            AttemptResult::of_response(&facts(403, &[], page), &m),
+            AttemptResult::Status(403)
+        );
+        let p = RetryPolicy::default();
+        assert_eq!(
+            p.decide(1, &AttemptResult::Refused(503), None, Duration::ZERO, 0.5),
+            RetryDecision::DoNotRetry(GiveUp::NotRetryable)
+        );
+        assert_eq!(
+            p.decide(1, &AttemptResult::Status(503), None, Duration::ZERO, 0.5),
+            RetryDecision::Retry {
+                after: Duration::from_millis(100)
+            }
+        );
+    }
+
+    #[test]
+    fn a_retry_after_longer_than_the_next_sleep_stops_the_quick_retries() {
+        let p = RetryPolicy::default();
+        let s503 = AttemptResult::Status(503);
+        let secs = Duration::from_secs;
+        // 1800 s asked for, 100 ms planned: no retry; the registry gets the 1800 s.
+        assert_eq!(
+            p.decide(1, &s503, Some(secs(1800)), Duration::ZERO, 0.5),
+            RetryDecision::DoNotRetry(GiveUp::RetryAfterLonger)
+        );
+        assert_eq!(
+            p.decide(
+                2,
+                &s503,
+                Some(Duration::from_millis(301)),
+                Duration::ZERO,
+                0.5
+            ),
+            RetryDecision::DoNotRetry(GiveUp::RetryAfterLonger)
+        );
+        // A Retry-After the sleep already covers (or 0, a past date) changes nothing.
+        for short in [Duration::ZERO, Duration::from_millis(100)] {
+            assert_eq!(
+                p.decide(1, &s503, Some(short), Duration::ZERO, 0.5),
+                RetryDecision::Retry {
+                    after: Duration::from_millis(100)
+                }
+            );
+        }
+        // Not retryable stays not retryable, whatever the header says.
+        assert_eq!(
+            p.decide(
+                1,
+                &AttemptResult::Status(429),
+                Some(secs(1)),
+                Duration::ZERO,
+                0.5
+            ),
+            RetryDecision::DoNotRetry(GiveUp::NotRetryable)
+        );
     }
 }

@@ -81,9 +81,33 @@ pub fn format_countdown(d: Duration) -> String {
     }
 }
 
+/// A moment as a time of day in UTC, `14:03:07 UTC`, for log lines and reasons that would
+/// otherwise print epoch milliseconds. (UTC: the local zone is the OS's business, and this
+/// crate reads nothing from the OS.)
+#[must_use]
+pub fn format_time_of_day(t: Timestamp) -> String {
+    let s = t.0 / 1000;
+    format!(
+        "{:02}:{:02}:{:02} UTC",
+        (s / 3600) % 24,
+        (s / 60) % 60,
+        s % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_of_day_are_utc_clock_times() {
+        assert_eq!(format_time_of_day(Timestamp(0)), "00:00:00 UTC");
+        // 2026-12-01T14:03:07.999Z
+        assert_eq!(
+            format_time_of_day(Timestamp(1_796_133_787_999)),
+            "14:03:07 UTC"
+        );
+    }
 
     #[test]
     fn durations_print_in_their_largest_exact_unit() {

@@ -592,7 +592,13 @@ fn three_attempts_mean_exactly_two_sleeps() {
     let mut sleeps = Vec::new();
     let mut elapsed = Duration::ZERO;
     for attempt in 1.. {
-        match p.decide(attempt, &AttemptResult::Status(503), elapsed, NO_JITTER) {
+        match p.decide(
+            attempt,
+            &AttemptResult::Status(503),
+            None,
+            elapsed,
+            NO_JITTER,
+        ) {
             RetryDecision::Retry { after } => {
                 sleeps.push(after);
                 elapsed += after;
@@ -644,11 +650,17 @@ fn probe_never_retries() {
     assert_eq!(probe.attempts(), 1);
     assert!(probe.nominal_delays().is_empty());
     assert_eq!(
-        probe.decide(1, &AttemptResult::Status(503), Duration::ZERO, NO_JITTER),
+        probe.decide(
+            1,
+            &AttemptResult::Status(503),
+            None,
+            Duration::ZERO,
+            NO_JITTER
+        ),
         RetryDecision::DoNotRetry(GiveUp::AttemptsExhausted)
     );
     assert_eq!(
-        probe.decide(1, &AttemptResult::Timeout, Duration::ZERO, NO_JITTER),
+        probe.decide(1, &AttemptResult::Timeout, None, Duration::ZERO, NO_JITTER),
         RetryDecision::DoNotRetry(GiveUp::AttemptsExhausted)
     );
     for class in [
@@ -664,12 +676,12 @@ fn probe_never_retries() {
 fn the_deadline_cuts_retries_short() {
     let p = RetryPolicy::new(3, ms(100), 3.0, 0.0, secs(10), secs(1), true).unwrap();
     assert_eq!(
-        p.decide(1, &AttemptResult::Timeout, ms(850), NO_JITTER),
+        p.decide(1, &AttemptResult::Timeout, None, ms(850), NO_JITTER),
         RetryDecision::Retry { after: ms(100) }
     );
     // 950ms spent + 100ms sleep would pass the 1s deadline.
     assert_eq!(
-        p.decide(1, &AttemptResult::Timeout, ms(950), NO_JITTER),
+        p.decide(1, &AttemptResult::Timeout, None, ms(950), NO_JITTER),
         RetryDecision::DoNotRetry(GiveUp::DeadlineWouldPass)
     );
 }
@@ -737,7 +749,13 @@ fn no_4xx_is_retried() {
     for s in 400..=499 {
         assert!(!RetryPolicy::should_retry(&AttemptResult::Status(s)), "{s}");
         assert_eq!(
-            p.decide(1, &AttemptResult::Status(s), Duration::ZERO, NO_JITTER),
+            p.decide(
+                1,
+                &AttemptResult::Status(s),
+                None,
+                Duration::ZERO,
+                NO_JITTER
+            ),
             RetryDecision::DoNotRetry(GiveUp::NotRetryable)
         );
     }

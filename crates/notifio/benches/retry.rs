@@ -72,6 +72,7 @@ async fn run(mode: &'static str, retries: bool, n: usize, conc: usize) -> Row {
                 post_json: None,
                 via: notifio::fetch::FetchMode::Http,
                 ready: None,
+                markers: None,
             }
         })
         .collect();

@@ -110,6 +110,9 @@ pub enum Failure {
     Usage(String),
     /// Anything else: exit 1.
     Runtime(anyhow::Error),
+    /// Whoever read stdout closed it (`notifio check --json | head -1`): the command ends
+    /// quietly, exit 0.
+    StdoutClosed,
 }
 
 impl From<ConfigError> for Failure {
@@ -137,6 +140,19 @@ fn watch_failure(e: crate::watch::WatchError) -> Failure {
     }
 }
 
+/// A start-up failure of `watch` that the config caused (channels, sessions) is exit 2, as it
+/// is for `check`; anything else is a runtime failure.
+fn config_or_runtime(e: anyhow::Error) -> Failure {
+    match e.downcast::<crate::watch::WatchError>() {
+        Ok(w) => watch_failure(w),
+        Err(e) => match e.downcast::<crate::notify::NotifyError>() {
+            Ok(n @ crate::notify::NotifyError::Database { .. }) => Failure::Runtime(n.into()),
+            Ok(n) => Failure::Usage(n.to_string()),
+            Err(e) => Failure::Runtime(e),
+        },
+    }
+}
+
 /// Entry point used by `main.rs`.
 #[must_use]
 pub fn main() -> ExitCode {
@@ -158,6 +174,24 @@ pub fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(1)
         }
+        Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
+    }
+}
+
+/// Writes `text` to stdout (no newline added). `println!` would panic on a closed pipe; a
+/// reader that has seen enough is not an error.
+fn write_out(text: &str) -> Result<(), Failure> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::StdoutClosed),
+        Err(e) => Err(Failure::Runtime(
+            anyhow::Error::new(e).context("writing to stdout"),
+        )),
     }
 }
 
@@ -210,7 +244,7 @@ fn on_workers(
 ) -> Result<(), Failure> {
     rt.block_on(async { tokio::spawn(job).await })
         .map_err(|e| Failure::Runtime(anyhow::anyhow!("the watcher stopped: {e}")))?
-        .map_err(Failure::Runtime)
+        .map_err(config_or_runtime)
 }
 
 /// `check` is one batch pass, so it runs on one thread: the hand-offs between workers (futex
@@ -237,35 +271,31 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                 None => (BackoffPolicy::default(), RetryPolicies::default()),
             };
             if json {
-                println!("{}", ladders_json(&backoff, &retry));
+                write_out(&format!("{}\n", ladders_json(&backoff, &retry)))
             } else {
-                print!("{}", ladders_text(&backoff, &retry));
+                write_out(&ladders_text(&backoff, &retry))
             }
-            Ok(())
         }
         Command::Init { path } => {
             let path = path.unwrap_or_else(|| PathBuf::from("notifio.toml"));
             config::write_starter(&path)?;
-            println!(
-                "wrote {} — edit the [[search]] entries, then run `notifio watch --config {}`",
+            write_out(&format!(
+                "wrote {} — edit the [[search]] entries, then run `notifio watch --config {}`\n",
                 path.display(),
                 path.display()
-            );
-            Ok(())
+            ))
         }
         Command::Status { json } => {
             let cfg = load_config(cli.config)?;
             let view = status::build_from_dir(&cfg.watch.state_dir, &cfg.backoff)
                 .map_err(|e| Failure::Runtime(e.into()))?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&view).map_err(|e| Failure::Runtime(e.into()))?
-                );
+                let text =
+                    serde_json::to_string_pretty(&view).map_err(|e| Failure::Runtime(e.into()))?;
+                write_out(&format!("{text}\n"))
             } else {
-                print!("{}", status::render_table(&view));
+                write_out(&status::render_table(&view))
             }
-            Ok(())
         }
         Command::Check {
             json,
@@ -480,18 +510,19 @@ async fn check(
     }
     for r in &results {
         if json {
-            println!(
-                "{}",
-                serde_json::to_string(r).map_err(|e| Failure::Runtime(e.into()))?
-            );
+            let line = serde_json::to_string(r).map_err(|e| Failure::Runtime(e.into()))?;
+            write_out(&format!("{line}\n"))?;
         } else {
-            print_pass_result(r);
+            write_out(&pass_result_text(r))?;
         }
     }
     Ok(())
 }
 
-fn print_pass_result(r: &PassResult) {
+/// A search's lines in `check`'s human output.
+fn pass_result_text(r: &PassResult) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     let new = if r.new.is_empty() {
         String::new()
     } else {
@@ -518,25 +549,34 @@ fn print_pass_result(r: &PassResult) {
         })
         .unwrap_or_default();
     if r.unchanged {
-        println!(
+        let _ = writeln!(
+            out,
             "{:<28} {:<16} unchanged since the last check{status} (--fresh lists it again)",
             r.search, r.outcome
         );
-        return;
+        return out;
     }
-    println!(
-        "{:<28} {:<16} {} listings{new}{status}{wait}",
+    let reason = r
+        .reason
+        .as_deref()
+        .map(|why| format!(": {why}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "{:<28} {:<16} {} listings{new}{status}{wait}{reason}",
         r.search,
         r.outcome,
         r.listings.len()
     );
     for l in r.listings.iter().filter(|l| r.new.contains(&l.id)) {
-        println!(
+        let _ = writeln!(
+            out,
             "    new: {}  {}",
             l.title.as_deref().unwrap_or(&l.id),
             l.url.as_deref().unwrap_or("")
         );
     }
+    out
 }
 
 #[derive(Serialize)]

@@ -93,8 +93,11 @@ pub async fn run_watcher(
     on_dashboard: Option<Box<dyn FnOnce(SocketAddr) + Send>>,
 ) -> anyhow::Result<()> {
     let state_dir = cfg.watch.state_dir.clone();
+    // One watcher per state directory, held until this returns.
+    let _lock = Store::lock(&state_dir)?;
     let dashboard = cfg.watch.dashboard;
     let token = cfg.watch.dashboard_token.clone();
+    let hosts = cfg.watch.dashboard_hosts.clone();
     let senders = crate::cli::channels(&cfg).context("notification channels")?;
     let channels = senders.kinds();
     let sender = notify::Sender::new(
@@ -124,9 +127,13 @@ pub async fn run_watcher(
             fetcher: watcher.fetcher().clone(),
             metrics: watcher.metrics(),
         });
-        let (bound, _task) = web::serve(DashboardConfig { addr, token }, source, cancel.clone())
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (bound, _task) = web::serve(
+            DashboardConfig { addr, token, hosts },
+            source,
+            cancel.clone(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
         tracing::info!("dashboard on http://{bound}/");
         match on_dashboard {
             Some(f) => f(bound),

@@ -9,6 +9,8 @@ pub mod extract;
 pub mod fetch;
 pub mod listing;
 pub mod notify;
+pub mod reason;
+pub mod redact;
 pub mod status;
 pub mod store;
 pub mod watch;

@@ -222,6 +222,9 @@ pub struct PassResult {
     pub next_retry_at: Option<u64>,
     /// How the page was (or would be) read: `http` or `browser`.
     pub via: FetchMode,
+    /// Why the outcome is not `ok`, in a short sentence (no secrets); absent when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Everything a running watcher needs.
@@ -395,7 +398,8 @@ impl Watcher {
             .zip(&profiles)
             .map(|(s, profile)| SearchSync {
                 name: s.name.clone(),
-                url: s.url.clone(),
+                // What the database, `status` and the dashboard show: never a password.
+                url: crate::redact::url_password(&s.url).into_owned(),
                 site: s.site.as_str().to_owned(),
                 rules: rules_fingerprint(profile.profile.as_ref()),
             })
@@ -676,7 +680,7 @@ impl Watcher {
                         .searches
                         .iter()
                         .find(|s| s.name == info.name)
-                        .map(|s| s.url.clone())
+                        .map(|s| crate::redact::url_password(&s.url).into_owned())
                         .unwrap_or_default();
                     results.insert(
                         *id,
@@ -696,6 +700,16 @@ impl Watcher {
                             unchanged: false,
                             next_retry_at: next.map(Timestamp::as_millis),
                             via: info.fetch,
+                            reason: Some(match self.scheduler.registry().entry(&info.site) {
+                                Some(entry) if state == SearchState::Waiting => {
+                                    crate::reason::of_waiting(entry, now())
+                                }
+                                _ if info.fetch == FetchMode::Browser => format!(
+                                    "the site's session expired: run `notifio login {}`",
+                                    info.site
+                                ),
+                                _ => "the site's session expired: export fresh cookies".into(),
+                            }),
                         },
                     );
                 }
@@ -783,6 +797,7 @@ impl Watcher {
                     FetchMode::Browser => profile.ready_selector().map(Arc::from),
                     FetchMode::Http => None,
                 },
+                markers: Some(Arc::clone(&markers)),
             };
             let fetch = fetcher.fetch(&req, &cancel);
             tokio::pin!(fetch);
@@ -1049,7 +1064,7 @@ impl Watcher {
                 entry,
                 searches,
             }) => {
-                tracing::warn!(site = %site, kind = %entry.kind, failures = entry.failures, until = entry.next_retry_at.as_millis(), "site refused; all its searches wait");
+                tracing::warn!(site = %site, kind = %entry.kind, failures = entry.failures, until = %notifio_policy::format_time_of_day(entry.next_retry_at), "site refused; all its searches wait");
                 self.fetcher.close_site(site.clone());
                 let _ = self.events.send(WatchEvent::SiteWaiting {
                     site: site.clone(),
@@ -1124,7 +1139,7 @@ impl Watcher {
                 // The first answer in a pass is the one reported (a short interval may re-check).
                 results.entry(*id).or_insert_with(|| PassResult {
                     search: info.name.clone(),
-                    url: check.url.to_string(),
+                    url: crate::redact::url_password(&check.url).into_owned(),
                     site: check.site.to_string(),
                     outcome: outcome.as_str().to_owned(),
                     status: fetched.status,
@@ -1134,6 +1149,7 @@ impl Watcher {
                     unchanged: same_page || outcome == Outcome::Unchanged,
                     next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
                     via: fetched.via,
+                    reason: crate::reason::of_check(outcome, &fetched, &info.markers),
                 });
             }
         }

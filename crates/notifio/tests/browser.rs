@@ -218,6 +218,7 @@ async fn dashboard_ticks_explains_and_updates_live() {
     let cfg = DashboardConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         token: None,
+        hosts: Vec::new(),
     };
     let (addr, server) = web::serve(cfg, source.clone(), cancel.clone())
         .await

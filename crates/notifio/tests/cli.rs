@@ -151,26 +151,35 @@ fn one_search(
     (rt, portal, dir, path)
 }
 
-/// `notifio watch` on SIGTERM finishes in-flight work, flushes the store and exits 0 within 2 s.
-#[test]
-fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
-    let (rt, portal, dir, path) = one_search("interval = \"300ms\"\nspacing = \"50ms\"\n");
-    let mut child = notifio()
+/// `notifio watch --config path` as a child, once site `p` has seen `checks` requests.
+fn watch_until_checked(
+    path: &std::path::Path,
+    portal: &fake_portal::Portal,
+    checks: usize,
+) -> std::process::Child {
+    let child = notifio()
         .args(["watch", "--config"])
-        .arg(&path)
+        .arg(path)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until it has checked at least twice.
     let t0 = std::time::Instant::now();
-    while portal.request_count("p") < 2 {
+    while portal.request_count("p") < checks {
         assert!(
             t0.elapsed() < std::time::Duration::from_secs(20),
             "watch never checked"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    child
+}
+
+/// `notifio watch` on SIGTERM finishes in-flight work, flushes the store and exits 0 within 2 s.
+#[test]
+fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
+    let (rt, portal, dir, path) = one_search("interval = \"300ms\"\nspacing = \"50ms\"\n");
+    let mut child = watch_until_checked(&path, &portal, 2);
     let kill = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -220,14 +229,9 @@ fn a_facebook_search_over_http_without_cookies_is_a_config_error_with_a_hint() {
     assert!(err.contains("[site.\"facebook.com\"]"), "{err}");
 }
 
-/// Proxies come from the environment, as curl reads them: `notifio check` with `HTTP_PROXY`
-/// set sends its request to that proxy (a forward proxy on loopback), in absolute form.
-#[test]
-fn check_goes_through_the_proxy_the_environment_names() {
-    let (rt, portal, _dir, path) = one_search("");
-    let (proxy, lines) = rt.block_on(util::start_proxy());
-    let url = portal.search_url("p", "s");
-    let mut check = notifio();
+/// `notifio` with `HTTP_PROXY` set to `proxy` and no other proxy variable.
+fn through_proxy(proxy: &str) -> Command {
+    let mut cmd = notifio();
     for name in [
         "NO_PROXY",
         "no_proxy",
@@ -235,10 +239,20 @@ fn check_goes_through_the_proxy_the_environment_names() {
         "all_proxy",
         "http_proxy",
     ] {
-        check.env_remove(name);
+        cmd.env_remove(name);
     }
-    let out = check
-        .env("HTTP_PROXY", &proxy)
+    cmd.env("HTTP_PROXY", proxy);
+    cmd
+}
+
+/// Proxies come from the environment, as curl reads them: `notifio check` with `HTTP_PROXY`
+/// set sends its request to that proxy (a forward proxy on loopback), in absolute form.
+#[test]
+fn check_goes_through_the_proxy_the_environment_names() {
+    let (rt, portal, _dir, path) = one_search("");
+    let (proxy, lines) = rt.block_on(util::start_proxy());
+    let url = portal.search_url("p", "s");
+    let out = through_proxy(&proxy)
         .args(["check", "--config"])
         .arg(&path)
         .output()
@@ -256,5 +270,460 @@ fn check_goes_through_the_proxy_the_environment_names() {
         portal.request_count("p"),
         1,
         "the page was read, through the proxy"
+    );
+}
+
+/// `notifio ARGS --config path`, run to the end.
+fn run(args: &[&str], path: &std::path::Path) -> std::process::Output {
+    notifio()
+        .args(args)
+        .arg("--config")
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+/// A p/// A portal with sites `good`, `busy` (503), `blocked` (a DataDome page at 403) and `empty`
+/// (200, no bytes), a port nothing listens on, and a config with one search on each.
+fn troubled_searches() -> (
+    tokio::runtime::Runtime,
+    fake_portal::Portal,
+    tempfile::TempDir,
+    std::path::PathBuf,
+) {
+    use fake_portal::{Behaviour, ChallengeKind, SiteSpec};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let names = ["good", "busy", "blocked", "empty"];
+    let portal = rt
+        .block_on(fake_portal::Portal::start(
+            names.iter().map(|n| SiteSpec::new(n)).collect(),
+        ))
+        .unwrap();
+    portal.set_behaviour("busy", Behaviour::ServerError(503));
+    portal.set_behaviour(
+        "blocked",
+        Behaviour::Challenge(ChallengeKind::DataDome, 403),
+    );
+    portal.set_behaviour("empty", Behaviour::Empty);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = format!(
+        "[watch]\nstate_dir = {:?}\ndashboard = false\n\n[retry.search]\ninitial = \"10ms\"\n",
+        dir.path().display().to_string()
+    );
+    let mut urls: Vec<String> = names.iter().map(|n| portal.search_url(n, "s")).collect();
+    urls.push(format!("http://127.0.0.1:{}/search/s", util::free_port()));
+    for (i, url) in urls.iter().enumerate() {
+        cfg.push_str(&format!(
+            "\n[[search]]\nname = \"s{i}\"\nurl = {url:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n"
+        ));
+    }
+    let path = dir.path().join("notifio.toml");
+    std::fs::write(&path, cfg).unwrap();
+    (rt, portal, dir, path)
+}
+
+#[test]
+fn check_says_why_each_search_is_not_ok() {
+    let (_rt, _portal, _dir, path) = troubled_searches();
+    let out = run(&["check", "--json"], &path);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by = |name: &str| lines.iter().find(|l| l["search"] == name).unwrap().clone();
+    assert_eq!(by("s0")["outcome"], "ok");
+    assert!(by("s0").get("reason").is_none(), "no reason on an ok line");
+    let reason = |name: &str| by(name)["reason"].as_str().unwrap().to_owned();
+    assert_eq!(
+        reason("s1"),
+        "HTTP 503 Service Unavailable after 3 attempts"
+    );
+    assert_eq!(reason("s2"), "challenge page (DataDome), HTTP 403");
+    assert_eq!(reason("s3"), "HTTP 200 OK with an empty page");
+    let refused = reason("s4");
+    assert!(
+        refused.starts_with("connection refused by 127.0.0.1:")
+            && refused.ends_with("after 3 attempts"),
+        "{refused}"
+    );
+    // The human line says the same.
+    let out = run(&["check", "--force"], &path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("s2 ")).unwrap();
+    assert!(
+        line.ends_with(": challenge page (DataDome), HTTP 403"),
+        "{line}"
+    );
+    // A second pass without --force: the refusing sites wait, and say until when.
+    let out = run(&["check", "--json"], &path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let waiting: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l["search"] == "s2")
+        .unwrap();
+    assert_eq!(waiting["outcome"], "waiting");
+    let why = waiting["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("the site is waiting after challenge (refusal 2 in a row) until ")
+            || why.starts_with("the site is waiting after challenge (refusal 1 in a row) until "),
+        "{why}"
+    );
+    assert!(why.contains(" UTC, in "), "{why}");
+}
+
+#[test]
+fn a_closed_stdout_ends_check_quietly() {
+    let (_rt, _portal, _dir, path) = troubled_searches();
+    for args in [
+        &["check", "--json"][..],
+        &["check"],
+        &["status"],
+        &["ladders"],
+    ] {
+        let mut child = notifio()
+            .args(args)
+            .arg("--config")
+            .arg(&path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // `| head -0`: the reader goes away before anything is written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_urls_password_is_never_printed_stored_or_sent_in_a_request_line() {
+    let (rt, portal, dir, path) = one_search("");
+    let plain = portal.search_url("p", "s");
+    let with_password = plain.replacen("http://", "http://ana:hunter2@", 1);
+    let cfg = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        cfg.replace(&format!("{plain:?}"), &format!("{with_password:?}")),
+    )
+    .unwrap();
+    let (proxy, lines) = rt.block_on(util::start_proxy());
+    let out = through_proxy(&proxy)
+        .args(["-vv", "check", "--json", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("\"url\":\"http://ana:***@127.0.0.1:"),
+        "{stdout}"
+    );
+    for (what, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        assert!(!text.contains("hunter2"), "{what}: {text}");
+    }
+    let line = lines.lock().unwrap().clone();
+    assert_eq!(
+        line,
+        vec![format!("GET {plain} HTTP/1.1")],
+        "no credentials in the request line"
+    );
+    let sent = portal.requests();
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some("Basic YW5hOmh1bnRlcjI="),
+        "the credentials go as Basic auth instead"
+    );
+    let status = run(&["status", "--json"], &path);
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("ana:***@"), "{status}");
+    assert!(!status.contains("hunter2"), "{status}");
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let p = entry.unwrap().path();
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("notifio.db")
+        {
+            let bytes = std::fs::read(&p).unwrap();
+            assert!(
+                !bytes.windows(7).any(|w| w == b"hunter2"),
+                "{}",
+                p.display()
+            );
+        }
+    }
+}
+
+/// Waits (bounded) for a child to exit and returns its output.
+fn finish_within(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    let t0 = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the child did not exit within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_second_watch_on_one_state_dir_exits_1_naming_the_first() {
+    let (rt, portal, _dir, path) = one_search("interval = \"300ms\"\nspacing = \"50ms\"\n");
+    let mut first = watch_until_checked(&path, &portal, 1);
+    let second = notifio()
+        .args(["watch", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish_within(second, std::time::Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("(pid {})", first.id())), "{err}");
+    assert!(err.contains("is using the state directory"), "{err}");
+    // check and status still work beside the running watcher.
+    for args in [&["check"][..], &["status"]] {
+        let out = run(args, &path);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        first.try_wait().unwrap().is_none(),
+        "the first watcher is still running"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &first.id().to_string()])
+        .status();
+    let _ = first.wait();
+    rt.block_on(portal.shutdown());
+}
+
+#[test]
+fn a_damaged_database_is_named_once_and_left_alone() {
+    let (_rt, _portal, dir, path) = one_search("");
+    let db = dir.path().join("notifio.db");
+    // Not a database at all, then a real one with a page overwritten.
+    std::fs::write(&db, vec![b'x'; 8192]).unwrap();
+    let mut cases = vec![("garbage", std::fs::read(&db).unwrap())];
+    std::fs::remove_file(&db).unwrap();
+    let out = run(&["check"], &path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    {
+        // Fold the WAL in so the pages are in the file, then damage the second half.
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;")
+            .unwrap();
+    }
+    let mut bytes = std::fs::read(&db).unwrap();
+    let half = bytes.len() / 2;
+    for b in &mut bytes[half..] {
+        *b = 0xa5;
+    }
+    cases.push(("damaged pages", bytes));
+    for (what, bytes) in cases {
+        let _ = std::fs::remove_file(dir.path().join("notifio.db-wal"));
+        let _ = std::fs::remove_file(dir.path().join("notifio.db-shm"));
+        std::fs::write(&db, &bytes).unwrap();
+        for cmd in ["check", "status", "watch"] {
+            let out = run(&[cmd], &path);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{what} {cmd}: {err}");
+            let said = format!(
+                "the state database {} is damaged or is not a Notifio database",
+                db.display()
+            );
+            assert_eq!(
+                err.matches(&said).count(),
+                1,
+                "{what} {cmd}: named, once: {err}"
+            );
+            assert_eq!(
+                err.matches("not a database").count() + err.matches("malformed").count(),
+                1,
+                "{what} {cmd}: the cause, once: {err}"
+            );
+            assert!(
+                err.contains("never deletes or rewrites"),
+                "{what} {cmd}: {err}"
+            );
+            assert!(!err.contains("cannot create the state directory"), "{err}");
+            assert!(
+                std::fs::read(&db).unwrap() == bytes,
+                "{what} {cmd}: the file is left as it was"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_state_dir_that_cannot_be_written_says_which_file_and_why() {
+    let (_rt, _portal, dir, path) = one_search("");
+    let cfg = std::fs::read_to_string(&path).unwrap();
+    let state = format!("state_dir = {:?}", dir.path().display().to_string());
+    // A file where the directory should be.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    std::fs::write(
+        &path,
+        cfg.replace(
+            &state,
+            &format!("state_dir = {:?}", file.display().to_string()),
+        ),
+    )
+    .unwrap();
+    let out = run(&["status"], &path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("is a file, not a directory"), "{err}");
+    // A directory that exists but takes no new file (sysfs refuses even root).
+    if std::path::Path::new("/sys/kernel").is_dir() {
+        std::fs::write(&path, cfg.replace(&state, "state_dir = \"/sys/kernel\"")).unwrap();
+        let out = run(&["check"], &path);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("cannot create the state database /sys/kernel/notifio.db"),
+            "{err}"
+        );
+        assert!(!err.contains("state directory /sys"), "{err}");
+    }
+}
+
+/// Every command refuses `text` (written as `notifio.toml` in a temp dir, `{DIR}` replaced by
+/// it) the same way at start: exit 2, `notifio.toml:LINE:COL: `KEY`: …` on stderr.
+#[track_caller]
+fn every_command_refuses(text: &str, files: &[(&str, &[u8], u32)], located: &str, says: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes, mode) in files {
+        let p = dir.path().join(name);
+        if name.ends_with('/') {
+            std::fs::create_dir(&p).unwrap();
+        } else {
+            std::fs::write(&p, bytes).unwrap();
+        }
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode)).unwrap();
+    }
+    let path = dir.path().join("notifio.toml");
+    let dir_text = dir.path().display().to_string();
+    std::fs::write(&path, text.replace("{DIR}", &dir_text)).unwrap();
+    for args in [
+        &["watch"][..],
+        &["check"],
+        &["check", "--notify"],
+        &["status"],
+    ] {
+        let child = notifio()
+            .env_remove("NOTIFIO_SMTP_PASSWORD")
+            .args(args)
+            .arg("--config")
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = finish_within(child, std::time::Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr).replace(&format!("{dir_text}/"), "");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("error: notifio.toml:{located}")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+const WATCH: &str = "[watch]\nstate_dir = \"{DIR}/state\"\ndashboard = false\n";
+const SEARCH: &str = "\n[[search]]\nname = \"s\"\nurl = \"http://127.0.0.1:9/s\"\nlisting = { selector = \"article\", id_attr = \"data-id\" }\n";
+const COOKIES: &str = "# Netscape HTTP Cookie File\n127.0.0.1\tFALSE\t/\tFALSE\t0\tsession\tv\n";
+
+#[test]
+fn files_the_config_names_are_checked_by_every_command_at_start() {
+    let email = format!(
+        "{WATCH}[notify.email]\nto = \"me@example.com\"\nsmtp = \"smtp://ana@127.0.0.1:2525\"\npassword_file = \"pw.txt\"\n{SEARCH}"
+    );
+    every_command_refuses(
+        &email,
+        &[("pw.txt", b"hunter2\n", 0o644)],
+        "7:17: `notify.email.password_file`: ",
+        "readable by group or others (mode 0644)",
+    );
+    let site =
+        |file: &str| format!("{WATCH}\n[site.\"127.0.0.1:9\"]\ncookies = \"{file}\"\n{SEARCH}");
+    let at = "6:11: `site.\"127.0.0.1:9\".cookies`: ";
+    every_command_refuses(
+        &site("c.txt"),
+        &[("c.txt", b"not a cookie line\n", 0o600)],
+        at,
+        "line 1:",
+    );
+    every_command_refuses(
+        &site("c.txt"),
+        &[("c.txt", b"SQLite format 3\0\x01\x02", 0o600)],
+        at,
+        "is not a text file",
+    );
+    every_command_refuses(&site("c/"), &[("c/", b"", 0o700)], at, "is not a file");
+    every_command_refuses(
+        &site("c.txt"),
+        &[("c.txt", COOKIES.as_bytes(), 0o644)],
+        at,
+        "readable by group or others",
+    );
+    every_command_refuses(&site("none.txt"), &[], at, "cannot read cookies file");
+    every_command_refuses(
+        &format!(
+            "{WATCH}[notify.email]\nto = \"me@example.com\"\nsmtp = \"smtp://ana@127.0.0.1:2525\"\n{SEARCH}"
+        ),
+        &[],
+        "6:8: `notify.email.smtp`: ",
+        "names user \"ana\" but no password is set",
+    );
+}
+
+#[test]
+fn values_the_watcher_would_refuse_are_refused_by_every_command_at_start() {
+    every_command_refuses(
+        &format!("{WATCH}\n[[search]]\nname = \"s\"\nurl = \"http://127.0.0.1:9/s\"\n"),
+        &[],
+        "5:1: `search[0].listing`: ",
+        "has no built-in profile, so the search needs a `listing` spec",
+    );
+    every_command_refuses(
+        &format!("{WATCH}[fetch]\nuser_agent = \"Mozilla\\r\\nX-Evil: 1\"\n{SEARCH}"),
+        &[],
+        "5:14: `fetch.user_agent`: ",
+        "cannot be sent as an HTTP header",
+    );
+    every_command_refuses(
+        &format!(
+            "{WATCH}\n[[search]]\nname = \"fb\"\nurl = \"https://www.facebook.com/marketplace/madrid\"\n"
+        ),
+        &[],
+        "7:7: `search[0].url`: ",
+        "needs your logged-in session",
     );
 }

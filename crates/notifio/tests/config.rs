@@ -376,11 +376,11 @@ fn bad_durations_get_the_expected_message_and_a_fix() {
         Some("\"30s\""),
     );
     let two = format!(
-        "{MIN}\n[[search]]\nname = \"b\"\nurl = \"https://b.example/\"\n\n[[search]]\nname = \"c\"\nurl = \"https://c.example/\"\n  interval = \"1 day\"\n"
+        "{MIN}\n[[search]]\nname = \"b\"\nurl = \"https://b.example/\"\nlisting = \"json-ld\"\n\n[[search]]\nname = \"c\"\nurl = \"https://c.example/\"\n  interval = \"1 day\"\n"
     );
     assert_err(
         &two,
-        "notifio.toml:13:14: `search[2].interval`: expected a duration like 30s, 2m, 1h",
+        "notifio.toml:14:14: `search[2].interval`: expected a duration like 30s, 2m, 1h",
         None,
     );
     assert_err(
@@ -397,7 +397,7 @@ fn bad_durations_get_the_expected_message_and_a_fix() {
 #[test]
 fn short_intervals_are_allowed_but_warned_about_except_on_loopback() {
     let c = ok(&format!(
-        "{MIN}interval = \"5s\"\n[[search]]\nname = \"local\"\nurl = \"http://127.0.0.1:8080/s\"\ninterval = \"200ms\"\n"
+        "{MIN}interval = \"5s\"\n[[search]]\nname = \"local\"\nurl = \"http://127.0.0.1:8080/s\"\ninterval = \"200ms\"\nlisting = \"json-ld\"\n"
     ));
     assert_eq!(c.searches[0].interval, Duration::from_secs(5));
     assert_eq!(c.searches[1].interval, Duration::from_millis(200));
@@ -480,7 +480,7 @@ fn profiles_are_checked_and_inherited_from_the_site() {
         ),
     );
     let c = ok(
-        "[[search]]\nname = \"a\"\nurl = \"https://www.agency.example/r\"\n[site.\"agency.example\"]\nprofile = \"generic\"\n",
+        "[[search]]\nname = \"a\"\nurl = \"https://www.agency.example/r\"\nlisting = \"json-ld\"\n[site.\"agency.example\"]\nprofile = \"generic\"\n",
     );
     assert_eq!(c.searches[0].profile.as_deref(), Some("generic"));
 }
@@ -488,7 +488,7 @@ fn profiles_are_checked_and_inherited_from_the_site() {
 #[test]
 fn notify_existing_per_search_overrides_watch() {
     let c = ok(&format!(
-        "[watch]\nnotify_existing = true\n{MIN}[[search]]\nname = \"b\"\nurl = \"https://b.example/\"\nnotify_existing = false\n"
+        "[watch]\nnotify_existing = true\n{MIN}[[search]]\nname = \"b\"\nurl = \"https://b.example/\"\nlisting = \"json-ld\"\nnotify_existing = false\n"
     ));
     assert!(c.watch.notify_existing && c.searches[0].notify_existing);
     assert!(!c.searches[1].notify_existing);
@@ -982,7 +982,7 @@ fn site_keys_accept_a_domain_or_a_url_and_normalise() {
 #[test]
 fn dotted_keys_and_inline_arrays_of_searches_work_too() {
     let c = ok(
-        "watch.interval = \"40s\"\nsearch = [{ name = \"a\", url = \"https://a.example/\" }, { name = \"b\", url = \"https://b.example/\", interval = \"1m\" }]\n",
+        "watch.interval = \"40s\"\nsearch = [{ name = \"a\", url = \"https://a.example/\", listing = \"json-ld\" }, { name = \"b\", url = \"https://b.example/\", interval = \"1m\", listing = \"json-ld\" }]\n",
     );
     assert_eq!(c.searches[0].interval, Duration::from_secs(40));
     assert_eq!(c.searches[1].interval, Duration::from_secs(60));
@@ -992,8 +992,8 @@ fn dotted_keys_and_inline_arrays_of_searches_work_too() {
         Some("did you mean `interval`?"),
     );
     assert_err(
-        "search = [{ name = \"a\", url = \"https://a.example/\" }, { name = \"a\", url = \"https://b.example/\" }]\n",
-        "notifio.toml:1:64: `search[1].name`: duplicate search name `a`",
+        "search = [{ name = \"a\", url = \"https://a.example/\", listing = \"json-ld\" }, { name = \"a\", url = \"https://b.example/\" }]\n",
+        "notifio.toml:1:85: `search[1].name`: duplicate search name `a`",
         None,
     );
 }
@@ -1027,11 +1027,11 @@ fn too_many_searches_on_one_site_is_an_error_at_the_one_too_many() {
     let mut text = String::with_capacity(n * 64);
     for i in 0..n {
         text.push_str(&format!(
-            "[[search]]\nname = \"s{i}\"\nurl = \"https://a.example/{i}\"\n"
+            "[[search]]\nname = \"s{i}\"\nurl = \"https://a.example/{i}\"\nlisting = \"json-ld\"\n"
         ));
     }
     let e = err(&text);
-    let line = 3 * (n - 1) + 3;
+    let line = 4 * (n - 1) + 3;
     assert!(
         e.starts_with(&format!(
             "notifio.toml:{line}:7: `search[{}].url`: more than 1000 searches on a.example",
@@ -1042,4 +1042,21 @@ fn too_many_searches_on_one_site_is_an_error_at_the_one_too_many() {
     // One fewer is fine.
     text.truncate(text.rfind("[[search]]").unwrap());
     assert_eq!(ok(&text).searches.len(), n - 1);
+}
+
+#[test]
+fn dashboard_hosts_are_host_names() {
+    let c = ok(&format!(
+        "[watch]\ndashboard_hosts = [\"notifio.lan\", \"proxy.example:8443\"]\n{MIN}"
+    ));
+    assert_eq!(
+        c.watch.dashboard_hosts,
+        vec!["notifio.lan", "proxy.example:8443"]
+    );
+    assert!(ok(MIN).watch.dashboard_hosts.is_empty());
+    assert_err(
+        &format!("[watch]\ndashboard_hosts = [\"ok.lan\", \"http://notifio.lan/\"]\n{MIN}"),
+        "notifio.toml:2:30: `watch.dashboard_hosts[1]`: `http://notifio.lan/` is not a host name",
+        Some("notifio.lan:8443"),
+    );
 }

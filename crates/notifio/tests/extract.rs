@@ -1229,3 +1229,65 @@ fn garbage_and_invalid_utf8_never_panic() {
     assert_eq!(got[0].price, Some(1250.0));
     assert!(got[0].title.as_deref().unwrap().starts_with("Caf"));
 }
+
+/// Issue 23 item 8: only http(s) links reach a listing (and so any channel), and a search
+/// URL's own `user:password@` is not copied into the links made from it.
+#[test]
+fn listing_links_are_http_or_nothing() {
+    let page = br#"<html><body>
+        <article class="listing" data-id="1"><h2>A</h2><a href="javascript:alert(document.cookie)">x</a><img src="data:image/png;base64,AAAA"></article>
+        <article class="listing" data-id="2"><h2>B</h2><a href="data:text/html,<script>alert(1)</script>">x</a></article>
+        <article class="listing" data-id="3"><h2>C</h2><a href=" JavaScript:void(0)">x</a></article>
+        <article class="listing" data-id="4"><h2>D</h2><a href="/flat/4">x</a><img src="/p/4.jpg"></article>
+        <article class="listing" data-id="5"><h2>E</h2><a href="mailto:owner@example.com">x</a></article>
+        </body></html>"#;
+    let url = Url::parse("https://ana:hunter2@rentals.example/search").unwrap();
+    let p = profile(
+        url.as_str(),
+        Some(ListingSpec::Selector(Box::new(CardSpec::new(
+            "article.listing",
+            Some("data-id"),
+        )))),
+    );
+    let got = listings(p.extract(page, &url));
+    assert_eq!(got.len(), 5);
+    let links: Vec<_> = got
+        .iter()
+        .map(|l| (l.url.as_deref(), l.image.as_deref()))
+        .collect();
+    assert_eq!(
+        links,
+        vec![
+            (None, None),
+            (None, None),
+            (None, None),
+            (
+                Some("https://rentals.example/flat/4"),
+                Some("https://rentals.example/p/4.jpg")
+            ),
+            (None, None),
+        ]
+    );
+    // Link mode: a `javascript:` href matching the pattern is a listing without a link.
+    let p = profile(
+        url.as_str(),
+        Some(ListingSpec::Link {
+            link: r"(\d+)".into(),
+        }),
+    );
+    let got = listings(p.extract(
+        br#"<a href="javascript:open(77)">x</a><a href="/flat/78">y</a>"#,
+        &url,
+    ));
+    let urls: Vec<_> = got
+        .iter()
+        .map(|l| (l.id.as_str(), l.url.as_deref()))
+        .collect();
+    assert_eq!(
+        urls,
+        vec![
+            ("77", None),
+            ("78", Some("https://rentals.example/flat/78"))
+        ]
+    );
+}

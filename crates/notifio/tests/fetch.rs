@@ -74,6 +74,7 @@ fn search(p: &Portal, site: &str, class: RequestClass) -> FetchRequest {
         post_json: None,
         via: notifio::fetch::FetchMode::Http,
         ready: None,
+        markers: None,
     }
 }
 
@@ -87,6 +88,7 @@ fn plain_search(url: &str) -> FetchRequest {
         post_json: None,
         via: notifio::fetch::FetchMode::Http,
         ready: None,
+        markers: None,
     }
 }
 
@@ -802,6 +804,7 @@ async fn browser_headers_gzip_and_webhook_posts() {
         post_json: Some(Bytes::from_static(b"{\"new\":1}")),
         via: notifio::fetch::FetchMode::Http,
         ready: None,
+        markers: None,
     };
     let got = f.fetch(&hook, &CancellationToken::new()).await;
     assert_eq!(got.attempts, 1, "a 4xx/405 is not retried");
@@ -819,4 +822,272 @@ async fn browser_headers_gzip_and_webhook_posts() {
         text.contains("notifio_fetch_requests_total{class=\"notify\"} 1"),
         "{text}"
     );
+}
+
+// ---------------------------------------------------------------- hostile pages (issue 23)
+
+/// The three-attempt fetcher `fetch_raw` uses, for a server already started.
+async fn fetch_from(server: &RawServer) -> Fetched {
+    let f = fetcher_with(|c| c.retry.search = policy(3, 10, 1000, 5000, true));
+    f.fetch(
+        &plain_search(&format!("{}/search/x", server.url)),
+        &CancellationToken::new(),
+    )
+    .await
+}
+
+/// A generic search's listings on a fetched page.
+fn cards(got: &Fetched) -> Vec<notifio::listing::Listing> {
+    use notifio::listing::{CardSpec, FieldSpec, ListingSpec};
+    let spec = ListingSpec::Selector(Box::new(CardSpec {
+        title: Some(FieldSpec::text("h2")),
+        price: Some(FieldSpec::text(".price")),
+        ..CardSpec::new("article.listing", Some("data-id"))
+    }));
+    let url = url::Url::parse(&got.final_url).unwrap();
+    let site = SiteKey::from_parsed(&url).unwrap();
+    let profile = notifio::extract::profile_for(&site, None, Some(&spec)).unwrap();
+    match profile.extract(&got.body, &url) {
+        notifio::extract::Extraction::Listings(v) => v,
+        other => panic!("{other:?}"),
+    }
+}
+
+const CARD_PAGE: &str = "<html><head>{META}<title>Wohnungen</title></head><body>\
+    <article class=\"listing\" data-id=\"7\"><h2>Größe: 3 Zimmer, Küche</h2>\
+    <span class=\"price\">850 €</span><a href=\"/l/7\">ansehen</a></article></body></html>";
+
+#[tokio::test]
+async fn pages_in_other_character_sets_read_as_browsers_read_them() {
+    let latin = |meta: &str| {
+        let page = CARD_PAGE.replace("{META}", meta);
+        encoding_rs::WINDOWS_1252.encode(&page).0.into_owned()
+    };
+    let utf16le = {
+        let mut v = vec![0xff, 0xfe];
+        for u in CARD_PAGE.replace("{META}", "").encode_utf16() {
+            v.extend_from_slice(&u.to_le_bytes());
+        }
+        v
+    };
+    let utf16be: Vec<u8> = CARD_PAGE
+        .replace("{META}", "")
+        .encode_utf16()
+        .flat_map(u16::to_be_bytes)
+        .collect();
+    type Case<'a> = (&'a str, Vec<&'a [u8]>, Vec<u8>);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "header",
+            vec![b"Content-Type: text/html; charset=ISO-8859-1"],
+            latin(""),
+        ),
+        (
+            "meta charset",
+            vec![],
+            latin("<meta charset=\"windows-1252\">"),
+        ),
+        (
+            "http-equiv",
+            vec![],
+            latin("<meta http-equiv=\"Content-Type\" content=\"text/html; charset=iso-8859-1\">"),
+        ),
+        ("UTF-16 BOM", vec![], utf16le),
+        (
+            "UTF-16 header",
+            vec![b"Content-Type: text/html; charset=utf-16be"],
+            utf16be,
+        ),
+    ];
+    for (what, headers, body) in cases {
+        let server = RawServer::start(util::raw_response_bytes("200 OK", &headers, &body)).await;
+        let got = fetch_from(&server).await;
+        assert_eq!(outcome(&got), Outcome::Ok, "{what}: {:?}", got.failure);
+        let l = cards(&got);
+        assert_eq!(l.len(), 1, "{what}");
+        assert_eq!(
+            l[0].title.as_deref(),
+            Some("Größe: 3 Zimmer, Küche"),
+            "{what}"
+        );
+        assert_eq!(l[0].price, Some(850.0), "{what}");
+        assert_eq!(
+            l[0].currency.as_deref(),
+            Some("EUR"),
+            "{what}: the € survived"
+        );
+    }
+}
+
+#[tokio::test]
+async fn aws_waf_and_cloudflare_bot_fight_pages_are_challenges_at_any_status() {
+    let aws = include_str!("fixtures/aws_waf_challenge.html");
+    let cf = include_str!("fixtures/cloudflare_bot_fight.html");
+    let header: &[u8] = b"x-amzn-waf-action: challenge";
+    for (status, headers, body) in [
+        ("202 Accepted", vec![header], aws),
+        ("202 Accepted", vec![], aws),
+        ("200 OK", vec![], aws),
+        ("401 Unauthorized", vec![], aws),
+        (
+            "405 Method Not Allowed",
+            vec![&b"x-amzn-waf-action: captcha"[..]],
+            "",
+        ),
+        ("200 OK", vec![], cf),
+        ("403 Forbidden", vec![], cf),
+        ("503 Service Unavailable", vec![], cf),
+    ] {
+        let server = RawServer::start(raw_response(status, &headers, body)).await;
+        let got = fetch_from(&server).await;
+        assert_eq!(outcome(&got), Outcome::Challenge, "{status} {headers:?}");
+        assert_eq!(got.attempts, 1, "{status}: a challenge is never retried");
+    }
+}
+
+#[tokio::test]
+async fn a_challenge_served_with_503_is_one_request_then_the_challenge_ladder() {
+    let p = portal().await;
+    let f = fetcher_with(|c| c.retry.search = policy(3, 10, 1000, 5000, true));
+    p.set_behaviour("a", Behaviour::Challenge(ChallengeKind::Cloudflare, 503));
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.status, Some(503));
+    assert_eq!(got.attempts, 1);
+    assert_eq!(seen(&p, "a").len(), 1, "one request, no retries");
+    assert_eq!(outcome(&got), Outcome::Challenge);
+    // A plain 503 still gets the ADR's retries.
+    p.set_behaviour("a", Behaviour::ServerError(503));
+    let got = get(&f, &p, "a").await;
+    assert_eq!(got.attempts, 3);
+    assert_eq!(outcome(&got), Outcome::Error);
+}
+
+#[tokio::test]
+async fn a_503_asking_for_a_longer_wait_than_the_next_sleep_is_not_retried() {
+    let long = raw_response("503 Service Unavailable", &[b"Retry-After: 1800"], "busy");
+    let (got, server, ..) = fetch_raw(long).await;
+    assert_eq!(got.attempts, 1);
+    assert_eq!(server.connections(), 1);
+    assert_eq!(got.retry_after, Some(Duration::from_secs(1800)));
+    assert_eq!(outcome(&got), Outcome::Error);
+    // Retry-After: 0 asks for nothing the sleeps do not already give.
+    let now = raw_response("503 Service Unavailable", &[b"Retry-After: 0"], "busy");
+    let (got, server, ..) = fetch_raw(now).await;
+    assert_eq!(got.attempts, 3);
+    assert_eq!(server.connections(), 3);
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn zlib(data: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn raw_deflate(data: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+#[tokio::test]
+async fn content_codings_raw_or_zlib_deflate_and_stacked_are_decoded() {
+    let page = CARD_PAGE.replace("{META}", "");
+    let plain = page.as_bytes();
+    let cases: Vec<(&[u8], Vec<u8>)> = vec![
+        (b"Content-Encoding: deflate", raw_deflate(plain)),
+        (b"Content-Encoding: deflate", zlib(plain)),
+        (b"Content-Encoding: gzip, gzip", gzip(&gzip(plain))),
+        (
+            b"Content-Encoding: deflate, gzip",
+            gzip(&raw_deflate(plain)),
+        ),
+        (b"Content-Encoding: x-gzip", gzip(plain)),
+        (b"Content-Encoding: identity", plain.to_vec()),
+    ];
+    for (coding, body) in cases {
+        let server = RawServer::start(util::raw_response_bytes("200 OK", &[coding], &body)).await;
+        let got = fetch_from(&server).await;
+        let what = String::from_utf8_lossy(coding);
+        assert_eq!(got.failure, None, "{what}: {:?}", got.last_error);
+        assert_eq!(&got.body[..], plain, "{what}");
+        if !what.contains("identity") {
+            assert_eq!(got.header("content-encoding"), None, "{what}: decoded");
+        }
+        assert_eq!(cards(&got).len(), 1, "{what}");
+    }
+    // Two separate headers are one list too.
+    let body = gzip(&zlib(plain));
+    let server = RawServer::start(util::raw_response_bytes(
+        "200 OK",
+        &[b"Content-Encoding: deflate", b"Content-Encoding: gzip"],
+        &body,
+    ))
+    .await;
+    assert_eq!(&fetch_from(&server).await.body[..], plain);
+}
+
+#[tokio::test]
+async fn every_body_that_does_not_decode_is_malformed_after_one_attempt() {
+    let page = CARD_PAGE.replace("{META}", "");
+    let mut truncated = gzip(page.as_bytes());
+    truncated.truncate(truncated.len() / 2);
+    let cases: Vec<(&[u8], Vec<u8>)> = vec![
+        (
+            b"Content-Encoding: br",
+            b"this is not a brotli stream at all".to_vec(),
+        ),
+        (
+            b"Content-Encoding: gzip",
+            b"this is not a gzip stream".to_vec(),
+        ),
+        (
+            b"Content-Encoding: deflate",
+            b"\xff\xff\xff not deflate".to_vec(),
+        ),
+        (b"Content-Encoding: gzip", truncated),
+        (b"Content-Encoding: gzip, br", gzip(page.as_bytes())),
+        (b"Content-Encoding: zstd", page.clone().into_bytes()),
+    ];
+    for (coding, body) in cases {
+        let server = RawServer::start(util::raw_response_bytes("200 OK", &[coding], &body)).await;
+        let got = fetch_from(&server).await;
+        let what = String::from_utf8_lossy(coding);
+        assert_eq!(
+            got.failure,
+            Some(TransportFailure::Malformed),
+            "{what}: {:?}",
+            got.last_error
+        );
+        assert_eq!(got.attempts, 1, "{what}");
+        assert_eq!(server.connections(), 1, "{what}");
+        assert_eq!(outcome(&got), Outcome::Error, "{what}");
+    }
+}
+
+#[tokio::test]
+async fn a_304_to_a_request_without_validators_is_malformed() {
+    let (got, server, f, req) = fetch_raw(raw_response("304 Not Modified", &[], "")).await;
+    assert_eq!(got.failure, Some(TransportFailure::Malformed), "{got:?}");
+    assert_eq!(got.attempts, 1);
+    assert_eq!(server.connections(), 1);
+    assert_eq!(outcome(&got), Outcome::Error);
+    assert!(!got.not_modified());
+    // With a validator sent, the same 304 means unchanged.
+    f.set_validators(&req.url, Some("\"v1\"".into()), None);
+    let conditional = FetchRequest {
+        conditional: true,
+        ..req
+    };
+    let got = f.fetch(&conditional, &CancellationToken::new()).await;
+    assert!(got.not_modified(), "{got:?}");
+    assert_eq!(outcome(&got), Outcome::Unchanged);
 }

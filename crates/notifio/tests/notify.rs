@@ -99,6 +99,7 @@ fn email_settings(port: u16, user: &str) -> EmailSettings {
         from: "Notifio <notifio@localhost>".into(),
         smtp: format!("smtp://{at}127.0.0.1:{port}"),
         password_file: None,
+        allow_plaintext: false,
     }
 }
 

@@ -384,6 +384,11 @@ async fn an_expired_session_pauses_the_site_and_notifies_once() {
         "# Netscape HTTP Cookie File\n127.0.0.1\tFALSE\t/\tFALSE\t0\tsession\tsecret-value\n",
     )
     .unwrap();
+    // A cookies file is a session: readable by its owner only, or it is refused.
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&cookies, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     let site_key = notifio_policy::SiteKey::from_url(&portal.base_url("members")).unwrap();
     let mut text = config_text(dir.path(), &portal, "members", 2, "200ms");
     text.push_str(&format!(

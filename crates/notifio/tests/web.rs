@@ -126,6 +126,7 @@ async fn start(
     let cfg = DashboardConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         token: token.map(str::to_string),
+        hosts: Vec::new(),
     };
     let (addr, task) = web::serve(cfg, src, cancel.clone()).await.unwrap();
     assert_ne!(addr.port(), 0, "serve must report the bound port");
@@ -279,6 +280,7 @@ async fn non_loopback_bind_needs_a_token() {
         let cfg = DashboardConfig {
             addr: addr.parse().unwrap(),
             token: None,
+            hosts: Vec::new(),
         };
         let err = web::serve(cfg, source(), CancellationToken::new())
             .await
@@ -297,6 +299,7 @@ async fn non_loopback_bind_needs_a_token() {
     let cfg = DashboardConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         token: Some("   ".into()),
+        hosts: Vec::new(),
     };
     let err = web::serve(cfg, source(), CancellationToken::new())
         .await
@@ -310,6 +313,7 @@ async fn bind_failure_is_reported() {
     let cfg = DashboardConfig {
         addr: taken.local_addr().unwrap(),
         token: None,
+        hosts: Vec::new(),
     };
     let err = web::serve(cfg, source(), CancellationToken::new())
         .await
@@ -395,15 +399,72 @@ async fn no_secret_reaches_any_response() {
     let cfg = DashboardConfig {
         addr: "0.0.0.0:7878".parse().unwrap(),
         token: Some(TOKEN.into()),
+        hosts: Vec::new(),
     };
     assert!(!format!("{cfg:?}").contains(TOKEN));
     let busy = DashboardConfig {
         addr,
         token: Some(TOKEN.into()),
+        hosts: Vec::new(),
     };
     let err = web::serve(busy, source(), CancellationToken::new())
         .await
         .unwrap_err();
     assert!(!format!("{err} {err:?}").contains(TOKEN));
+    cancel.cancel();
+}
+
+/// DNS rebinding (issue 23 item 15): a page on `evil.example`, its name pointed at 127.0.0.1,
+/// reaches the dashboard from the user's browser with `Host: evil.example`. Only the
+/// dashboard's own names get an answer.
+#[tokio::test]
+async fn only_requests_for_the_dashboards_own_names_are_answered() {
+    let cancel = CancellationToken::new();
+    let cfg = DashboardConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        token: Some(TOKEN.into()),
+        hosts: vec!["notifio.lan".into()],
+    };
+    let (addr, _task) = web::serve(cfg, source(), cancel.clone()).await.unwrap();
+    let http = client();
+    let port = addr.port();
+    for path in ["/", "/api/status", "/metrics", "/healthz"] {
+        let url = format!("http://{addr}{path}");
+        for host in [
+            "evil.example".to_owned(),
+            format!("evil.example:{port}"),
+            format!("127.0.0.1.evil.example:{port}"),
+            format!("notifio.lan:{}", port + 1),
+        ] {
+            let resp = http
+                .get(&url)
+                .header("host", &host)
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 421, "GET {path} Host: {host}");
+            let body = resp.text().await.unwrap();
+            assert!(!body.contains("Madrid"), "{body}");
+        }
+        for host in [
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("notifio.lan:{port}"),
+        ] {
+            let resp = http
+                .get(&url)
+                .header("host", &host)
+                .header("authorization", format!("bearer {TOKEN}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                resp.status(),
+                200,
+                "GET {path} Host: {host}, lower-case scheme"
+            );
+        }
+    }
     cancel.cancel();
 }

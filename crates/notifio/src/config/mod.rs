@@ -70,6 +70,9 @@ pub struct WatchSettings {
     /// Bearer token for the dashboard: `NOTIFIO_DASHBOARD_TOKEN`, else `dashboard_token`.
     /// Redacted in `Debug`.
     pub dashboard_token: Option<String>,
+    /// Host names the dashboard answers to besides its address, `localhost`, `127.0.0.1` and
+    /// `[::1]` (requests naming any other host get 421): `name` or `name:port`.
+    pub dashboard_hosts: Vec<String>,
     /// Announce the listings found by a search's first check (false: silent baseline).
     pub notify_existing: bool,
     /// Checks kept in history per search (100).
@@ -88,6 +91,7 @@ impl fmt::Debug for WatchSettings {
                 "dashboard_token",
                 &self.dashboard_token.as_ref().map(|_| "<redacted>"),
             )
+            .field("dashboard_hosts", &self.dashboard_hosts)
             .field("notify_existing", &self.notify_existing)
             .field("history", &self.history)
             .finish()
@@ -280,11 +284,13 @@ fn is_loopback(u: &str) -> bool {
     }
 }
 
-/// Reads, parses, validates and resolves the config file at `path`.
+/// Reads, parses, validates and resolves the config file at `path`, then checks the files and
+/// secrets it names on this machine (cookies files, the SMTP password): what every command runs
+/// at start, so all of them accept or refuse a config alike.
 ///
 /// # Errors
-/// The file cannot be read (the message names the path and suggests `notifio init`), or any
-/// [`parse`] error.
+/// The file cannot be read (the message names the path and suggests `notifio init`), any
+/// [`parse`] error, or a named file or secret that cannot be used (at the key naming it).
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
@@ -300,7 +306,9 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             ConfigError::file(path, format!("cannot read the config file: {e}"), None)
         }
     })?;
-    parse(&text, path)
+    let (config, pending) = validate::config_and_checks(&text, path, &Environment::from_process())?;
+    resolve::check(&pending)?;
+    Ok(config)
 }
 
 /// Parses, validates and resolves config `text` that came from `path` (used for messages and

@@ -1,10 +1,17 @@
 //! Resolution against the machine: `~`, paths relative to the config file, the platform's data
-//! and config directories, and secrets from the environment.
+//! and config directories, secrets from the environment, and the files the config names.
+//!
+//! [`check`] is the one start-up check of those files and secrets, run by `config::load` for
+//! every command: a cookies file that is missing, a directory, binary, malformed, readable by
+//! others or without the session's cookies, a password file readable by others, an SMTP user
+//! without a password. Each is an error at the key that names it (exit 2), before anything
+//! runs, so `status` and `check` refuse what `watch` would.
 //!
 //! Kept apart from validation (ripgrep's lowargs → hiargs) and passed in as an [`Environment`]
 //! value, so tests can pin the home directory and the token without touching process-wide
 //! state (`set_var` is `unsafe` in edition 2024 and races between test threads).
 
+use super::ConfigError;
 use directories::{BaseDirs, ProjectDirs};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -67,6 +74,82 @@ impl Environment {
                 .filter(|t| !t.trim().is_empty()),
         }
     }
+}
+
+/// Something the config names that only the machine can vouch for.
+#[derive(Clone, Debug)]
+pub(crate) enum Named {
+    /// A site's cookies file, and the cookie names its searches' sessions need.
+    Cookies {
+        path: PathBuf,
+        site: String,
+        required: Vec<&'static str>,
+    },
+    /// The SMTP password file.
+    PasswordFile(PathBuf),
+    /// A user name in the SMTP URL, with no password file: the password must be in the
+    /// environment.
+    SmtpUser(String),
+}
+
+/// A [`Named`] check and where the config names it (a [`ConfigError`] without a message).
+#[derive(Clone, Debug)]
+pub(crate) struct Pending {
+    pub(crate) what: Named,
+    pub(crate) at: ConfigError,
+}
+
+/// Runs every check, in file order; the first failure is the error, at its key.
+pub(crate) fn check(pending: &[Pending]) -> Result<(), ConfigError> {
+    for p in pending {
+        let problem = match &p.what {
+            Named::Cookies {
+                path,
+                site,
+                required,
+            } => match crate::fetch::cookies::load(path) {
+                Err(e) => Some((e.to_string(), None)),
+                Ok(jar) => {
+                    let names = jar.names();
+                    let missing: Vec<_> = required
+                        .iter()
+                        .filter(|c| !names.iter().any(|n| n == *c))
+                        .collect();
+                    (!missing.is_empty()).then(|| {
+                        (
+                            format!(
+                                "the cookies file for {site} lacks {missing:?}, which a logged-in session has"
+                            ),
+                            Some("export it again while you are logged in to the site".to_owned()),
+                        )
+                    })
+                }
+            },
+            Named::PasswordFile(path) => crate::notify::email::read_password_file(path)
+                .err()
+                .map(|e| (e.to_string(), None)),
+            Named::SmtpUser(user) => std::env::var(SMTP_PASSWORD_ENV)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .is_none()
+                .then(|| {
+                    (
+                        format!("the SMTP URL names user {user:?} but no password is set"),
+                        Some(format!(
+                            "set {SMTP_PASSWORD_ENV}, or email.password_file to a file only you can read"
+                        )),
+                    )
+                }),
+        };
+        if let Some((message, hint)) = problem {
+            return Err(ConfigError {
+                message,
+                hint,
+                ..p.at.clone()
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Where `notifio` looks for its config when `--config` is not given: `./notifio.toml` if it

@@ -1,13 +1,16 @@
 //! Config text → [`Config`]: every rule of DESIGN §8, each failure pointing at its key.
 //!
 //! Pure apart from the [`Environment`] value it is handed (home, data dir, token): no file or
-//! network I/O, so each rule is tested with a string. Validation that belongs to a policy type
+//! network I/O, so each rule is tested with a string. What only the machine can vouch for (a
+//! cookies or password file, an SMTP password in the environment) is handed to `resolve` as a
+//! [`Pending`] check that remembers where the config names it. Validation that belongs to a policy type
 //! (ladders, retry) is done by that type's constructor and only *located* here, so the rules
 //! live in one place (`notifio-policy`).
 
 use super::raw::{Field, Src, Table, parse_document, suggestion};
 use super::resolve::{
-    BROWSER_ENV, DASHBOARD_TOKEN_ENV, Environment, SMTP_PASSWORD_ENV, base_dir, resolve_path,
+    BROWSER_ENV, DASHBOARD_TOKEN_ENV, Environment, Named, Pending, SMTP_PASSWORD_ENV, base_dir,
+    resolve_path,
 };
 use super::{
     BrowserSettings, Config, ConfigError, EmailSettings, FetchMode, FetchSettings, NotifySettings,
@@ -56,6 +59,7 @@ const WATCH_KEYS: &[&str] = &[
     "state_dir",
     "dashboard",
     "dashboard_token",
+    "dashboard_hosts",
     "notify_existing",
     "history",
 ];
@@ -79,7 +83,7 @@ const RETRY_KEYS: &[&str] = &[
 ];
 const FETCH_KEYS: &[&str] = &["user_agent", "accept_language", "body_cap"];
 const NOTIFY_KEYS: &[&str] = &["email", "mailbox", "webhook"];
-const EMAIL_KEYS: &[&str] = &["to", "from", "smtp", "password_file"];
+const EMAIL_KEYS: &[&str] = &["to", "from", "smtp", "password_file", "allow_plaintext"];
 const WEBHOOK_KEYS: &[&str] = &["url", "format"];
 const SEARCH_KEYS: &[&str] = &[
     "name",
@@ -113,6 +117,16 @@ type Result<T> = std::result::Result<T, ConfigError>;
 
 /// Parses and validates `text` (from `path`), resolving paths and env through `env`.
 pub(crate) fn config(text: &str, path: &Path, env: &Environment) -> Result<Config> {
+    config_and_checks(text, path, env).map(|(c, _)| c)
+}
+
+/// [`config`], and the checks of files and secrets it leaves to `resolve::check`.
+pub(crate) fn config_and_checks(
+    text: &str,
+    path: &Path,
+    env: &Environment,
+) -> Result<(Config, Vec<Pending>)> {
+    let mut pending = Vec::new();
     let src = Src { file: path, text };
     let doc = parse_document(src)?;
     let root = Table::root(src, &doc);
@@ -123,11 +137,11 @@ pub(crate) fn config(text: &str, path: &Path, env: &Environment) -> Result<Confi
     let backoff = backoff(&root)?;
     let retry = retry(&root)?;
     let fetch = fetch(&root)?;
-    let notify = notify(&root, &watch, &base, env)?;
+    let notify = notify(&root, &watch, &base, env, &mut pending)?;
     let browser = browser(&root, &watch, &base, env)?;
-    let sites = sites(&root, &base, env)?;
-    let searches = searches(&root, &watch, &sites)?;
-    Ok(Config {
+    let sites = sites(&root, &base, env, &mut pending)?;
+    let searches = searches(&root, &watch, &sites, &mut pending)?;
+    let config = Config {
         path: path.to_owned(),
         watch,
         backoff,
@@ -137,7 +151,20 @@ pub(crate) fn config(text: &str, path: &Path, env: &Environment) -> Result<Confi
         browser,
         searches,
         sites,
-    })
+    };
+    Ok((config, pending))
+}
+
+/// A `[fetch]` text that goes into a request header: no control characters (a CR/LF would
+/// end the header), visible ASCII or Latin-1.
+fn header_text(f: &Field<'_>) -> Result<String> {
+    let s = f.non_empty_str()?;
+    match http::HeaderValue::from_str(s) {
+        Ok(_) => Ok(s.to_owned()),
+        Err(_) => Err(f
+            .err("cannot be sent as an HTTP header: it has a control character (a line break?) or non-ASCII text")
+            .with_hint("write it on one line, in ASCII")),
+    }
 }
 
 /// The table at `key` of `parent`, with its keys checked against `allowed`.
@@ -180,6 +207,7 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
             state_dir: default_state_dir(root, env)?,
             dashboard: Some(DEFAULT_DASHBOARD),
             dashboard_token: env.dashboard_token.clone(),
+            dashboard_hosts: Vec::new(),
             notify_existing: false,
             history: DEFAULT_HISTORY,
         });
@@ -219,6 +247,14 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
         }
         _ => {}
     }
+    let dashboard_hosts = match t.get("dashboard_hosts") {
+        Some(f) => f
+            .array()?
+            .iter()
+            .map(dashboard_host)
+            .collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
     let notify_existing = t.bool("notify_existing")?.unwrap_or(false);
     let history = t
         .get("history")
@@ -232,9 +268,30 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
         state_dir,
         dashboard,
         dashboard_token,
+        dashboard_hosts,
         notify_existing,
         history,
     })
+}
+
+/// A name the dashboard also answers to: `host` or `host:port`, as a `Host` header has it.
+fn dashboard_host(f: &Field<'_>) -> Result<String> {
+    let s = f.non_empty_str()?.trim();
+    let parsed = url::Url::parse(&format!("http://{s}/")).ok();
+    let plain = parsed.as_ref().is_some_and(|u| {
+        u.host_str().is_some_and(|h| !h.is_empty())
+            && u.username().is_empty()
+            && u.password().is_none()
+            && u.path() == "/"
+            && !s.contains(['/', '?', '#', '@'])
+    });
+    if plain {
+        Ok(s.to_owned())
+    } else {
+        Err(f
+            .err(format!("`{s}` is not a host name"))
+            .with_hint("give the name as the browser's address bar has it, e.g. \"notifio.lan\" or \"notifio.lan:8443\" (no http://, no path)"))
+    }
 }
 
 fn default_state_dir(root: &Table<'_>, env: &Environment) -> Result<PathBuf> {
@@ -376,11 +433,7 @@ fn fetch(root: &Table<'_>) -> Result<FetchSettings> {
     let Some(t) = section(root, "fetch", FETCH_KEYS)? else {
         return Ok(out);
     };
-    let text = |k: &str| {
-        t.get(k)
-            .map(|f| f.non_empty_str().map(str::to_owned))
-            .transpose()
-    };
+    let text = |k: &str| t.get(k).map(|f| header_text(&f)).transpose();
     out.user_agent = text("user_agent")?;
     out.accept_language = text("accept_language")?;
     if let Some(f) = t.get("body_cap") {
@@ -498,6 +551,7 @@ fn notify(
     watch: &WatchSettings,
     base: &Path,
     env: &Environment,
+    pending: &mut Vec<Pending>,
 ) -> Result<NotifySettings> {
     let mut out = NotifySettings {
         email: None,
@@ -506,7 +560,7 @@ fn notify(
     };
     if let Some(t) = section(root, "notify", NOTIFY_KEYS)? {
         if let Some(e) = section(&t, "email", EMAIL_KEYS)? {
-            out.email = Some(email(&e, base, env)?);
+            out.email = Some(email(&e, base, env, pending)?);
         }
         if let Some(f) = t.get("mailbox") {
             out.mailbox = Some(path(&f, base, env)?);
@@ -529,7 +583,12 @@ fn mailbox_address(f: &Field<'_>, s: &str) -> Result<String> {
         .map_err(|_| f.err(format!("`{s}` is not an email address")))
 }
 
-fn email(t: &Table<'_>, base: &Path, env: &Environment) -> Result<EmailSettings> {
+fn email(
+    t: &Table<'_>,
+    base: &Path,
+    env: &Environment,
+    pending: &mut Vec<Pending>,
+) -> Result<EmailSettings> {
     let Some(to_f) = t.get("to") else {
         return Err(t
             .err("to", "missing `to`: who should get the emails")
@@ -555,19 +614,43 @@ fn email(t: &Table<'_>, base: &Path, env: &Environment) -> Result<EmailSettings>
         Some(f) => mailbox_address(&f, f.str()?)?,
         None => DEFAULT_FROM.to_owned(),
     };
-    let smtp = match t.get("smtp") {
-        Some(f) => smtp(&f)?,
+    let smtp_f = t.get("smtp");
+    let smtp = match &smtp_f {
+        Some(f) => smtp(f)?,
         None => DEFAULT_SMTP.to_owned(),
     };
-    let password_file = t
-        .get("password_file")
-        .map(|f| path(&f, base, env))
+    let password_f = t.get("password_file");
+    let password_file = password_f
+        .as_ref()
+        .map(|f| path(f, base, env))
         .transpose()?;
+    if let (Some(f), Some(p)) = (&password_f, &password_file) {
+        pending.push(Pending {
+            what: Named::PasswordFile(p.clone()),
+            at: f.err(""),
+        });
+    }
+    let user = url::Url::parse(&smtp)
+        .ok()
+        .map(|u| {
+            percent_encoding::percent_decode_str(u.username())
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .filter(|u| !u.is_empty());
+    if let (Some(f), Some(user), None) = (&smtp_f, user, &password_file) {
+        pending.push(Pending {
+            what: Named::SmtpUser(user),
+            at: f.err(""),
+        });
+    }
+    let allow_plaintext = t.bool("allow_plaintext")?.unwrap_or(false);
     Ok(EmailSettings {
         to,
         from,
         smtp,
         password_file,
+        allow_plaintext,
     })
 }
 
@@ -652,6 +735,7 @@ fn sites(
     root: &Table<'_>,
     base: &Path,
     env: &Environment,
+    pending: &mut Vec<Pending>,
 ) -> Result<BTreeMap<String, SiteSettings>> {
     let mut out: BTreeMap<String, SiteSettings> = BTreeMap::new();
     let Some(f) = root.get("site") else {
@@ -670,8 +754,20 @@ fn sites(
                 .with_hint("merge the two tables: settings apply to the whole site"));
         }
         first_name.insert(key.as_str().to_owned(), name.to_owned());
+        let cookies_f = t.get("cookies");
+        let cookies = cookies_f.as_ref().map(|c| path(c, base, env)).transpose()?;
+        if let (Some(f), Some(p)) = (&cookies_f, &cookies) {
+            pending.push(Pending {
+                what: Named::Cookies {
+                    path: p.clone(),
+                    site: key.as_str().to_owned(),
+                    required: Vec::new(),
+                },
+                at: f.err(""),
+            });
+        }
         let settings = SiteSettings {
-            cookies: t.get("cookies").map(|c| path(&c, base, env)).transpose()?,
+            cookies,
             spacing: t.duration("spacing")?,
             profile: t.get("profile").map(|p| profile(&p)).transpose()?,
             fetch: t.get("fetch").map(|m| fetch_mode(&m)).transpose()?,
@@ -708,7 +804,9 @@ fn searches(
     root: &Table<'_>,
     watch: &WatchSettings,
     sites: &BTreeMap<String, SiteSettings>,
+    pending: &mut [Pending],
 ) -> Result<Vec<SearchConfig>> {
+    let mut profiles = crate::extract::ProfileCache::default();
     const EXAMPLE: &str = "[[search]]\n  name = \"Madrid\"\n  url = \"https://www.idealista.com/alquiler-viviendas/madrid-madrid/\"";
     let Some(f) = root.get("search") else {
         return Err(root
@@ -772,6 +870,44 @@ fn searches(
             None => site_settings.and_then(|s| s.profile.clone()),
         };
         let listing = t.get("listing").map(|l| listing(&l)).transpose()?;
+        // The profile is built here, as the watcher will build it, so a search it cannot
+        // read (a generic site without `listing`) is refused by every command at start.
+        let shared = profiles
+            .shared_for(&site, profile.as_deref(), listing.as_ref())
+            .map_err(|e| {
+                let at = t
+                    .get("listing")
+                    .map_or_else(|| t.err("listing", ""), |l| l.err(""));
+                ConfigError {
+                    message: e.to_string(),
+                    ..at
+                }
+            })?;
+        if shared.profile.needs_cookies() {
+            let has_file = site_settings.is_some_and(|s| s.cookies.is_some());
+            if !has_file {
+                return Err(url_f
+                    .err(format!(
+                        "search `{name}` is on {site}, which needs your logged-in session: no cookies file is configured for it"
+                    ))
+                    .with_hint(format!(
+                        "export your cookies as cookies.txt (Netscape format) and add\n    [site.\"{site}\"]\n    cookies = \"~/.config/notifio/{site}.cookies.txt\""
+                    )));
+            }
+            for p in pending.iter_mut() {
+                if let Named::Cookies {
+                    site: s, required, ..
+                } = &mut p.what
+                    && s == site.as_str()
+                {
+                    for c in shared.profile.required_cookies() {
+                        if !required.contains(c) {
+                            required.push(c);
+                        }
+                    }
+                }
+            }
+        }
         let notify_existing = t.bool("notify_existing")?.unwrap_or(watch.notify_existing);
         let fetch = site_settings.and_then(|s| s.fetch).unwrap_or_else(|| {
             let name = profile

@@ -254,9 +254,18 @@ pub(crate) fn nothing_found(body: &[u8]) -> Extraction {
     }
 }
 
-/// `href` made absolute against the page; `None` for links that cannot be resolved.
+/// `href` made absolute against the page; `None` for links that cannot be resolved or that
+/// are not http(s). Every listing link and photo is made here, so no channel is ever handed a
+/// `javascript:` or `data:` link, nor the search URL's own `user:password@`.
 pub(crate) fn absolute(page_url: &url::Url, href: &str) -> Option<String> {
-    page_url.join(href.trim()).ok().map(String::from)
+    let mut u = page_url.join(href.trim()).ok()?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return None;
+    }
+    // Only fails for URLs that cannot have credentials, which http(s) URLs can.
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    Some(u.into())
 }
 
 #[cfg(test)]

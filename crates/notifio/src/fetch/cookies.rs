@@ -24,6 +24,29 @@ pub enum CookieError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is a directory or another non-file.
+    #[error("cookies file {} is not a file: give the cookies.txt your browser exported", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The file is readable by group or others: it holds a logged-in session.
+    #[error(
+        "cookies file {path} is readable by group or others (mode {mode:04o}): it holds your logged-in session; run `chmod 600 {path}`",
+        path = path.display()
+    )]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The file is not text (a binary file, another format).
+    #[error("cookies file {} is not a text file: a cookies.txt export (Netscape format) is plain text", path.display())]
+    NotText {
+        /// The file.
+        path: PathBuf,
+    },
     /// A line is not a cookies.txt line. The message never contains the cookie's value.
     #[error(
         "{}line {line}: {reason}; a cookies.txt line has 7 tab-separated fields: domain, \
@@ -256,10 +279,36 @@ pub fn parse_cookies_txt(text: &str) -> Result<CookieJar, CookieError> {
 /// # Errors
 /// The file cannot be read, or a line is malformed (the error names file and line).
 pub fn load(path: &Path) -> Result<CookieJar, CookieError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CookieError::Io {
+    let io = |source| CookieError::Io {
         path: path.to_owned(),
         source,
-    })?;
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(CookieError::NotAFile {
+            path: path.to_owned(),
+        });
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(CookieError::Exposed {
+                path: path.to_owned(),
+                mode,
+            });
+        }
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    let text = match String::from_utf8(bytes) {
+        Ok(t) if !t.contains('\0') => t,
+        _ => {
+            return Err(CookieError::NotText {
+                path: path.to_owned(),
+            });
+        }
+    };
     parse_cookies_txt(&text).map_err(|e| match e {
         CookieError::Malformed { line, reason, .. } => CookieError::Malformed {
             file: Some(path.to_owned()),
@@ -373,16 +422,44 @@ mod tests {
         assert!(dbg.contains("xs") && dbg.contains("<redacted>"), "{dbg}");
     }
 
+    fn private(p: &Path, bytes: &[u8]) {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::write(p, bytes).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
     #[test]
     fn load_names_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("fb.cookies.txt");
-        std::fs::write(&p, "x\n").unwrap();
+        private(&p, b"x\n");
         let e = load(&p).unwrap_err().to_string();
         assert!(e.contains("fb.cookies.txt: line 1:"), "{e}");
         let e = load(&dir.path().join("missing.txt"))
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("cannot read cookies file"), "{e}");
+    }
+
+    #[test]
+    fn a_directory_a_binary_or_an_exposed_file_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            load(dir.path()),
+            Err(CookieError::NotAFile { .. })
+        ));
+        let bin = dir.path().join("cookies.sqlite");
+        private(&bin, b"SQLite format 3\0\x10\x00\xff\xfe");
+        let e = load(&bin).unwrap_err();
+        assert!(matches!(e, CookieError::NotText { .. }), "{e}");
+        let open = dir.path().join("open.txt");
+        private(&open, FILE.as_bytes());
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = load(&open).unwrap_err().to_string();
+        assert!(e.contains("mode 0644") && e.contains("chmod 600"), "{e}");
+        assert!(!e.contains("SECRETVALUE"), "{e}");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(load(&open).unwrap().len(), 4);
     }
 }

@@ -8,6 +8,7 @@
 //! into the deadline, and nothing a server sends can panic or allocate without bound.
 
 pub mod browser;
+mod charset;
 pub mod cookies;
 pub mod metrics;
 mod retry;
@@ -16,15 +17,16 @@ mod transport;
 pub use browser::{Browser, BrowserConfig, Launch};
 pub use metrics::FetchMetrics;
 
+use base64::Engine as _;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use notifio_policy::classify::BODY_HEAD;
 use notifio_policy::retry::GiveUp;
 use notifio_policy::{
-    AttemptResult, RequestClass, ResponseFacts, RetryBudget, RetryPolicies, SiteKey, Timestamp,
-    TransportFailure, parse_retry_after,
+    AttemptResult, Markers, RequestClass, ResponseFacts, RetryBudget, RetryPolicies, SiteKey,
+    Timestamp, TransportFailure, parse_retry_after,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -189,6 +191,9 @@ pub struct FetchRequest {
     /// In the browser: a CSS selector present once the page shows its results (or says there
     /// are none), so the page is read as soon as it is ready.
     pub ready: Option<Arc<str>>,
+    /// The markers that make an answer a refusal rather than a fault (the search's profile's),
+    /// so a challenge served with a 5xx is not retried; `None` = [`Markers::generic`].
+    pub markers: Option<Arc<Markers>>,
 }
 
 impl FetchRequest {
@@ -203,6 +208,7 @@ impl FetchRequest {
             post_json: None,
             via: FetchMode::Http,
             ready: None,
+            markers: None,
         }
     }
 
@@ -349,6 +355,8 @@ struct Inner {
     rng: Mutex<SmallRng>,
     metrics: FetchMetrics,
     browser: Option<Browser>,
+    /// The markers of a request that names none.
+    generic_markers: Markers,
 }
 
 /// The HTTP client with retry, limits, cookies and metrics. Cheap to clone.
@@ -386,16 +394,37 @@ fn failure_of(broken: transport::Broken) -> TransportFailure {
     }
 }
 
-fn attempt_result(a: &Attempt) -> AttemptResult {
+/// How an attempt reads to the retry policy (a challenge at 5xx is a refusal; a broken
+/// browser is not retried), and the `Retry-After` it carries.
+fn attempt_result(
+    a: &Attempt,
+    requested_url: &str,
+    markers: &Markers,
+) -> (AttemptResult, Option<Duration>) {
     if !a.retryable {
-        return AttemptResult::Invalid;
+        return (AttemptResult::Invalid, None);
     }
-    match (a.failure, a.status) {
-        (Some(TransportFailure::Timeout), _) => AttemptResult::Timeout,
-        (Some(TransportFailure::Connect), _) => AttemptResult::Connect,
-        (Some(_), _) | (None, None) => AttemptResult::Invalid,
-        (None, Some(s)) => AttemptResult::Status(s),
-    }
+    let facts = ResponseFacts {
+        status: a.status,
+        failure: a.failure,
+        headers: &a.headers,
+        requested_url,
+        final_url: &a.final_url,
+        body_head: &a.body[..a.body.len().min(BODY_HEAD)],
+        has_session: false,
+    };
+    (
+        AttemptResult::of_response(&facts, markers),
+        retry_after_of(&a.headers),
+    )
+}
+
+/// A response's `Retry-After`, parsed (garbage → `None`).
+fn retry_after_of(headers: &[(String, String)]) -> Option<Duration> {
+    headers
+        .iter()
+        .find(|(n, _)| n == "retry-after")
+        .and_then(|(_, v)| parse_retry_after(v, now_timestamp()))
 }
 
 impl Fetcher {
@@ -407,6 +436,10 @@ impl Fetcher {
     pub fn new(cfg: FetchConfig) -> Result<Self, FetchError> {
         let mut headers = HeaderMap::new();
         headers.insert(header::ACCEPT, HeaderValue::from_static(ACCEPT));
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static(transport::ACCEPT_ENCODING),
+        );
         headers.insert(
             header::ACCEPT_LANGUAGE,
             HeaderValue::from_str(&cfg.accept_language).map_err(|_| FetchError::BadHeader {
@@ -443,6 +476,7 @@ impl Fetcher {
                 rng: Mutex::new(rng),
                 metrics: FetchMetrics::new(),
                 browser: cfg_browser.map(Browser::new),
+                generic_markers: Markers::generic(),
             }),
         })
     }
@@ -499,6 +533,10 @@ impl Fetcher {
         let policy = self.inner.cfg.retry.get(req.class);
         let header = policy.retry_header();
         let url = &url;
+        let markers = req
+            .markers
+            .as_deref()
+            .unwrap_or(&self.inner.generic_markers);
         let out = retry::run(
             policy,
             cancel,
@@ -514,7 +552,8 @@ impl Fetcher {
                     FetchMode::Http => self.attempt(req, url, n, header).await,
                     FetchMode::Browser => self.browser_attempt(req, n, header, timeout).await,
                 };
-                (attempt_result(&a), a)
+                let (result, retry_after) = attempt_result(&a, &req.url, markers);
+                (result, retry_after, a)
             },
         )
         .await;
@@ -523,11 +562,7 @@ impl Fetcher {
         let mut fetched = match out.payload {
             Some(a) => Fetched {
                 requested_url: req.url.clone(),
-                retry_after: a
-                    .headers
-                    .iter()
-                    .find(|(n, _)| n == "retry-after")
-                    .and_then(|(_, v)| parse_retry_after(v, now_timestamp())),
+                retry_after: retry_after_of(&a.headers),
                 final_url: a.final_url,
                 status: a.status,
                 failure: a.failure,
@@ -546,8 +581,10 @@ impl Fetcher {
                     req,
                     TransportFailure::Timeout,
                     format!(
-                        "no complete response within {} ms",
-                        out.timeouts.last().copied().unwrap_or_default().as_millis()
+                        "timed out after {}: no complete response",
+                        notifio_policy::format_duration(
+                            out.timeouts.last().copied().unwrap_or_default()
+                        )
                     ),
                 );
                 if !timed_out {
@@ -706,7 +743,20 @@ impl Fetcher {
         body: Option<Bytes>,
         extra: Vec<(header::HeaderName, String)>,
     ) -> Result<http::Request<Full<Bytes>>, String> {
-        let uri: http::Uri = url
+        // A URL's own `user:password@` never goes into a request line (nor a proxy's): it is
+        // sent as Basic credentials to that URL, which a relative redirect keeps.
+        let mut target = url.clone();
+        let credentials = (!url.username().is_empty() || url.password().is_some()).then(|| {
+            let decode = |s: &str| percent_encoding::percent_decode_str(s).collect::<Vec<u8>>();
+            let mut pair = decode(url.username());
+            pair.push(b':');
+            pair.extend(decode(url.password().unwrap_or_default()));
+            let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+            (header::AUTHORIZATION, format!("Basic {encoded}"))
+        });
+        let _ = target.set_username("");
+        let _ = target.set_password(None);
+        let uri: http::Uri = target
             .as_str()
             .parse()
             .map_err(|e| format!("not a valid request URI: {e}"))?;
@@ -715,6 +765,11 @@ impl Fetcher {
         *request.uri_mut() = uri;
         let headers = request.headers_mut();
         headers.clone_from(&self.inner.headers);
+        if let Some((name, value)) = credentials {
+            let value = HeaderValue::try_from(value)
+                .map_err(|_| "credentials that are not a valid header value".to_owned())?;
+            headers.insert(name, value);
+        }
         for (name, value) in extra {
             let value = HeaderValue::try_from(value)
                 .map_err(|_| format!("a {name} value that is not a valid header value"))?;
@@ -745,6 +800,7 @@ impl Fetcher {
             if let Some(c) = self.cookie_header(&current) {
                 extra.push((header::COOKIE, c));
             }
+            let before = extra.len();
             if hops == 0 && req.conditional && method == Method::GET {
                 let v = lock(&self.inner.validators).get(&req.url).cloned();
                 if let Some(v) = v {
@@ -752,6 +808,7 @@ impl Fetcher {
                     extra.extend(v.last_modified.map(|m| (header::IF_MODIFIED_SINCE, m)));
                 }
             }
+            let sent_validators = extra.len() > before;
             let sent = match self.request(&method, &current, body.clone(), extra) {
                 Ok(request) => self.inner.transport.send(request).await.map_err(|e| {
                     let failure = failure_of(transport::broken_send(&e));
@@ -775,16 +832,7 @@ impl Fetcher {
                 }
             };
             let status = resp.status();
-            let headers: Vec<(String, String)> = resp
-                .headers()
-                .iter()
-                .map(|(n, v)| {
-                    (
-                        n.as_str().to_owned(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect();
+            let headers = header_list(resp.headers());
             let location = status
                 .is_redirection()
                 .then(|| resp.headers().get(header::LOCATION))
@@ -841,6 +889,23 @@ impl Fetcher {
                 current = next;
                 continue;
             }
+            // "Not modified" means nothing to a request that named no version of the page: a
+            // server that always answers 304 must not look healthy forever.
+            if status == StatusCode::NOT_MODIFIED && !sent_validators {
+                return Attempt {
+                    status: Some(status.as_u16()),
+                    final_url: current.to_string(),
+                    headers,
+                    body: Bytes::new(),
+                    failure: Some(TransportFailure::Malformed),
+                    error: Some(
+                        "HTTP 304 Not Modified to a request that named no version of the page"
+                            .into(),
+                    ),
+                    held_at: None,
+                    retryable: true,
+                };
+            }
             let size_key = xxhash_rust::xxh3::xxh3_64(current.as_str().as_bytes());
             let host_key = xxhash_rust::xxh3::xxh3_64_with_seed(
                 current.host_str().unwrap_or_default().as_bytes(),
@@ -854,7 +919,9 @@ impl Fetcher {
                     .copied()
                     .unwrap_or(0)
             };
-            let (body, failure, error) = read_capped(resp, cfg.body_cap, expected).await;
+            let (body_headers, body, failure, error) =
+                read_capped(resp, cfg.body_cap, expected).await;
+            let headers = header_list(&body_headers);
             // A 304 (or any empty body) says nothing about the page's size: remembering 0
             // would make the next 200 grow its buffer by doubling, copying it each time.
             if failure.is_none() && !body.is_empty() {
@@ -865,6 +932,7 @@ impl Fetcher {
                 sizes.insert(size_key, body.len());
                 sizes.insert(host_key, body.len());
             }
+            let body = charset::to_utf8(body, &headers);
             return Attempt {
                 status: Some(status.as_u16()),
                 final_url: current.to_string(),
@@ -893,56 +961,81 @@ pub(crate) async fn local_get(url: &str) -> Result<Bytes, String> {
     if !resp.status().is_success() {
         return Err(format!("HTTP {}", resp.status().as_u16()));
     }
-    let (body, failure, error) = read_capped(resp, 1 << 20, 0).await;
+    let (_, body, failure, error) = read_capped(resp, 1 << 20, 0).await;
     match failure {
         None => Ok(body),
         Some(_) => Err(error.unwrap_or_else(|| "unreadable answer".into())),
     }
 }
 
-/// Reads a body frame by frame (decoded as it arrives), stopping at `cap`.
-/// `expected` is this URL's last body length, if known.
+/// A response's headers as [`Fetched::headers`] keeps them (names lower-case).
+fn header_list(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Reads a body (decoded as it arrives), stopping at `cap`. `expected` is this URL's last
+/// body length, if known. Returns the headers that describe the body read.
 async fn read_capped(
     resp: transport::Response,
     cap: usize,
     expected: usize,
-) -> (Bytes, Option<TransportFailure>, Option<String>) {
+) -> (HeaderMap, Bytes, Option<TransportFailure>, Option<String>) {
     // An exact length (a plain body: hyper reads no more than Content-Length, and a 304 has
-    // none) is the size to reserve; a decoded body's is unknown (the decoder drops the
-    // header), so the last length gets 1/16 more room, for a page that grew a little. Remote
-    // input either way: capped.
-    let hint = resp
-        .headers()
+    // none) is the size to reserve; a decoded body's is unknown (its Content-Length counts the
+    // encoded bytes), so the last length gets 1/16 more room, for a page that grew a little.
+    // Remote input either way: capped.
+    let (parts, body) = transport::Body::of(resp).await;
+    let mut body = match body {
+        Ok(b) => b,
+        Err((broken, error)) => {
+            return (
+                parts.headers,
+                Bytes::new(),
+                Some(failure_of(broken)),
+                Some(error),
+            );
+        }
+    };
+    let hint = parts
+        .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
         .unwrap_or(expected.saturating_add(expected / 16))
         .min(cap)
         .min(4 << 20);
-    let mut body = resp.into_body();
     let mut buf = Vec::with_capacity(hint);
     loop {
-        match body.frame().await {
-            Some(Ok(frame)) => {
-                let Ok(chunk) = frame.into_data() else {
-                    continue; // trailers
-                };
-                let room = cap - buf.len();
-                if chunk.len() > room {
-                    buf.extend_from_slice(&chunk[..room]);
-                    return (
-                        fitted(buf),
-                        Some(TransportFailure::BodyTooLarge),
-                        Some(format!(
-                            "body larger than the {cap}-byte cap (after decompression)"
-                        )),
-                    );
-                }
-                buf.extend_from_slice(&chunk);
+        // One byte past the cap tells a body that ends there from one that goes on.
+        let room = cap - buf.len();
+        match body.read_into(&mut buf, room + 1).await {
+            Ok(0) => return (parts.headers, fitted(buf), None, None),
+            Ok(_) if buf.len() > cap => {
+                buf.truncate(cap);
+                return (
+                    parts.headers,
+                    fitted(buf),
+                    Some(TransportFailure::BodyTooLarge),
+                    Some(format!(
+                        "body larger than the {cap}-byte cap (after decompression)"
+                    )),
+                );
             }
-            None => return (fitted(buf), None, None),
-            Some(Err(e)) => {
-                let failure = failure_of(transport::broken(&*e));
-                return (fitted(buf), Some(failure), Some(transport::describe(&*e)));
+            Ok(_) => {}
+            Err((broken, error)) => {
+                return (
+                    parts.headers,
+                    fitted(buf),
+                    Some(failure_of(broken)),
+                    Some(error),
+                );
             }
         }
     }

@@ -39,7 +39,8 @@ pub(crate) struct LoopOutcome<T> {
 
 /// Runs `attempt(n, timeout)` (n = retries so far: 0 on the first attempt; `timeout` = the
 /// time this attempt gets, which an attempt that can return something partial uses to stop
-/// in time) under `policy`.
+/// in time) under `policy`. An attempt yields its result, its response's parsed `Retry-After`
+/// (a longer one than the next sleep stops the retries) and its payload.
 ///
 /// `random` supplies jitter samples in `[0, 1)`; `spend_retry` asks the site's budget for one
 /// retry. The attempt future is wrapped in the per-attempt timeout, so a stalled body is cut
@@ -53,7 +54,7 @@ pub(crate) async fn run<T, F, Fut>(
 ) -> LoopOutcome<T>
 where
     F: FnMut(u32, Duration) -> Fut,
-    Fut: Future<Output = (AttemptResult, T)>,
+    Fut: Future<Output = (AttemptResult, Option<Duration>, T)>,
 {
     let start = Instant::now();
     let mut out = LoopOutcome {
@@ -77,20 +78,26 @@ where
         out.attempts += 1;
         out.timeouts.push(timeout);
         let fut = tokio::time::timeout(timeout, attempt(retry_n, timeout));
-        let (result, payload) = tokio::select! {
+        let (result, retry_after, payload) = tokio::select! {
             biased;
             () = cancel.cancelled() => {
                 out.cancelled = true;
                 return out;
             }
             r = fut => match r {
-                Ok((result, payload)) => (result, Some(payload)),
-                Err(_elapsed) => (AttemptResult::Timeout, None),
+                Ok((result, retry_after, payload)) => (result, retry_after, Some(payload)),
+                Err(_elapsed) => (AttemptResult::Timeout, None, None),
             },
         };
         out.result = Some(result);
         out.payload = payload;
-        match policy.decide(out.attempts, &result, start.elapsed(), random()) {
+        match policy.decide(
+            out.attempts,
+            &result,
+            retry_after,
+            start.elapsed(),
+            random(),
+        ) {
             RetryDecision::DoNotRetry(why) => {
                 out.give_up = Some(why);
                 return out;
@@ -119,14 +126,15 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
 
+    type Scripted = std::pin::Pin<Box<dyn Future<Output = (AttemptResult, Option<Duration>, u32)>>>;
+
     /// A fake attempt that answers each call from a script, taking `took` of virtual time.
     fn script(
         results: Vec<AttemptResult>,
         took: Duration,
         log: Arc<Mutex<Vec<(u32, Duration)>>>,
         start: Instant,
-    ) -> impl FnMut(u32, Duration) -> std::pin::Pin<Box<dyn Future<Output = (AttemptResult, u32)>>>
-    {
+    ) -> impl FnMut(u32, Duration) -> Scripted {
         let mut i = 0usize;
         move |n, _timeout| {
             let r = results[i.min(results.len() - 1)];
@@ -135,7 +143,7 @@ mod tests {
             Box::pin(async move {
                 log.lock().unwrap().push((n, start.elapsed()));
                 tokio::time::sleep(took).await;
-                (r, n)
+                (r, None, n)
             })
         }
     }

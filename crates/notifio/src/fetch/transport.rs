@@ -1,5 +1,11 @@
 //! The HTTP transport under the fetcher: hyper-util's pooled client over rustls (ring, the
-//! webpki roots, HTTP/1.1 and HTTP/2 by ALPN) with tower-http's gzip/brotli/deflate decoding.
+//! webpki roots, HTTP/1.1 and HTTP/2 by ALPN), and the body's content codings decoded as it
+//! is read ([`Body`]).
+//!
+//! Decoding is ours rather than tower-http's, which took only one coding and only zlib-wrapped
+//! deflate: servers send raw deflate (no zlib header, which browsers accept), stack codings
+//! (`Content-Encoding: gzip, gzip`), and any body that does not decode, whatever its coding,
+//! is the same malformed answer (never retried). The decoders are async-compression's.
 //!
 //! Why not reqwest, which the webhook notifier still uses: a kept-alive HTTP/1 connection
 //! keeps the read buffer its largest response grew it to, up to hyper's default of ~400 KB,
@@ -13,9 +19,12 @@
 //! `ALL_PROXY`, `NO_PROXY`), as reqwest did: an https site is reached through a `CONNECT`
 //! tunnel (TLS stays end to end), a plain-http one by sending the request to the proxy.
 
+use async_compression::tokio::bufread::{BrotliDecoder, DeflateDecoder, GzipDecoder, ZlibDecoder};
 use bytes::Bytes;
+use futures_util::TryStreamExt as _;
 use http::Uri;
 use http::uri::Scheme;
+use http_body_util::BodyExt as _;
 use http_body_util::Full;
 use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::Client;
@@ -28,7 +37,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tower_http::decompression::{Decompression, DecompressionBody};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tower_service::Service;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -39,8 +48,11 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// endless one is refused as malformed.
 pub(crate) const READ_BUF_MAX: usize = 32 * 1024;
 
-/// A response whose body is decoded as it is read.
-pub(crate) type Response = http::Response<DecompressionBody<hyper::body::Incoming>>;
+/// A response as it arrived; [`Body::of`] decodes its body.
+pub(crate) type Response = http::Response<hyper::body::Incoming>;
+
+/// What the fetcher asks for: the codings [`Body`] decodes.
+pub(crate) const ACCEPT_ENCODING: &str = "gzip, deflate, br";
 
 /// The error of sending a request (before any body): hyper-util's.
 pub(crate) type SendError = hyper_util::client::legacy::Error;
@@ -48,7 +60,7 @@ pub(crate) type SendError = hyper_util::client::legacy::Error;
 /// The pooled client. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Transport {
-    service: Decompression<Client<Connector, Full<Bytes>>>,
+    service: Client<Connector, Full<Bytes>>,
     proxies: Arc<Matcher>,
 }
 
@@ -99,13 +111,12 @@ impl Transport {
             .http1_max_buf_size(READ_BUF_MAX)
             .build(connector);
         Ok(Self {
-            service: Decompression::new(client),
+            service: client,
             proxies,
         })
     }
 
-    /// Sends one request (no redirects followed). The response's body is decoded as it is
-    /// read; a decoded response has no `content-encoding` or `content-length` any more.
+    /// Sends one request (no redirects followed).
     pub(crate) async fn send(
         &self,
         mut req: http::Request<Full<Bytes>>,
@@ -236,6 +247,170 @@ impl hyper::rt::Write for Conn {
     ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
     }
+}
+
+/// One content coding of a response body (`Content-Encoding`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Coding {
+    Gzip,
+    /// zlib-wrapped or raw: told apart by the first two bytes, as browsers do.
+    Deflate,
+    Brotli,
+}
+
+/// The codings a response lists, in the order they were applied (`identity` left out).
+///
+/// # Errors
+/// A coding we cannot decode (`compress`, `zstd`, …), named.
+fn codings(headers: &http::HeaderMap) -> Result<Vec<Coding>, String> {
+    let mut out = Vec::new();
+    for value in headers.get_all(http::header::CONTENT_ENCODING) {
+        let value = String::from_utf8_lossy(value.as_bytes());
+        for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            out.push(match name.to_ascii_lowercase().as_str() {
+                "identity" => continue,
+                "gzip" | "x-gzip" => Coding::Gzip,
+                "deflate" => Coding::Deflate,
+                "br" => Coding::Brotli,
+                other => {
+                    return Err(format!(
+                        "a body in the `{other}` content coding, which notifio does not decode"
+                    ));
+                }
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A zlib stream starts with a CMF/FLG pair: deflate (method 8), a window of at most 32 KiB,
+/// and a check making the pair a multiple of 31 (RFC 1950). Raw deflate does not, except by a
+/// chance that browsers take too.
+fn is_zlib(head: &[u8]) -> bool {
+    match head {
+        [cmf, flg, ..] => {
+            cmf & 0x0f == 8 && cmf >> 4 <= 7 && ((u16::from(*cmf) << 8) | u16::from(*flg)) % 31 == 0
+        }
+        _ => false,
+    }
+}
+
+type Reader = Pin<Box<dyn AsyncBufRead + Send>>;
+
+/// A response body, decoded as it is read: frames as they come when it has no coding, else
+/// through one decoder per coding, the last applied first.
+pub(crate) enum Body {
+    Plain(hyper::body::Incoming),
+    Decoded(Reader),
+}
+
+/// Why a body could not be read: how it reads to the fetcher, and in words.
+pub(crate) type BodyError = (Broken, String);
+
+impl Body {
+    /// The body of `resp` and the headers that still describe it. A response without a body
+    /// (204, 304) or with an empty one is not decoded; a coding is otherwise removed from the
+    /// headers with `content-length` (which counted the encoded bytes).
+    ///
+    /// # Errors
+    /// A coding notifio does not decode, or a body that fails before its first decoder could
+    /// look at it (the headers are then as they came).
+    pub(crate) async fn of(resp: Response) -> (http::response::Parts, Result<Self, BodyError>) {
+        let (mut parts, incoming) = resp.into_parts();
+        let list = if matches!(parts.status.as_u16(), 204 | 304) {
+            Vec::new()
+        } else {
+            match codings(&parts.headers) {
+                Ok(list) => list,
+                Err(e) => return (parts, Err((Broken::Malformed, e))),
+            }
+        };
+        if list.is_empty() {
+            return (parts, Ok(Self::Plain(incoming)));
+        }
+        let stream = incoming.into_data_stream().map_err(std::io::Error::other);
+        let mut reader: Reader = Box::pin(tokio_util::io::StreamReader::new(stream));
+        for coding in list.iter().rev() {
+            let head = match reader.fill_buf().await {
+                Ok(head) => head,
+                Err(e) => return (parts, Err(reading(&e))),
+            };
+            if head.is_empty() {
+                break; // nothing to decode (an empty body under a coding header)
+            }
+            reader = match coding {
+                Coding::Gzip => {
+                    let mut d = GzipDecoder::new(reader);
+                    d.multiple_members(true);
+                    Box::pin(BufReader::new(d))
+                }
+                Coding::Deflate if is_zlib(head) => {
+                    Box::pin(BufReader::new(ZlibDecoder::new(reader)))
+                }
+                Coding::Deflate => Box::pin(BufReader::new(DeflateDecoder::new(reader))),
+                Coding::Brotli => Box::pin(BufReader::new(BrotliDecoder::new(reader))),
+            };
+        }
+        parts.headers.remove(http::header::CONTENT_ENCODING);
+        parts.headers.remove(http::header::CONTENT_LENGTH);
+        (parts, Ok(Self::Decoded(reader)))
+    }
+
+    /// Appends the next piece of the body to `buf`: at most `limit` bytes, 0 at the end.
+    pub(crate) async fn read_into(
+        &mut self,
+        buf: &mut Vec<u8>,
+        limit: usize,
+    ) -> Result<usize, BodyError> {
+        match self {
+            Self::Plain(incoming) => loop {
+                match incoming.frame().await {
+                    None => return Ok(0),
+                    Some(Err(e)) => return Err((broken(&e), describe(&e))),
+                    Some(Ok(frame)) => {
+                        let Ok(chunk) = frame.into_data() else {
+                            continue; // trailers
+                        };
+                        let n = chunk.len().min(limit);
+                        buf.extend_from_slice(&chunk[..n]);
+                        if n > 0 || limit == 0 {
+                            return Ok(n);
+                        }
+                    }
+                }
+            },
+            Self::Decoded(reader) => {
+                let want = limit.min(64 * 1024);
+                buf.reserve(want);
+                let mut limited = reader.as_mut().take(want as u64);
+                limited.read_buf(buf).await.map_err(|e| reading(&e))
+            }
+        }
+    }
+}
+
+/// An error out of a decoded body: the connection's, when hyper's or rustls's error is down
+/// its chain; otherwise the decoder's (the body is not what its coding says), malformed.
+fn reading(e: &std::io::Error) -> BodyError {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(cause) = next {
+        if cause.is::<hyper::Error>() || cause.is::<rustls::Error>() {
+            return (broken(e), describe(e));
+        }
+        next = match cause.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => cause.source(),
+        };
+    }
+    (
+        Broken::Malformed,
+        format!(
+            "the body does not decode as its Content-Encoding says: {}",
+            describe(e)
+        ),
+    )
 }
 
 /// How a failure of the transport reads to the fetcher.

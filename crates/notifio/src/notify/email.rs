@@ -1,7 +1,9 @@
 //! The email channel: SMTP through lettre (tokio + rustls) or a local `sendmail`.
 //!
 //! The SMTP URL chooses the security: `smtp://` upgrades with STARTTLS when the server offers
-//! it, `smtp+starttls://` requires it, `smtps://` is implicit TLS. The user name is in the URL;
+//! it, `smtp+starttls://` requires it, `smtps://` is implicit TLS. A password never crosses
+//! the network in the clear: with a user name, `smtp://` requires STARTTLS too, unless the
+//! server is this machine (loopback) or `allow_plaintext` says the user accepts it. The user name is in the URL;
 //! the password comes from env `NOTIFIO_SMTP_PASSWORD` or a `password_file` that only its owner
 //! can read, never from the URL (config files get shared). The password lives in a [`Secret`]
 //! whose `Debug` is redacted, and every error message is scrubbed of it before it is returned.
@@ -36,6 +38,9 @@ pub struct EmailSettings {
     pub smtp: String,
     /// A file holding the password (mode 0600 or stricter). Used when the env var is unset.
     pub password_file: Option<PathBuf>,
+    /// Send the password over `smtp://` to a server that offers no STARTTLS (false: only to
+    /// a loopback server).
+    pub allow_plaintext: bool,
 }
 
 /// A password. `Debug` and `Display` print `***`; only the transport sees the value.
@@ -200,6 +205,16 @@ impl Email {
         password: Option<Secret>,
         timeout: Duration,
     ) -> Result<Self, EmailError> {
+        Self::assemble(settings, password, timeout, is_loopback_host)
+    }
+
+    /// [`Self::with_password`], with what counts as this machine given (tests).
+    fn assemble(
+        settings: EmailSettings,
+        password: Option<Secret>,
+        timeout: Duration,
+        is_local: fn(&str) -> bool,
+    ) -> Result<Self, EmailError> {
         let from = parse_address("from", &settings.from)?;
         if settings.to.is_empty() {
             return Err(EmailError::NoRecipient);
@@ -238,7 +253,7 @@ impl Email {
         }
 
         let url = url::Url::parse(smtp).map_err(|e| EmailError::BadUrl {
-            url: redact_url(smtp),
+            url: crate::redact::url_password(smtp).into_owned(),
             reason: e.to_string(),
         })?;
         if url.password().is_some() {
@@ -260,8 +275,14 @@ impl Email {
                 reason: e.to_string(),
             })
         };
+        let user = percent_encoding::percent_decode_str(url.username())
+            .decode_utf8_lossy()
+            .into_owned();
+        // A password goes over TLS, or to this machine, or where the user said it may.
+        let plaintext_ok = user.is_empty() || settings.allow_plaintext || is_local(&host);
         let (tls, default_port) = match url.scheme() {
-            "smtp" => (Tls::Opportunistic(tls_params()?), 25),
+            "smtp" if plaintext_ok => (Tls::Opportunistic(tls_params()?), 25),
+            "smtp" => (Tls::Required(tls_params()?), 25),
             "smtp+starttls" => (Tls::Required(tls_params()?), 587),
             "smtps" => (Tls::Wrapper(tls_params()?), 465),
             other => {
@@ -276,9 +297,6 @@ impl Email {
             .port(port)
             .tls(tls)
             .timeout(Some(timeout));
-        let user = percent_encoding::percent_decode_str(url.username())
-            .decode_utf8_lossy()
-            .into_owned();
         if !user.is_empty() {
             let Some(secret) = &secret else {
                 return Err(EmailError::MissingPassword { user });
@@ -331,6 +349,17 @@ impl Email {
                 .await
                 .map(|_| ())
                 .map_err(|e| {
+                    let text = e.to_string();
+                    if text.contains("STARTTLS is not supported") {
+                        // Only asked for when a password would otherwise go in the clear.
+                        return (
+                            AttemptResult::Invalid,
+                            "the server offers no STARTTLS, so the password would cross the \
+                             network in the clear; use smtps:// or a server with STARTTLS, or \
+                             set email.allow_plaintext = true"
+                                .to_owned(),
+                        );
+                    }
                     let attempt = if e.is_permanent() {
                         AttemptResult::Status(550)
                     } else if e.is_timeout() {
@@ -340,7 +369,7 @@ impl Email {
                     } else {
                         AttemptResult::Connect
                     };
-                    (attempt, e.to_string())
+                    (attempt, text)
                 }),
             Transport::Sendmail(t) => t
                 .send(email)
@@ -360,6 +389,15 @@ impl Email {
     }
 }
 
+/// A host that is this machine: a loopback IP or `localhost`.
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost") || host.ends_with(".localhost"),
+    }
+}
+
 fn parse_address(field: &'static str, value: &str) -> Result<Address, EmailError> {
     value
         .parse()
@@ -368,20 +406,6 @@ fn parse_address(field: &'static str, value: &str) -> Result<Address, EmailError
             value: value.to_string(),
             reason: e.to_string(),
         })
-}
-
-/// The URL with anything after `user:` up to `@` replaced, for error messages.
-fn redact_url(s: &str) -> String {
-    match (s.find("://"), s.rfind('@')) {
-        (Some(start), Some(at)) if at > start => {
-            let userinfo = &s[start + 3..at];
-            match userinfo.find(':') {
-                Some(colon) => format!("{}{}:***{}", &s[..start + 3], &userinfo[..colon], &s[at..]),
-                None => s.to_string(),
-            }
-        }
-        _ => s.to_string(),
-    }
 }
 
 /// Reads a password file, refusing one that group or others can read.
@@ -415,6 +439,7 @@ mod tests {
             from: "Notifio <notifio@localhost>".into(),
             smtp: smtp.into(),
             password_file: None,
+            allow_plaintext: false,
         }
     }
 
@@ -455,9 +480,124 @@ mod tests {
         ));
     }
 
+    /// An SMTP server on 127.0.0.1 that offers AUTH but no STARTTLS, recording every command
+    /// line it reads; it accepts whatever it is sent.
+    async fn plaintext_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let (r, mut w) = sock.into_split();
+                    let mut lines = BufReader::new(r).lines();
+                    let _ = w.write_all(b"220 test ESMTP\r\n").await;
+                    let mut in_data = false;
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        log.lock().unwrap().push(line.clone());
+                        let reply: &[u8] = if in_data {
+                            if line == "." {
+                                in_data = false;
+                                b"250 ok\r\n"
+                            } else {
+                                continue;
+                            }
+                        } else {
+                            match line
+                                .split(' ')
+                                .next()
+                                .unwrap_or("")
+                                .to_ascii_uppercase()
+                                .as_str()
+                            {
+                                "EHLO" => b"250-test\r\n250 AUTH PLAIN LOGIN\r\n",
+                                "AUTH" => b"235 ok\r\n",
+                                "DATA" => {
+                                    in_data = true;
+                                    b"354 go\r\n"
+                                }
+                                "QUIT" => b"221 bye\r\n",
+                                _ => b"250 ok\r\n",
+                            }
+                        };
+                        let _ = w.write_all(reply).await;
+                    }
+                });
+            }
+        });
+        (port, seen)
+    }
+
+    fn message() -> Message {
+        Message {
+            subject: "1 new listing — test".into(),
+            text: "a flat".into(),
+            html: "<p>a flat</p>".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_password_never_goes_in_the_clear_to_another_machine() {
+        let t = Duration::from_secs(5);
+        let remote: fn(&str) -> bool = |_| false;
+        let (port, seen) = plaintext_server().await;
+        let s = settings(&format!("smtp://ana@127.0.0.1:{port}"));
+        // Taken for another machine: STARTTLS is required, so nothing is authenticated.
+        let e = Email::assemble(s.clone(), Some(Secret::new("hunter2")), t, remote).unwrap();
+        let err = e.send(&message()).await.unwrap_err();
+        assert!(err.message.contains("no STARTTLS"), "{}", err.message);
+        assert!(err.message.contains("allow_plaintext"), "{}", err.message);
+        assert_eq!(err.attempt, AttemptResult::Invalid);
+        let lines = seen.lock().unwrap().clone();
+        assert!(lines.iter().all(|l| !l.starts_with("AUTH")), "{lines:?}");
+        assert!(lines.iter().all(|l| !l.contains("MAIL FROM")), "{lines:?}");
+        // The user allows it: the password is sent, the mail goes.
+        let allowed = EmailSettings {
+            allow_plaintext: true,
+            ..s.clone()
+        };
+        let e = Email::assemble(allowed, Some(Secret::new("hunter2")), t, remote).unwrap();
+        e.send(&message()).await.unwrap();
+        assert!(seen.lock().unwrap().iter().any(|l| l.starts_with("AUTH")));
+        // A loopback server is this machine: allowed by default.
+        seen.lock().unwrap().clear();
+        let e = Email::with_password(s, Some(Secret::new("hunter2")), t).unwrap();
+        e.send(&message()).await.unwrap();
+        assert!(seen.lock().unwrap().iter().any(|l| l.starts_with("AUTH")));
+        // Without a user name there is no password to protect.
+        let anonymous = settings(&format!("smtp://127.0.0.1:{port}"));
+        let e = Email::assemble(anonymous, None, t, remote).unwrap();
+        e.send(&message()).await.unwrap();
+    }
+
+    #[test]
+    fn loopback_hosts_are_this_machine() {
+        for h in [
+            "127.0.0.1",
+            "127.3.4.5",
+            "::1",
+            "[::1]",
+            "localhost",
+            "LOCALHOST",
+            "mail.localhost",
+        ] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in [
+            "mail.example.com",
+            "10.0.0.1",
+            "localhost.example.com",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
+
     #[test]
     fn redaction() {
-        assert_eq!(redact_url("smtp://u:pw@h:25"), "smtp://u:***@h:25");
         assert_eq!(Secret::new("pw").scrub("a pw b"), "a *** b");
         assert_eq!(format!("{:?}", Secret::new("pw")), "Secret(***)");
     }

@@ -7,7 +7,10 @@
 //! `next_retry_at`. `notifio status` and the dashboard read the same rows the watcher writes,
 //! so they can never disagree. The outbox table itself belongs to `notify::outbox`.
 
+mod lock;
 mod schema;
+
+pub use lock::StateLock;
 
 use crate::listing::Listing;
 use crate::notify::outbox;
@@ -17,24 +20,30 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// A store failure. SQLite messages never contain secrets (none are stored).
+/// A store failure. SQLite messages never contain secrets (none are stored). Each message
+/// says its cause once: none carries an error `source` that would print it again.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The database could not be opened or created.
-    #[error("cannot open the state database {path}: {source}")]
-    Open {
-        /// The file.
+    /// The state directory or its database cannot be used: which file, the real cause, and
+    /// what to do. Notifio never deletes or rewrites a database it cannot read.
+    #[error("{message}")]
+    Unusable {
+        /// The file or directory.
         path: PathBuf,
-        /// Why.
-        source: rusqlite::Error,
+        /// The whole message.
+        message: String,
     },
-    /// The state dir could not be created.
-    #[error("cannot create the state directory {path}: {source}")]
-    Dir {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+    /// Another `notifio watch` holds the state directory.
+    #[error(
+        "another notifio watch{} is using the state directory {}: stop it first, or give this one its own `state_dir` under [watch]",
+        pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+        dir.display()
+    )]
+    Locked {
+        /// The state directory.
+        dir: PathBuf,
+        /// The process holding it, as it wrote in the lock file.
+        pid: Option<u32>,
     },
     /// The database was written by a newer Notifio.
     #[error(
@@ -48,10 +57,60 @@ pub enum StoreError {
     },
     /// A query failed.
     #[error("state database error: {0}")]
-    Sql(#[from] rusqlite::Error),
+    Sql(rusqlite::Error),
     /// A stored value could not be decoded.
     #[error("state database holds a value this version cannot read: {0}")]
     Decode(#[from] serde_json::Error),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sql(e)
+    }
+}
+
+/// What to say about an SQLite failure on the database at `path`, by its code.
+fn unusable_db(path: &Path, e: &rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode as C;
+    let p = path.display();
+    let message = match e.sqlite_error_code() {
+        Some(C::NotADatabase | C::DatabaseCorrupt) => format!(
+            "the state database {p} is damaged or is not a Notifio database ({e}); notifio never deletes or rewrites a database it cannot read: move it aside (mv {p} {p}.broken) to start afresh, or restore a backup"
+        ),
+        Some(C::ReadOnly) => format!(
+            "the state database {p} is read-only ({e}): make the file and its directory writable by you, or set `state_dir` under [watch] to a directory you can write"
+        ),
+        Some(C::CannotOpen | C::PermissionDenied) => format!(
+            "cannot open the state database {p} ({e}): check that you may read and write it and its directory"
+        ),
+        Some(C::DatabaseBusy | C::DatabaseLocked) => format!(
+            "the state database {p} is locked by another process ({e}); try again when it is done"
+        ),
+        Some(C::DiskFull) => format!("the disk holding the state database {p} is full ({e})"),
+        _ => format!("cannot use the state database {p}: {e}"),
+    };
+    StoreError::Unusable {
+        path: path.to_owned(),
+        message,
+    }
+}
+
+/// What to say when a file or directory of the state dir cannot be made.
+fn unusable_path(path: &Path, what: &str, e: &std::io::Error) -> StoreError {
+    let p = path.display();
+    let hint = match e.kind() {
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
+            "; make it writable by you, or set `state_dir` under [watch] to a directory you can write"
+        }
+        std::io::ErrorKind::NotADirectory | std::io::ErrorKind::AlreadyExists => {
+            "; a file is in the way: set `state_dir` under [watch] to a directory"
+        }
+        _ => "",
+    };
+    StoreError::Unusable {
+        path: path.to_owned(),
+        message: format!("cannot create {what} {p}: {e}{hint}"),
+    }
 }
 
 /// One configured search as stored.
@@ -177,25 +236,54 @@ impl Store {
         state_dir.join("notifio.db")
     }
 
-    /// Opens (creating it 0600 if needed) and migrates the database in `state_dir`.
+    /// Opens (creating it 0600 if needed), checks and migrates the database in `state_dir`.
     ///
     /// # Errors
-    /// When the directory or file cannot be created, or the schema is newer than ours.
+    /// [`StoreError::Unusable`] (naming the file, the cause and what to do) when the directory
+    /// or file cannot be created, opened or written, or the file is damaged; `TooNew` when the
+    /// schema is newer than ours.
     pub fn open(state_dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(state_dir).map_err(|source| StoreError::Dir {
-            path: state_dir.to_owned(),
-            source,
-        })?;
+        Self::create_dir(state_dir)?;
         let path = Self::file_in(state_dir);
-        create_private(&path).map_err(|source| StoreError::Dir {
-            path: path.clone(),
-            source,
+        create_private(&path).map_err(|e| unusable_path(&path, "the state database", &e))?;
+        let conn = Self::prepare(&path).map_err(|e| match e {
+            StoreError::Sql(e) => unusable_db(&path, &e),
+            other => other,
         })?;
-        let conn = Connection::open(&path).map_err(|source| StoreError::Open {
-            path: path.clone(),
-            source,
-        })?;
+        Ok(Self { conn, path })
+    }
+
+    /// Creates the state directory (and its parents) if needed.
+    fn create_dir(state_dir: &Path) -> Result<(), StoreError> {
+        if state_dir.exists() && !state_dir.is_dir() {
+            return Err(StoreError::Unusable {
+                path: state_dir.to_owned(),
+                message: format!(
+                    "the state directory {} is a file, not a directory: set `state_dir` under [watch] to a directory",
+                    state_dir.display()
+                ),
+            });
+        }
+        std::fs::create_dir_all(state_dir)
+            .map_err(|e| unusable_path(state_dir, "the state directory", &e))
+    }
+
+    /// Opens the file, sets it up, checks it can be read throughout, and migrates it.
+    fn prepare(path: &Path) -> Result<Connection, StoreError> {
+        let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // A damaged file is found here, once, before anything is written to it, with its name, rather than by whichever query
+        // first touches the bad page. quick_check reads every page (milliseconds for the
+        // few MB a state database holds).
+        let verdict: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+        if verdict != "ok" {
+            // The verdict names b-tree pages; "database disk image is malformed" says enough.
+            tracing::debug!(%verdict, "quick_check");
+            return Err(StoreError::Sql(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                None,
+            )));
+        }
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -203,7 +291,19 @@ impl Store {
         // checks, index interiors) fit, and memory is part of the product (≤ 30 MB RSS).
         conn.pragma_update(None, "cache_size", -1024)?;
         schema::migrate(&conn)?;
-        Ok(Self { conn, path })
+        // Write access now, not at the first check: a read-only file says so at start.
+        conn.execute_batch("BEGIN IMMEDIATE; COMMIT;")?;
+        Ok(conn)
+    }
+
+    /// Takes the state directory for one `notifio watch` (see [`StateLock`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Locked`] naming the process that holds it; `Unusable` when the directory
+    /// or lock file cannot be made.
+    pub fn lock(state_dir: &Path) -> Result<StateLock, StoreError> {
+        Self::create_dir(state_dir)?;
+        StateLock::acquire(state_dir)
     }
 
     /// Opens an existing database read-mostly (for `notifio status` and the dashboard).
@@ -212,10 +312,7 @@ impl Store {
     /// When the file cannot be opened.
     pub fn open_existing(path: &Path) -> Result<Self, StoreError> {
         let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
-            .map_err(|source| StoreError::Open {
-            path: path.to_owned(),
-            source,
-        })?;
+            .map_err(|e| unusable_db(path, &e))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         Ok(Self {
             conn,
@@ -824,4 +921,50 @@ fn create_private(path: &Path) -> std::io::Result<()> {
         opts.mode(0o600);
     }
     opts.open(path).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sqlite(code: std::ffi::c_int) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
+    }
+
+    /// Root (as tests run here) may write a read-only file, so the read-only case is the
+    /// mapping of SQLite's own code: the file, the cause once, what to do.
+    #[test]
+    fn each_storage_failure_names_the_file_and_what_to_do() {
+        let p = Path::new("/home/ana/.local/share/notifio/notifio.db");
+        let say = |code| unusable_db(p, &sqlite(code)).to_string();
+        let ro = say(rusqlite::ffi::SQLITE_READONLY);
+        assert!(
+            ro.starts_with(&format!("the state database {} is read-only", p.display())),
+            "{ro}"
+        );
+        assert!(ro.contains("writable"), "{ro}");
+        assert_eq!(ro.matches("readonly").count(), 1, "{ro}");
+        let bad = say(rusqlite::ffi::SQLITE_NOTADB);
+        assert!(bad.contains("never deletes or rewrites"), "{bad}");
+        assert!(
+            bad.contains(&format!("mv {0} {0}.broken", p.display())),
+            "{bad}"
+        );
+        let corrupt = say(rusqlite::ffi::SQLITE_CORRUPT);
+        assert_eq!(corrupt.matches("malformed").count(), 1, "{corrupt}");
+        let dir = unusable_path(
+            Path::new("/srv/state"),
+            "the state directory",
+            &std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        )
+        .to_string();
+        assert!(
+            dir.starts_with("cannot create the state directory /srv/state: "),
+            "{dir}"
+        );
+        assert!(dir.contains("state_dir"), "{dir}");
+        // No error source: `{:#}` (anyhow's chain) says the cause once.
+        let e = StoreError::from(sqlite(rusqlite::ffi::SQLITE_CORRUPT));
+        assert!(std::error::Error::source(&e).is_none());
+    }
 }

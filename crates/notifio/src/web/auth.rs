@@ -1,8 +1,11 @@
-//! The dashboard's one access rule: off loopback a bearer token is mandatory, and when a token
-//! is set every guarded route checks it in constant time. Kept apart from the routes so the
-//! rule is read (and tested) in one place; the token itself never reaches a log or a response.
+//! The dashboard's access rules: it answers only to the host names it is known by (DNS
+//! rebinding: a web page on `evil.example` whose name is made to point at 127.0.0.1 must not
+//! read the status from the user's browser), off loopback a bearer token is mandatory, and when
+//! a token is set every guarded route checks it in constant time. Kept apart from the routes so
+//! the rules are read (and tested) in one place; the token itself never reaches a log or a
+//! response.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -30,8 +33,103 @@ pub(super) fn check_token(
     }
 }
 
+/// The `Host` values the dashboard answers to: its bound address, `localhost`, `127.0.0.1` and
+/// `[::1]`, each with the bound port, and the names the user lists in `watch.dashboard_hosts`
+/// (`name` with the bound port, `name:port` as written, for a reverse proxy). Bound to every
+/// address (`0.0.0.0`, `::`), any IP literal with the port is accepted too: an IP cannot be
+/// rebound, only a name can.
+#[derive(Clone, Debug)]
+pub(super) struct AllowedHosts {
+    port: u16,
+    any_ip: bool,
+    /// Lower-case `host:port` pairs (IPv6 in brackets).
+    exact: Vec<String>,
+}
+
+impl AllowedHosts {
+    pub(super) fn new(bound: SocketAddr, extra: &[String]) -> Self {
+        let port = bound.port();
+        let with_port = |name: &str| format!("{name}:{port}");
+        let mut exact = vec![
+            with_port("localhost"),
+            with_port("127.0.0.1"),
+            with_port("[::1]"),
+            bound.to_string(),
+        ];
+        for name in extra {
+            let name = name.trim().trim_end_matches('.').to_ascii_lowercase();
+            if split_host(&name).1.is_some() {
+                exact.push(name);
+            } else {
+                exact.push(with_port(&name));
+            }
+        }
+        Self {
+            port,
+            any_ip: bound.ip().is_unspecified(),
+            exact,
+        }
+    }
+
+    /// Whether a request naming `host` (a `Host` header or an HTTP/2 authority) is for us.
+    fn allows(&self, host: &str) -> bool {
+        let host = host.trim().to_ascii_lowercase();
+        let (name, port) = split_host(&host);
+        // No port means the scheme's default: 80 for the dashboard's plain http.
+        let port = port.unwrap_or(80);
+        let name = name.trim_end_matches('.');
+        let pair = format!("{name}:{port}");
+        if self.exact.contains(&pair) {
+            return true;
+        }
+        self.any_ip
+            && port == self.port
+            && name
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<IpAddr>()
+                .is_ok()
+    }
+}
+
+/// `name:port` → (`name`, port); `[v6]:port` keeps the brackets; a bare name has no port.
+fn split_host(host: &str) -> (&str, Option<u16>) {
+    match host.rsplit_once(':') {
+        Some((name, port)) if !name.contains(':') || name.ends_with(']') => match port.parse() {
+            Ok(p) => (name, Some(p)),
+            Err(_) => (host, None),
+        },
+        _ => (host, None),
+    }
+}
+
+/// Middleware: 421 Misdirected Request unless the request's host is one the dashboard answers
+/// to ([`AllowedHosts`]).
+pub(super) async fn require_host(
+    State(hosts): State<Arc<AllowedHosts>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()));
+    if host.as_deref().is_some_and(|h| hosts.allows(h)) {
+        return next.run(req).await;
+    }
+    (
+        StatusCode::MISDIRECTED_REQUEST,
+        "this dashboard answers only to the names it is known by (localhost, 127.0.0.1, [::1], \
+         its own address, and the names in `dashboard_hosts` under [watch])\n",
+    )
+        .into_response()
+}
+
 /// Middleware: lets the request through when no token is configured, or when it carries the
-/// token as `Authorization: Bearer <token>` or `?token=<token>`; otherwise 401.
+/// token as `Authorization: Bearer <token>` (the scheme in any case, RFC 9110) or
+/// `?token=<token>`; otherwise 401.
 pub(super) async fn require_token(
     State(token): State<Arc<Option<String>>>,
     req: Request,
@@ -44,8 +142,7 @@ pub(super) async fn require_token(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
+        .and_then(bearer)
         .is_some_and(|given| same(given, expected));
     let from_query = req.uri().query().is_some_and(|q| {
         url::form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "token" && same(&v, expected))
@@ -64,6 +161,15 @@ pub(super) async fn require_token(
         HeaderValue::from_static("Bearer realm=\"notifio\""),
     );
     resp
+}
+
+/// The credentials of `Bearer <token>`: the scheme is case-insensitive, one or more spaces
+/// follow it (RFC 9110 §11.1, §11.4).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| rest.trim_start_matches(' ').trim_end())
 }
 
 /// Constant-time equality (`subtle`), so response timing does not reveal how much of a guess
@@ -100,6 +206,57 @@ mod tests {
             check_token(lo, Some("  ".into())),
             Err(WebError::EmptyToken)
         ));
+    }
+
+    #[test]
+    fn the_dashboard_answers_to_its_own_names_only() {
+        let lo: SocketAddr = "127.0.0.1:7878".parse().unwrap();
+        let h = AllowedHosts::new(lo, &["Notifio.LAN".into(), "proxy.example:443".into()]);
+        for ok in [
+            "127.0.0.1:7878",
+            "localhost:7878",
+            "LOCALHOST:7878",
+            "[::1]:7878",
+            "notifio.lan:7878",
+            "notifio.lan.:7878",
+            "proxy.example:443",
+        ] {
+            assert!(h.allows(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:7878",
+            "127.0.0.1:7879",
+            "localhost",
+            "127.0.0.1",
+            "notifio.lan:8080",
+            "proxy.example:7878",
+            "192.168.1.5:7878",
+            "",
+            "localhost:7878.evil.example",
+            "[::1]",
+        ] {
+            assert!(!h.allows(bad), "{bad}");
+        }
+        // Bound to every address: IP literals on the port are the machine's own.
+        let any = AllowedHosts::new("0.0.0.0:7878".parse().unwrap(), &[]);
+        assert!(any.allows("192.168.1.5:7878"));
+        assert!(any.allows("[fe80::1]:7878"));
+        assert!(!any.allows("evil.example:7878"));
+        assert!(!any.allows("192.168.1.5:80"));
+        // Port 80 may be left out, as browsers do.
+        let on80 = AllowedHosts::new("127.0.0.1:80".parse().unwrap(), &[]);
+        assert!(on80.allows("localhost"));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for v in ["Bearer abc", "bearer abc", "BEARER   abc ", " Bearer abc"] {
+            assert_eq!(bearer(v), Some("abc"), "{v:?}");
+        }
+        for v in ["Basic abc", "Bearerabc", "Bearer"] {
+            assert_eq!(bearer(v), None, "{v:?}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The dashboard: one embedded page, `/api/status` (the DESIGN §8 JSON), `/metrics`
 //! (Prometheus text) and `/healthz`, served by `notifio watch`. It only reads: the watch loop
 //! hands it a [`StatusSource`] and the page polls it, so what the browser shows is exactly
-//! what `notifio status` prints. Off loopback it refuses to start without a bearer token.
+//! what `notifio status` prints. Off loopback it refuses to start without a bearer token, and
+//! it answers only requests whose `Host` is one of its own names (421 otherwise).
 
 mod auth;
 mod page;
@@ -41,6 +42,10 @@ pub struct DashboardConfig {
     /// Bearer token (`[watch] dashboard_token` or env `NOTIFIO_DASHBOARD_TOKEN`). Required when
     /// `addr` is not loopback; when set, every route but `/healthz` requires it.
     pub token: Option<String>,
+    /// Host names the dashboard also answers to (`[watch] dashboard_hosts`), besides its
+    /// address, `localhost`, `127.0.0.1` and `[::1]`: `name` (with the bound port) or
+    /// `name:port`.
+    pub hosts: Vec<String>,
 }
 
 /// Redacts the token: a config struct is the kind of thing that ends up in a log line.
@@ -49,6 +54,7 @@ impl std::fmt::Debug for DashboardConfig {
         f.debug_struct("DashboardConfig")
             .field("addr", &self.addr)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("hosts", &self.hosts)
             .finish()
     }
 }
@@ -112,7 +118,10 @@ pub async fn serve(
     } else {
         tracing::info!("dashboard on http://{bound}/");
     }
-    let app = router(source, token);
+    let app = router(source, token).layer(middleware::from_fn_with_state(
+        Arc::new(auth::AllowedHosts::new(bound, &cfg.hosts)),
+        auth::require_host,
+    ));
     let task = tokio::spawn(async move {
         let shutdown = cancel.cancelled_owned();
         if let Err(e) = axum::serve(listener, app)
@@ -127,6 +136,7 @@ pub async fn serve(
 
 /// The dashboard's routes. With `Some(token)`, every route except `/healthz` requires
 /// `Authorization: Bearer <token>` or `?token=<token>`. There are no mutating routes.
+/// [`serve`] adds the `Host` check, which needs the bound address.
 pub fn router(source: Arc<dyn StatusSource>, token: Option<String>) -> Router {
     let guarded = Router::new()
         .route("/", get(index))

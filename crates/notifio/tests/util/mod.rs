@@ -173,6 +173,11 @@ impl RawServer {
 /// An HTTP/1.1 response: the status line, `headers` as given (raw bytes), then an HTML
 /// content type, the body's length and `Connection: close`.
 pub(crate) fn raw_response(status: &str, headers: &[&[u8]], body: &str) -> Vec<u8> {
+    raw_response_bytes(status, headers, body.as_bytes())
+}
+
+/// [`raw_response`] with a body of any bytes (compressed, another character set).
+pub(crate) fn raw_response_bytes(status: &str, headers: &[&[u8]], body: &[u8]) -> Vec<u8> {
     let mut r = format!("HTTP/1.1 {status}\r\n").into_bytes();
     for h in headers {
         r.extend_from_slice(h);
@@ -180,11 +185,12 @@ pub(crate) fn raw_response(status: &str, headers: &[&[u8]], body: &str) -> Vec<u
     }
     r.extend_from_slice(
         format!(
-            "Content-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "Content-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()
         )
         .as_bytes(),
     );
+    r.extend_from_slice(body);
     r
 }
 
