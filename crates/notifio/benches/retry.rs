@@ -70,6 +70,7 @@ async fn run(mode: &'static str, retries: bool, n: usize, conc: usize) -> Row {
                 class: RequestClass::Search,
                 conditional: false,
                 post_json: None,
+                outgoing: None,
             }
         })
         .collect();

@@ -72,6 +72,7 @@ fn search(p: &Portal, site: &str, class: RequestClass) -> FetchRequest {
         class,
         conditional: false,
         post_json: None,
+        outgoing: None,
     }
 }
 
@@ -83,6 +84,7 @@ fn plain_search(url: &str) -> FetchRequest {
         class: RequestClass::Search,
         conditional: false,
         post_json: None,
+        outgoing: None,
     }
 }
 
@@ -796,6 +798,7 @@ async fn browser_headers_gzip_and_webhook_posts() {
         class: RequestClass::Notify,
         conditional: false,
         post_json: Some(Bytes::from_static(b"{\"new\":1}")),
+        outgoing: None,
     };
     let got = f.fetch(&hook, &CancellationToken::new()).await;
     assert_eq!(got.attempts, 1, "a 4xx/405 is not retried");

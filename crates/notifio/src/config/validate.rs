@@ -53,9 +53,12 @@ const RETRY_KEYS: &[&str] = &[
     "retry_header",
 ];
 const FETCH_KEYS: &[&str] = &["user_agent", "accept_language", "body_cap"];
-const NOTIFY_KEYS: &[&str] = &["email", "mailbox", "webhook"];
+const NOTIFY_KEYS: &[&str] = &[
+    "email", "mailbox", "webhook", "telegram", "discord", "slack", "ntfy", "gotify", "pushover",
+    "matrix", "desktop", "urls",
+];
 const EMAIL_KEYS: &[&str] = &["to", "from", "smtp", "password_file"];
-const WEBHOOK_KEYS: &[&str] = &["url", "format"];
+const WEBHOOK_KEYS: &[&str] = &["url", "url_file", "format"];
 const SEARCH_KEYS: &[&str] = &[
     "name",
     "url",
@@ -63,6 +66,7 @@ const SEARCH_KEYS: &[&str] = &[
     "profile",
     "listing",
     "notify_existing",
+    "notify",
 ];
 const SITE_KEYS: &[&str] = &["cookies", "spacing", "profile"];
 const LISTING_KEYS: &[&str] = &["selector", "id_attr", "title", "price", "link", "json_ld"];
@@ -95,7 +99,7 @@ pub(crate) fn config(text: &str, path: &Path, env: &Environment) -> Result<Confi
     let fetch = fetch(&root)?;
     let notify = notify(&root, &watch, &base, env)?;
     let sites = sites(&root, &base, env)?;
-    let searches = searches(&root, &watch, &sites)?;
+    let searches = searches(&root, &watch, &sites, &notify.channel_names())?;
     Ok(Config {
         path: path.to_owned(),
         watch,
@@ -378,6 +382,7 @@ fn notify(
         email: None,
         mailbox: None,
         webhook: None,
+        channels: Vec::new(),
     };
     if let Some(t) = section(root, "notify", NOTIFY_KEYS)? {
         if let Some(e) = section(&t, "email", EMAIL_KEYS)? {
@@ -387,10 +392,15 @@ fn notify(
             out.mailbox = Some(path(&f, base, env)?);
         }
         if let Some(w) = section(&t, "webhook", WEBHOOK_KEYS)? {
-            out.webhook = Some(webhook(&w)?);
+            out.webhook = Some(webhook(&w, base, env)?);
         }
+        out.channels = super::channels::parse(&t, base, env)?;
     }
-    if out.email.is_none() && out.mailbox.is_none() && out.webhook.is_none() {
+    if out.email.is_none()
+        && out.mailbox.is_none()
+        && out.webhook.is_none()
+        && out.channels.is_empty()
+    {
         out.mailbox = Some(watch.state_dir.join("notifications.mbox"));
     }
     Ok(out)
@@ -476,23 +486,33 @@ fn smtp(f: &Field<'_>) -> Result<String> {
     Ok(s.to_owned())
 }
 
-fn webhook(t: &Table<'_>) -> Result<WebhookSettings> {
-    let Some(f) = t.get("url") else {
-        return Err(t
-            .err("url", "missing `url`")
-            .with_hint("url = \"https://ntfy.sh/my-topic\""));
-    };
-    let url = f.non_empty_str()?;
-    // The URL is often a secret (Slack, ntfy topics): describe the problem, never echo it.
-    match url::Url::parse(url) {
-        Ok(u)
-            if matches!(u.scheme(), "http" | "https")
-                && u.host_str().is_some_and(|h| !h.is_empty()) => {}
-        Ok(_) => {
-            return Err(f.err("the webhook URL must be an http:// or https:// URL with a host"));
+fn webhook(t: &Table<'_>, base: &Path, env: &Environment) -> Result<WebhookSettings> {
+    let file = t.get("url_file").map(|f| path(&f, base, env)).transpose()?;
+    let value = match (t.get("url"), &file) {
+        (Some(f), None) => {
+            let url = f.non_empty_str()?;
+            // The URL is often a secret (Slack, ntfy topics): describe the problem, never echo it.
+            match url::Url::parse(url) {
+                Ok(u)
+                    if matches!(u.scheme(), "http" | "https")
+                        && u.host_str().is_some_and(|h| !h.is_empty()) => {}
+                Ok(_) => {
+                    return Err(
+                        f.err("the webhook URL must be an http:// or https:// URL with a host")
+                    );
+                }
+                Err(e) => return Err(f.err(format!("not a URL: {e}"))),
+            }
+            Some(crate::notify::Secret::new(url))
         }
-        Err(e) => return Err(f.err(format!("not a URL: {e}"))),
-    }
+        (Some(f), Some(_)) => return Err(f.err("give `url` or `url_file`, not both")),
+        (None, Some(_)) => None,
+        (None, None) => {
+            return Err(t.err("url", "missing `url`").with_hint(
+                "url = \"https://ntfy.sh/my-topic\", or url_file = \"hook.url\" (mode 0600)",
+            ));
+        }
+    };
     let format = match t.get("format") {
         None => WebhookFormat::Json,
         Some(ff) => match ff.non_empty_str()? {
@@ -506,7 +526,12 @@ fn webhook(t: &Table<'_>) -> Result<WebhookSettings> {
         },
     };
     Ok(WebhookSettings {
-        url: url.to_owned(),
+        url: crate::config::SecretSetting {
+            key: "notify.webhook.url".to_owned(),
+            env: Some("NOTIFIO_WEBHOOK_URL".to_owned()),
+            file,
+            value,
+        },
         format,
     })
 }
@@ -565,6 +590,7 @@ fn searches(
     root: &Table<'_>,
     watch: &WatchSettings,
     sites: &BTreeMap<String, SiteSettings>,
+    channels: &[String],
 ) -> Result<Vec<SearchConfig>> {
     const EXAMPLE: &str = "[[search]]\n  name = \"Madrid\"\n  url = \"https://www.idealista.com/alquiler-viviendas/madrid-madrid/\"";
     let Some(f) = root.get("search") else {
@@ -630,6 +656,10 @@ fn searches(
         };
         let listing = t.get("listing").map(|l| listing(&l)).transpose()?;
         let notify_existing = t.bool("notify_existing")?.unwrap_or(watch.notify_existing);
+        let notify = t
+            .get("notify")
+            .map(|f| super::channels::routes(&f, channels))
+            .transpose()?;
         out.push(SearchConfig {
             name,
             url,
@@ -638,6 +668,7 @@ fn searches(
             profile,
             listing,
             notify_existing,
+            notify,
         });
     }
     Ok(out)

@@ -1,7 +1,8 @@
 //! The HTTP transport under the fetcher: hyper-util's pooled client over rustls (ring, the
 //! webpki roots, HTTP/1.1 and HTTP/2 by ALPN) with tower-http's gzip/brotli/deflate decoding.
 //!
-//! Why not reqwest, which the webhook notifier still uses: a kept-alive HTTP/1 connection
+//! Why not reqwest (notifio no longer uses it; every channel goes through here): a kept-alive
+//! HTTP/1 connection
 //! keeps the read buffer its largest response grew it to, up to hyper's default of ~400 KB,
 //! and reqwest does not expose hyper's cap on it. Watching 100 sites means 100 idle
 //! connections: in the `watch` benchmark their buffers were 3-4 MB of a ~30 MB peak RSS.

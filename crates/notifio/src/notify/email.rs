@@ -49,7 +49,7 @@ impl Secret {
         Self(value.into())
     }
 
-    fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 
@@ -315,9 +315,11 @@ impl Email {
             msg.text.clone(),
             msg.html.clone(),
         ))
-        .map_err(|e| DeliveryError {
-            attempt: AttemptResult::Invalid,
-            message: format!("cannot build the email: {e}"),
+        .map_err(|e| {
+            DeliveryError::new(
+                AttemptResult::Invalid,
+                format!("cannot build the email: {e}"),
+            )
         })
     }
 
@@ -352,10 +354,7 @@ impl Email {
                 Some(s) => s.scrub(&text),
                 None => text,
             };
-            DeliveryError {
-                attempt,
-                message: format!("email via {}: {text}", self.endpoint),
-            }
+            DeliveryError::new(attempt, format!("email via {}: {text}", self.endpoint))
         })
     }
 }
