@@ -49,7 +49,9 @@ impl Secret {
         Self(value.into())
     }
 
-    pub(crate) fn expose(&self) -> &str {
+    /// The value, for the transport that sends it (and tests). Never log it.
+    #[must_use]
+    pub fn expose(&self) -> &str {
         &self.0
     }
 

@@ -26,6 +26,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+/// The store's `meta` key under which the sender records the configured channels' names (for
+/// `status`, which reads the store, not the config's secrets).
+pub const CHANNELS_META: &str = "channels";
+
 /// Rows handled per pass before re-querying.
 const BATCH: usize = 100;
 
@@ -149,6 +153,19 @@ impl Sender {
     pub async fn drain_once(&mut self, now_ms: u64) -> Result<DrainReport, NotifyError> {
         let mut report = DrainReport::default();
         if !self.released {
+            let names: Vec<String> = self
+                .channels
+                .names()
+                .iter()
+                .map(|n| n.to_string())
+                .collect();
+            if let Ok(json) = serde_json::to_string(&names) {
+                // The meta table is the store's; a bare outbox file (tests) has none.
+                let _ = self.conn()?.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+                    [CHANNELS_META, json.as_str()],
+                );
+            }
             let n = outbox::release_held(self.conn()?).map_err(|e| self.db_err(e))?;
             if n > 0 {
                 tracing::info!(
