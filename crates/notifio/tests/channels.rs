@@ -115,7 +115,7 @@ impl Fake {
             };
             tokio::time::sleep(a.delay).await;
             let mut resp = axum::response::Response::new(axum::body::Body::from(a.body));
-            *resp.status_mut() = axum::http::StatusCode::from_u16(a.status).unwrap();
+            *resp.status_mut() = http::StatusCode::from_u16(a.status).unwrap();
             for (n, v) in a.headers {
                 resp.headers_mut().insert(n, v.parse().unwrap());
             }
@@ -937,4 +937,277 @@ async fn a_search_routes_its_notifications_to_the_channels_it_names() {
         "{err}"
     );
     assert!(err.contains("did you mean `telegram`?"), "{err}");
+}
+
+// ---------------------------------------------------------------- the desktop and `notify test`
+
+/// What our notification server was asked to show.
+#[derive(Clone, Debug)]
+struct Shown {
+    app: String,
+    summary: String,
+    body: String,
+    actions: Vec<String>,
+}
+
+/// A freedesktop notification server of our own, recording what it gets.
+struct NotificationServer {
+    shown: Arc<Mutex<Vec<Shown>>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.Notifications")]
+impl NotificationServer {
+    #[allow(clippy::too_many_arguments)]
+    async fn notify(
+        &self,
+        app_name: String,
+        _replaces_id: u32,
+        _app_icon: String,
+        summary: String,
+        body: String,
+        actions: Vec<String>,
+        _hints: std::collections::HashMap<String, zbus::OwnedVariant>,
+        _expire_timeout: i32,
+    ) -> u32 {
+        let mut shown = self.shown.lock().unwrap();
+        shown.push(Shown {
+            app: app_name,
+            summary,
+            body,
+            actions,
+        });
+        u32::try_from(shown.len()).unwrap()
+    }
+
+    fn get_capabilities(&self) -> Vec<String> {
+        vec![
+            "body".into(),
+            "body-markup".into(),
+            "body-hyperlinks".into(),
+            "actions".into(),
+        ]
+    }
+
+    fn get_server_information(&self) -> (String, String, String, String) {
+        (
+            "fake".into(),
+            "notifio tests".into(),
+            "1".into(),
+            "1.2".into(),
+        )
+    }
+
+    fn close_notification(&self, _id: u32) {}
+}
+
+/// A private session bus (`dbus-daemon`, Debian's `dbus` package) and its address.
+fn session_bus(dir: &Path) -> (std::process::Child, String) {
+    use std::io::BufRead as _;
+    let socket = dir.join("bus");
+    let mut child = std::process::Command::new("dbus-daemon")
+        .args(["--session", "--nofork", "--nopidfile", "--print-address=1"])
+        .arg(format!("--address=unix:path={}", socket.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("dbus-daemon not found: install Debian's `dbus` package (apt-get install dbus)");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line.trim().to_owned())
+}
+
+/// `notifio --config CONFIG notify test ARGS…` with the session bus at `bus`: (exit code, stdout, stderr).
+async fn notify_test(config: &Path, bus: &str, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_notifio"))
+        .arg("--config")
+        .arg(config)
+        .args(["notify", "test"])
+        .args(args)
+        .env("DBUS_SESSION_BUS_ADDRESS", bus)
+        .env_remove("RUST_LOG")
+        .env_remove("NOTIFIO_TELEGRAM_TOKEN")
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .unwrap()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn notify_test_reaches_telegram_discord_and_a_real_desktop_bus() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, bus) = session_bus(dir.path());
+    let shown: Arc<Mutex<Vec<Shown>>> = Arc::default();
+    let server = zbus::connection::Builder::address(bus.as_str())
+        .name("org.freedesktop.Notifications")
+        .serve_at(
+            "/org/freedesktop/Notifications",
+            NotificationServer {
+                shown: shown.clone(),
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let tg = Fake::start(answer(200, TG_OK)).await;
+    let dc = Fake::start(answer(404, r#"{"message":"Unknown Webhook","code":10015}"#)).await;
+    let config = util::write_config(
+        dir.path(),
+        &format!(
+            "[watch]\nstate_dir = {:?}\n[notify]\ntelegram = {{ token = \"5:TG\", chat_id = \"1\", api = \"{}\" }}\ndiscord = {{ url = \"{}/api/webhooks/1/x\" }}\ndesktop = true\n{SEARCH}",
+            dir.path().display(),
+            tg.url,
+            dc.url
+        ),
+    );
+
+    let (code, out, err) = notify_test(&config, &bus, &[]).await;
+    println!("{out}{err}");
+    assert_eq!(code, 1, "a channel failed");
+    assert!(out.contains("telegram  delivered\n"), "{out}");
+    assert!(
+        out.contains("discord   refused: discord 127.0.0.1: HTTP 404 Not Found: Unknown Webhook"),
+        "{out}"
+    );
+    assert!(out.contains("desktop   delivered\n"), "{out}");
+    assert!(
+        err.contains("1 of 3 channels did not deliver the test message"),
+        "{err}"
+    );
+    assert!(
+        tg.hits()[0].json()["text"]
+            .as_str()
+            .unwrap()
+            .contains("https://example.com/notifio-test")
+    );
+
+    let got = shown.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].app, "notifio");
+    assert_eq!(got[0].summary, "1 new listing — notifio notify test");
+    assert!(got[0].body.contains("<b><a href=\"https://example.com/notifio-test\">Test message from notifio: this channel works</a></b> — 1,234 € · 3 rooms · 85 m²"), "{:?}", got[0].body);
+    assert_eq!(got[0].actions, ["default", "Open the listing"]);
+
+    let (code, out, _) = notify_test(&config, &bus, &["desktop", "telegram"]).await;
+    assert_eq!((code, out.matches("delivered").count()), (0, 2), "{out}");
+    let (code, _, err) = notify_test(&config, &bus, &["telegrm"]).await;
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no channel `telegrm` is configured; configured: telegram, discord, desktop"),
+        "{err}"
+    );
+
+    // Nobody owns org.freedesktop.Notifications any more: said once, and a clear failure.
+    drop(server);
+    let (code, out, _) = notify_test(&config, &bus, &["desktop"]).await;
+    println!("{out}");
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("desktop  refused: desktop: no notification service answered ("),
+        "{out}"
+    );
+    // No session bus at all.
+    let (code, out, _) = notify_test(
+        &config,
+        "unix:path=/nonexistent/bus",
+        &["desktop", "telegram"],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("desktop   refused: desktop: no notification service answered")
+            && out.contains("telegram  delivered"),
+        "{out}"
+    );
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+}
+
+// ---------------------------------------------------------------- crash between two channels
+
+/// Outbox rows of `channel` the service accepted, read from the watcher's database.
+fn sent(state: &Path, channel: &str) -> i64 {
+    util::db(state)
+        .and_then(|c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM outbox WHERE channel = ?1 AND sent_at IS NOT NULL",
+                [channel],
+                |r| r.get(0),
+            )
+            .ok()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn sigkill_between_two_channels_resends_only_what_was_not_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let portal = fake_portal::Portal::start(vec![fake_portal::SiteSpec::new("a")])
+        .await
+        .unwrap();
+    let tg = Fake::start(answer(200, TG_OK)).await;
+    // Discord hangs: the process dies while its delivery is in flight.
+    let dc = Fake::start(Answer {
+        delay: Duration::from_secs(30),
+        ..answer(200, r#"{"id":"1"}"#)
+    })
+    .await;
+    let mut text = util::watch_toml(state, "300ms", "100ms");
+    text.push_str(&format!(
+        "[notify]\ntelegram = {{ token = \"1:x\", chat_id = \"1\", api = \"{}\" }}\ndiscord = {{ url = \"{}/api/webhooks/1/x\" }}\n\n",
+        tg.url, dc.url
+    ));
+    text.push_str(&util::search_toml(
+        "flats",
+        &portal.search_url("a", "madrid"),
+    ));
+    let cfg = util::write_config(state, &text);
+
+    let child = util::Notifio::start(state, &cfg, false, None);
+    util::wait_for(Duration::from_secs(20), "the baseline", || {
+        util::all_baselined(state, 1).then_some(())
+    })
+    .await;
+    portal.add_listing("a", Some("madrid"));
+    util::wait_for(
+        Duration::from_secs(20),
+        "telegram's delivery, discord's in flight",
+        || (sent(state, "telegram") == 1 && !dc.hits().is_empty()).then_some(()),
+    )
+    .await;
+    child.kill();
+    assert_eq!(sent(state, "discord"), 0);
+
+    dc.set(answer(200, r#"{"id":"1"}"#));
+    let child = util::Notifio::start(state, &cfg, false, None);
+    util::wait_for(
+        Duration::from_secs(20),
+        "discord's delivery after the restart",
+        || (sent(state, "discord") == 1).then_some(()),
+    )
+    .await;
+    // A few more passes of the watcher: nothing else goes out.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let out = child.output();
+    child.terminate();
+    println!("{out}");
+    assert_eq!(
+        tg.hits().len(),
+        1,
+        "telegram had accepted: it gets nothing again"
+    );
+    assert_eq!(
+        dc.hits().len(),
+        2,
+        "discord: the request the crash cut off, then the delivery"
+    );
+    assert_eq!(dc.hits()[1].json()["embeds"].as_array().unwrap().len(), 1);
 }
