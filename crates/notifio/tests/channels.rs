@@ -1211,3 +1211,49 @@ async fn sigkill_between_two_channels_resends_only_what_was_not_accepted() {
     );
     assert_eq!(dc.hits()[1].json()["embeds"].as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn the_starter_config_shows_every_channel_commented_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = [
+        "telegram", "discord", "slack", "ntfy", "gotify", "pushover", "matrix", "desktop", "urls",
+    ];
+    let text: String = notifio::config::STARTER
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest) if keys.iter().any(|k| rest.starts_with(&format!("{k} = "))) => {
+                rest.to_owned()
+            }
+            _ => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let env = Environment {
+        home: Some(dir.path().to_path_buf()),
+        data_dir: Some(dir.path().to_path_buf()),
+        dashboard_token: None,
+    };
+    let cfg = parse_in(&text, &dir.path().join("notifio.toml"), &env).unwrap();
+    let names: Vec<&str> = cfg
+        .notify
+        .channels
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "telegram",
+            "discord",
+            "slack",
+            "ntfy",
+            "gotify",
+            "pushover",
+            "matrix",
+            "desktop",
+            "telegram-2",
+            "discord-2",
+            "ntfy-2"
+        ]
+    );
+}
