@@ -73,6 +73,7 @@ async fn run(mode: &'static str, retries: bool, n: usize, conc: usize) -> Row {
                 via: notifio::fetch::FetchMode::Http,
                 ready: None,
                 markers: None,
+                outgoing: None,
             }
         })
         .collect();

@@ -1,4 +1,5 @@
-//! The command line (DESIGN §8): `demo`, `watch`, `check`, `status`, `ladders`, `init`.
+//! The command line (DESIGN §8): `demo`, `watch`, `check`, `status`, `ladders`, `init`,
+//! `notify test`.
 //!
 //! Thin glue over the library. Exit codes are part of the interface: 0 when the command ran
 //! (whatever the sites answered), 2 for a bad config or usage (the message names
@@ -98,6 +99,23 @@ pub enum Command {
     Init {
         /// Where (default ./notifio.toml).
         path: Option<PathBuf>,
+    },
+    /// Notification channels.
+    Notify {
+        /// What to do with them.
+        #[command(subcommand)]
+        action: NotifyCommand,
+    },
+}
+
+/// `notifio notify …`.
+#[derive(Debug, Subcommand)]
+pub enum NotifyCommand {
+    /// Send one test message to each configured channel (or the named ones) and print, per
+    /// channel, `delivered` or the service's error. Exit 1 when any channel failed.
+    Test {
+        /// Channel names (`telegram`, `email`, `telegram-2`, …); default: all.
+        channels: Vec<String>,
     },
 }
 
@@ -310,6 +328,12 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             let cfg = load_config(cli.config)?;
             one_thread_runtime()?.block_on(login(cfg, &site))
         }
+        Command::Notify {
+            action: NotifyCommand::Test { channels },
+        } => {
+            let cfg = load_config(cli.config)?;
+            one_thread_runtime()?.block_on(notify_test(cfg, channels))
+        }
         Command::Watch => {
             let cfg = load_config(cli.config)?;
             on_workers(runtime()?, crate::demo::watch_until_signal(cfg, None)).map_err(|f| {
@@ -333,23 +357,51 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     }
 }
 
-/// The notification channels the config asks for (the default mbox when none is configured).
-///
-/// # Errors
-/// An unusable email setup (bad URL, missing or exposed password) or webhook URL.
-pub fn channels(cfg: &Config) -> Result<crate::notify::Channels, crate::notify::NotifyError> {
-    use crate::notify::webhook;
-    let n = &cfg.notify;
-    let email = n.email.clone();
-    let webhook = n.webhook.as_ref().map(|w| webhook::WebhookSettings {
-        url: w.url.clone(),
-        format: match w.format {
-            config::WebhookFormat::Json => webhook::WebhookFormat::Json,
-            config::WebhookFormat::Ntfy => webhook::WebhookFormat::Ntfy,
-        },
-        timeout: cfg.retry.notify.timeout(),
-    });
-    crate::notify::Channels::from_settings(email, n.mailbox.clone(), webhook, &cfg.watch.state_dir)
+/// `notifio notify test [CHANNEL…]`: one test message per channel, sent directly (not through
+/// the outbox), all channels at once; one line per channel.
+async fn notify_test(cfg: Config, names: Vec<String>) -> Result<(), Failure> {
+    use crate::notify::{ChannelName, Channels};
+    let channels = Channels::from_config(&cfg).map_err(|e| Failure::Usage(e.to_string()))?;
+    let all = channels.names();
+    let chosen: Vec<ChannelName> = if names.is_empty() {
+        all.clone()
+    } else {
+        let mut chosen = Vec::new();
+        for n in names {
+            let name = ChannelName::new(n);
+            if !all.contains(&name) {
+                let valid: Vec<&str> = all.iter().map(ChannelName::as_str).collect();
+                return Err(Failure::Usage(format!(
+                    "no channel `{name}` is configured; configured: {}",
+                    valid.join(", ")
+                )));
+            }
+            chosen.push(name);
+        }
+        chosen
+    };
+    let results =
+        crate::notify::sender::send_test(&channels, &chosen, crate::watch::now().as_millis()).await;
+    let width = chosen.iter().map(|c| c.as_str().len()).max().unwrap_or(0);
+    let mut failed = 0;
+    for (name, result) in results {
+        match result {
+            Ok(()) => println!("{name:<width$}  delivered"),
+            Err(e) => {
+                failed += 1;
+                let what = if e.permanent { "refused" } else { "failed" };
+                println!("{name:<width$}  {what}: {e}");
+            }
+        }
+    }
+    if failed > 0 {
+        return Err(Failure::Runtime(anyhow::anyhow!(
+            "{failed} of {} channel{} did not deliver the test message",
+            chosen.len(),
+            if chosen.len() == 1 { "" } else { "s" }
+        )));
+    }
+    Ok(())
 }
 
 /// `notifio login SITE`: the site's `login_url`, else its first search's page, in a window of
@@ -437,13 +489,16 @@ async fn check(
     fresh: bool,
 ) -> Result<(), Failure> {
     let senders = if notify {
-        Some(channels(&cfg).map_err(|e| Failure::Usage(e.to_string()))?)
+        Some(
+            crate::notify::Channels::from_config(&cfg)
+                .map_err(|e| Failure::Usage(e.to_string()))?,
+        )
     } else {
         None
     };
     let channel_kinds = senders
         .as_ref()
-        .map(crate::notify::Channels::kinds)
+        .map(crate::notify::Channels::names)
         .unwrap_or_default();
     let total = cfg.searches.len() as u64;
     let state_dir = cfg.watch.state_dir.clone();

@@ -98,8 +98,8 @@ pub async fn run_watcher(
     let dashboard = cfg.watch.dashboard;
     let token = cfg.watch.dashboard_token.clone();
     let hosts = cfg.watch.dashboard_hosts.clone();
-    let senders = crate::cli::channels(&cfg).context("notification channels")?;
-    let channels = senders.kinds();
+    let senders = notify::Channels::from_config(&cfg).context("notification channels")?;
+    let channels = senders.names();
     let sender = notify::Sender::new(
         Store::file_in(&state_dir),
         senders,

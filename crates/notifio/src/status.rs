@@ -19,6 +19,32 @@ pub struct StatusView {
     /// Warnings to surface (retry rate over 5%, slow p95, …).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Every notification channel: configured ones in config order, then any that still has
+    /// rows but is no longer configured.
+    #[serde(default)]
+    pub channels: Vec<ChannelStatus>,
+}
+
+/// One notification channel in [`StatusView`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelStatus {
+    /// Its name (`telegram`, `telegram-2`, `email`).
+    pub name: String,
+    /// `ok | retrying | failed | not_configured`: `failed` is a permanent failure (a bad
+    /// token), whose messages wait until notifio starts again; `retrying` an outage.
+    pub state: String,
+    /// Messages not yet delivered.
+    pub pending: u64,
+    /// Messages delivered.
+    pub sent: u64,
+    /// When the last one was delivered.
+    pub last_sent_at: Option<u64>,
+    /// When the next attempt is due, while retrying.
+    pub next_attempt_at: Option<u64>,
+    /// Since when it failed permanently.
+    pub failed_since: Option<u64>,
+    /// The service's last error (never a secret).
+    pub last_error: Option<String>,
 }
 
 /// One search in [`StatusView`].
@@ -261,6 +287,11 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
         .meta("warnings")?
         .and_then(|j| serde_json::from_str(&j).ok())
         .unwrap_or_default();
+    let configured: Vec<String> = store
+        .meta(crate::notify::sender::CHANNELS_META)?
+        .and_then(|j| serde_json::from_str(&j).ok())
+        .unwrap_or_default();
+    let channels = channels(&configured, crate::notify::outbox::summaries(store.conn())?);
     Ok(StatusView {
         now,
         soonest,
@@ -268,7 +299,54 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
         sites,
         retry,
         warnings,
+        channels,
     })
+}
+
+/// The channels' states from the outbox's summaries, configured ones first.
+fn channels(
+    configured: &[String],
+    mut rows: Vec<crate::notify::outbox::ChannelSummary>,
+) -> Vec<ChannelStatus> {
+    let rest: Vec<String> = rows
+        .iter()
+        .map(|r| r.channel.clone())
+        .filter(|c| !configured.contains(c))
+        .collect();
+    let mut out = Vec::new();
+    let mut take = |name: &str, known: bool| {
+        let row = rows
+            .iter()
+            .position(|r| r.channel == name)
+            .map(|i| rows.remove(i))
+            .unwrap_or_default();
+        let state = if !known {
+            "not_configured"
+        } else if row.failed_at.is_some() {
+            "failed"
+        } else if row.last_error.is_some() && row.pending > 0 {
+            "retrying"
+        } else {
+            "ok"
+        };
+        out.push(ChannelStatus {
+            name: name.to_owned(),
+            state: state.to_owned(),
+            pending: row.pending,
+            sent: row.sent,
+            last_sent_at: row.last_sent_at,
+            next_attempt_at: row.next_attempt_at.filter(|_| state == "retrying"),
+            failed_since: row.failed_at,
+            last_error: row.last_error,
+        });
+    };
+    for name in configured {
+        take(name, true);
+    }
+    for name in rest {
+        take(&name, false);
+    }
+    out
 }
 
 fn countdown(now: u64, at: Option<u64>) -> String {
@@ -325,6 +403,24 @@ pub fn render_table(v: &StatusView) -> String {
             rung,
             countdown(v.now, site.next_retry_at)
         );
+    }
+    if !v.channels.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n{:<16} {:<14} {:>7} {:>7}  LAST ERROR",
+            "CHANNEL", "STATE", "PENDING", "SENT"
+        );
+        for c in &v.channels {
+            let _ = writeln!(
+                s,
+                "{:<16} {:<14} {:>7} {:>7}  {}",
+                c.name,
+                c.state,
+                c.pending,
+                c.sent,
+                c.last_error.as_deref().unwrap_or("—")
+            );
+        }
     }
     let r = &v.retry;
     let _ = writeln!(

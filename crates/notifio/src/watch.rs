@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::extract::{self, Extraction, SiteProfile};
 use crate::fetch::{BrowserConfig, FetchConfig, FetchMode, FetchRequest, Fetched, Fetcher, Launch};
 use crate::listing::Listing;
-use crate::notify::{ChannelKind, Notification};
+use crate::notify::{ChannelName, Notification};
 use crate::store::{CheckRecord, PageMemo, Recorded, RoutineCheck, SearchSync, Store, StoreError};
 use notifio_policy::schedule::{SearchState, SiteState};
 use notifio_policy::{
@@ -165,6 +165,8 @@ struct SearchInfo {
     db_id: u32,
     name: String,
     notify_existing: bool,
+    /// The channels its notifications go to (its `notify = [...]`, else all).
+    channels: Vec<ChannelName>,
     profile: Arc<dyn SiteProfile>,
     /// The profile's markers, built once per profile (not per check: ~15 strings each).
     markers: Arc<Markers>,
@@ -235,7 +237,7 @@ pub struct Watcher {
     fetcher: Fetcher,
     searches: HashMap<SearchId, SearchInfo>,
     by_site: HashMap<SiteKey, Vec<SearchId>>,
-    channels: Vec<ChannelKind>,
+    channels: Vec<ChannelName>,
     outbox_wake: Arc<Notify>,
     events: broadcast::Sender<WatchEvent>,
     metrics: Arc<AppMetrics>,
@@ -309,7 +311,7 @@ impl Watcher {
     /// Store, profile, cookies or client failures.
     pub fn new(
         config: Config,
-        channels: Vec<ChannelKind>,
+        channels: Vec<ChannelName>,
         force: bool,
     ) -> Result<Self, WatchError> {
         Self::build(config, channels, force, Mode::Forever)
@@ -322,7 +324,7 @@ impl Watcher {
     /// Store, profile, cookies or client failures.
     pub fn for_one_pass(
         config: Config,
-        channels: Vec<ChannelKind>,
+        channels: Vec<ChannelName>,
         force: bool,
     ) -> Result<Self, WatchError> {
         Self::build(config, channels, force, Mode::OnePass)
@@ -330,7 +332,7 @@ impl Watcher {
 
     fn build(
         config: Config,
-        channels: Vec<ChannelKind>,
+        channels: Vec<ChannelName>,
         force: bool,
         mode: Mode,
     ) -> Result<Self, WatchError> {
@@ -449,6 +451,14 @@ impl Watcher {
                     db_id,
                     name: s.name.clone(),
                     notify_existing: s.notify_existing,
+                    channels: match &s.notify {
+                        Some(names) => channels
+                            .iter()
+                            .filter(|c| names.iter().any(|n| n == c.as_str()))
+                            .cloned()
+                            .collect(),
+                        None => channels.clone(),
+                    },
                     has_session: s.fetch == FetchMode::Browser || sessions.contains_key(&s.site),
                     fetch: s.fetch,
                     markers,
@@ -798,6 +808,7 @@ impl Watcher {
                     FetchMode::Http => None,
                 },
                 markers: Some(Arc::clone(&markers)),
+                outgoing: None,
             };
             let fetch = fetcher.fetch(&req, &cancel);
             tokio::pin!(fetch);
@@ -1022,12 +1033,16 @@ impl Watcher {
             self.pending_since.get_or_insert_with(Instant::now);
             Recorded::default()
         } else {
-            let search_rows: Vec<(u32, String, bool)> = check
+            let infos: Vec<&SearchInfo> = check
                 .searches
                 .iter()
                 .filter_map(|id| self.searches.get(id))
+                .collect();
+            let search_rows: Vec<(u32, String, bool)> = infos
+                .iter()
                 .map(|s| (s.db_id, s.name.clone(), s.notify_existing))
                 .collect();
+            let routes: Vec<Vec<ChannelName>> = infos.iter().map(|s| s.channels.clone()).collect();
             self.store.record_check(&CheckRecord {
                 searches: &search_rows,
                 site: &check.site,
@@ -1037,11 +1052,7 @@ impl Watcher {
                 latency_ms: u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX),
                 listings: listings.as_deref(),
                 now: t.as_millis(),
-                channels: if mode == Mode::OnePass && self.channels.is_empty() {
-                    &[]
-                } else {
-                    &self.channels
-                },
+                channels: &routes,
                 history: self.config.watch.history,
             })?
         };
@@ -1105,7 +1116,7 @@ impl Watcher {
                             cookies_path: if login { None } else { cookies_path },
                             login,
                         },
-                        &self.channels,
+                        &self.site_channels(site),
                         t.as_millis(),
                     )?;
                     self.wake_sender = true;
@@ -1215,6 +1226,26 @@ impl Watcher {
         Ok(())
     }
 
+    /// The channels of every search on `site`: where news about the site goes.
+    fn site_channels(&self, site: &SiteKey) -> Vec<ChannelName> {
+        let mut out: Vec<ChannelName> = Vec::new();
+        for id in self.by_site.get(site).into_iter().flatten() {
+            for c in self
+                .searches
+                .get(id)
+                .map(|s| s.channels.as_slice())
+                .unwrap_or_default()
+            {
+                if !out.contains(c) {
+                    out.push(c.clone());
+                }
+            }
+        }
+        // In configured order, whatever order the searches listed them in.
+        out.sort_by_key(|c| self.channels.iter().position(|x| x == c));
+        out
+    }
+
     fn maybe_alert_blocked(
         &mut self,
         site: &SiteKey,
@@ -1236,7 +1267,8 @@ impl Watcher {
                     .map(|ids| self.names(ids))
                     .unwrap_or_default(),
             };
-            self.store.enqueue(&n, &self.channels, t.as_millis())?;
+            self.store
+                .enqueue(&n, &self.site_channels(site), t.as_millis())?;
             self.wake_sender = true;
         }
         Ok(())

@@ -145,6 +145,18 @@ fn initial_view(start: u64) -> StatusView {
             retry_rate: 0.021,
         },
         warnings: vec!["facebook.com logged us out: refresh its cookies file.".into()],
+        channels: vec![notifio::status::ChannelStatus {
+            name: "telegram".into(),
+            state: "failed".into(),
+            pending: 2,
+            sent: 5,
+            last_sent_at: Some(start - 60_000),
+            next_attempt_at: None,
+            failed_since: Some(start - 1_000),
+            last_error: Some(
+                "telegram api.telegram.org: HTTP 401 Unauthorized: Unauthorized".into(),
+            ),
+        }],
     }
 }
 
@@ -357,6 +369,19 @@ async fn drive(client: &Client, addr: SocketAddr, source: &TestSource) {
     assert!(
         warnings.contains("facebook.com logged us out"),
         "{warnings}"
+    );
+    let channel = client
+        .find(Locator::Css(
+            r#"[data-channel="telegram"][data-state="failed"] [data-testid=channel-error]"#,
+        ))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        channel.starts_with("Failed permanently: telegram api.telegram.org: HTTP 401 Unauthorized"),
+        "{channel}"
     );
 
     // Site-supplied markup is shown as text and a `javascript:` URL is not made a link.

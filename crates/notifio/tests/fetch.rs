@@ -75,6 +75,7 @@ fn search(p: &Portal, site: &str, class: RequestClass) -> FetchRequest {
         via: notifio::fetch::FetchMode::Http,
         ready: None,
         markers: None,
+        outgoing: None,
     }
 }
 
@@ -89,6 +90,7 @@ fn plain_search(url: &str) -> FetchRequest {
         via: notifio::fetch::FetchMode::Http,
         ready: None,
         markers: None,
+        outgoing: None,
     }
 }
 
@@ -805,6 +807,7 @@ async fn browser_headers_gzip_and_webhook_posts() {
         via: notifio::fetch::FetchMode::Http,
         ready: None,
         markers: None,
+        outgoing: None,
     };
     let got = f.fetch(&hook, &CancellationToken::new()).await;
     assert_eq!(got.attempts, 1, "a 4xx/405 is not retried");

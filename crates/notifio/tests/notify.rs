@@ -5,8 +5,8 @@ mod util;
 
 use notifio::listing::Listing;
 use notifio::notify::{
-    ChannelKind, Channels, Email, EmailError, EmailSettings, Mailbox, Notification, Sender,
-    Webhook, WebhookFormat, WebhookSettings, outbox,
+    ChannelKind, ChannelName, Channels, Email, EmailError, EmailSettings, Mailbox, Notification,
+    SecretSetting, Sender, Webhook, WebhookFormat, WebhookSettings, notify_fetcher, outbox,
 };
 use notifio_policy::{BackoffPolicy, Ladders, RefusalKind, RetryPolicy};
 use rusqlite::Connection;
@@ -61,7 +61,7 @@ fn new_listings(searches: &[&str], listings: Vec<Listing>) -> Notification {
 }
 
 /// What the watch loop does: enqueue inside a transaction on the store's own connection.
-fn enqueue(db: &Path, n: &Notification, channels: &[ChannelKind], now: u64) {
+fn enqueue<C: AsRef<str>>(db: &Path, n: &Notification, channels: &[C], now: u64) {
     let mut conn = Connection::open(db).unwrap();
     conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))
         .unwrap();
@@ -382,14 +382,14 @@ async fn the_default_channel_is_an_mbox_file_created_0600() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let db = db_in(&dir);
-    let channels = Channels::from_settings(None, None, None, dir.path()).unwrap();
-    assert_eq!(channels.kinds(), [ChannelKind::Mailbox]);
+    let channels = Channels::default_mailbox(dir.path());
+    assert_eq!(channels.names(), [ChannelName::from(ChannelKind::Mailbox)]);
     let mut odd = listing("9", "Loft\nFrom the owner: no agents", 2000.0);
     odd.currency = Some("CHF".into());
     enqueue(
         &db,
         &new_listings(&["Zürich"], vec![odd]),
-        &channels.kinds(),
+        &channels.names(),
         1000,
     );
     enqueue(
@@ -399,7 +399,7 @@ async fn the_default_channel_is_an_mbox_file_created_0600() {
             cookies_path: Some("/home/me/fb.cookies.txt".into()),
             login: false,
         },
-        &channels.kinds(),
+        &channels.names(),
         1000,
     );
     let r = sender(&db, channels)
@@ -443,7 +443,7 @@ async fn an_email_outage_does_not_resend_the_mbox_copy() {
     let port = free_port();
     let mbox = dir.path().join("copy.mbox");
     let channels = email_channels(port).with_mailbox(Mailbox::new(mbox.clone()));
-    let kinds = channels.kinds();
+    let kinds = channels.names();
     enqueue(
         &db,
         &new_listings(&["A"], vec![listing("1", "F", 1.0)]),
@@ -490,17 +490,23 @@ async fn start_hook() -> (String, Hits) {
     (format!("http://{addr}/hook"), hits)
 }
 
+/// A webhook channel to `url` through the notify fetcher (ms-scale retries).
+fn webhook(url: &str, format: WebhookFormat) -> Webhook {
+    let mut retry = notifio_policy::RetryPolicies::default();
+    *retry.get_mut(notifio_policy::RequestClass::Notify) = fast_retry();
+    let settings = WebhookSettings {
+        url: SecretSetting::inline("notify.webhook.url", url),
+        format,
+    };
+    Webhook::new(&settings, notify_fetcher(&retry).unwrap(), &|_| None).unwrap()
+}
+
 #[tokio::test]
 async fn a_webhook_receives_the_json_and_ntfy_gets_plain_text() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_in(&dir);
     let (url, hits) = start_hook().await;
-    let json = Webhook::new(WebhookSettings {
-        url: url.clone(),
-        format: WebhookFormat::Json,
-        timeout: Duration::from_secs(2),
-    })
-    .unwrap();
+    let json = webhook(&url.clone(), WebhookFormat::Json);
     let n = new_listings(
         &["Madrid under 1200"],
         vec![listing("101", "Sunny flat", 1150.0)],
@@ -530,12 +536,7 @@ async fn a_webhook_receives_the_json_and_ntfy_gets_plain_text() {
     assert_eq!(v["listings"][0]["price"], 1150.0);
     assert!(v["text"].as_str().unwrap().contains("Sunny flat"));
 
-    let ntfy = Webhook::new(WebhookSettings {
-        url,
-        format: WebhookFormat::Ntfy,
-        timeout: Duration::from_secs(2),
-    })
-    .unwrap();
+    let ntfy = webhook(&url, WebhookFormat::Ntfy);
     enqueue(&db, &n, &[ChannelKind::Webhook], 2000);
     let r = sender(&db, Channels::new().with_webhook(ntfy))
         .drain_once(2000)
@@ -566,17 +567,13 @@ async fn a_webhook_receives_the_json_and_ntfy_gets_plain_text() {
 }
 
 #[tokio::test]
-async fn a_failing_webhook_is_retried_and_a_4xx_is_never_dropped() {
+async fn a_webhook_404_holds_its_channel_without_dropping_anything() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_in(&dir);
-    let (url, _hits) = start_hook().await;
-    // Wrong path: the server answers 404 (not retryable quickly: straight to the error ladder).
-    let hook = Webhook::new(WebhookSettings {
-        url: url.replace("/hook", "/missing"),
-        format: WebhookFormat::Json,
-        timeout: Duration::from_secs(2),
-    })
-    .unwrap();
+    let (url, hits) = start_hook().await;
+    // Wrong path: the server answers 404. Retrying cannot help: the channel holds its rows,
+    // shown in status, until the next start gives it one more try.
+    let hook = webhook(&url.replace("/hook", "/missing"), WebhookFormat::Json);
     enqueue(
         &db,
         &new_listings(&["A"], vec![]),
@@ -585,13 +582,26 @@ async fn a_failing_webhook_is_retried_and_a_4xx_is_never_dropped() {
     );
     let mut s = sender(&db, Channels::new().with_webhook(hook));
     let r = s.drain_once(1000).await.unwrap();
-    assert_eq!((r.failed, r.pending), (1, 1));
-    let wait = r.next_attempt_at.unwrap() - 1000;
-    assert!(
-        (42..=58).contains(&wait),
-        "404 goes to ladder rung 1: {wait}"
-    );
-    assert!(outbox_dump(&db).contains("HTTP 404 Not Found"));
+    assert_eq!((r.failed, r.held, r.pending), (1, 1, 1));
+    assert_eq!(r.next_attempt_at, None, "a held channel is not retried");
+    assert_eq!(s.drain_once(1_000_000).await.unwrap().failed, 0);
+    let dump = outbox_dump(&db);
+    assert!(dump.contains("HTTP 404 Not Found"), "{dump}");
+    assert!(hits.lock().unwrap().is_empty());
+    // The next process tries it once more (the user may have fixed the URL).
+    let again = webhook(&url.replace("/hook", "/missing"), WebhookFormat::Json);
+    let r = sender(&db, Channels::new().with_webhook(again))
+        .drain_once(2000)
+        .await
+        .unwrap();
+    assert_eq!((r.failed, r.held), (1, 1));
+    let fixed = webhook(&url, WebhookFormat::Json);
+    let r = sender(&db, Channels::new().with_webhook(fixed))
+        .drain_once(3000)
+        .await
+        .unwrap();
+    assert_eq!((r.sent, r.pending), (1, 0));
+    assert_eq!(hits.lock().unwrap().len(), 1);
 }
 
 // ---------------------------------------------------------------- the task

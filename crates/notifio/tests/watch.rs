@@ -100,7 +100,7 @@ async fn a_new_listing_is_recorded_once_and_announced_once() {
         dir.path(),
         &config_text(dir.path(), &portal, "flats", 1, "200ms"),
     );
-    let mut watcher = Watcher::new(cfg, vec![ChannelKind::Mailbox], false).unwrap();
+    let mut watcher = Watcher::new(cfg, vec![ChannelKind::Mailbox.into()], false).unwrap();
     let mut rx = watcher.subscribe();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
@@ -395,8 +395,12 @@ async fn an_expired_session_pauses_the_site_and_notifies_once() {
         "[site.\"{site_key}\"]\ncookies = {:?}\n",
         cookies.display().to_string()
     ));
-    let mut watcher =
-        Watcher::new(load(dir.path(), &text), vec![ChannelKind::Mailbox], false).unwrap();
+    let mut watcher = Watcher::new(
+        load(dir.path(), &text),
+        vec![ChannelKind::Mailbox.into()],
+        false,
+    )
+    .unwrap();
     let mut rx = watcher.subscribe();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
@@ -445,8 +449,12 @@ async fn an_expired_session_pauses_the_site_and_notifies_once() {
 
     // After a restart the site is still paused: no request at all.
     let before = portal.request_count("members");
-    let mut watcher =
-        Watcher::new(load(dir.path(), &text), vec![ChannelKind::Mailbox], false).unwrap();
+    let mut watcher = Watcher::new(
+        load(dir.path(), &text),
+        vec![ChannelKind::Mailbox.into()],
+        false,
+    )
+    .unwrap();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     let task = tokio::spawn(async move { watcher.run(stop).await });
@@ -558,7 +566,7 @@ async fn ordinary_checks_share_commits_and_every_row_reaches_the_disk() {
     let text = config_text(dir.path(), &portal, "flats", 4, "100ms")
         .replace("spacing = \"100ms\"", "spacing = \"20ms\"");
     let cfg = load(dir.path(), &text);
-    let mut watcher = Watcher::new(cfg, vec![ChannelKind::Mailbox], false).unwrap();
+    let mut watcher = Watcher::new(cfg, vec![ChannelKind::Mailbox.into()], false).unwrap();
     let mut rx = watcher.subscribe();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();

@@ -93,6 +93,18 @@ fn sample_view() -> StatusView {
             retry_rate: 0.025,
         },
         warnings: vec!["retry rate 6.0% over the last hour (above 5%)".into()],
+        channels: vec![notifio::status::ChannelStatus {
+            name: "telegram".into(),
+            state: "failed".into(),
+            pending: 2,
+            sent: 5,
+            last_sent_at: Some(now - 60_000),
+            next_attempt_at: None,
+            failed_since: Some(now - 1_000),
+            last_error: Some(
+                "telegram api.telegram.org: HTTP 401 Unauthorized: Unauthorized".into(),
+            ),
+        }],
     }
 }
 

@@ -6,6 +6,7 @@
 //! directories and env secrets. Everything a bad config can get wrong is caught here, before
 //! anything runs (exit code 2); nothing here holds or prints a secret.
 
+mod channels;
 mod duration;
 mod error;
 mod raw;
@@ -132,12 +133,35 @@ pub struct BrowserSettings {
 /// `[notify]`. With no channel configured at all, `mailbox` is `state_dir/notifications.mbox`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NotifySettings {
-    /// SMTP or sendmail delivery.
+    /// SMTP or sendmail delivery (channel `email`).
     pub email: Option<EmailSettings>,
-    /// An mbox file to append to (resolved path).
+    /// An mbox file to append to (resolved path; channel `mailbox`).
     pub mailbox: Option<PathBuf>,
-    /// A JSON POST per message.
+    /// A JSON POST per message (channel `webhook`).
     pub webhook: Option<WebhookSettings>,
+    /// Telegram, Discord, Slack, ntfy, Gotify, Pushover, Matrix and the desktop: from their
+    /// tables first, then `urls`, in file order, each with its channel name.
+    pub channels: Vec<ChannelSettings>,
+}
+
+impl NotifySettings {
+    /// Every configured channel's name, in the order the notifier builds them: `email`,
+    /// `mailbox`, `webhook`, then [`Self::channels`].
+    #[must_use]
+    pub fn channel_names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        if self.email.is_some() {
+            names.push("email".to_owned());
+        }
+        if self.mailbox.is_some() {
+            names.push("mailbox".to_owned());
+        }
+        if self.webhook.is_some() {
+            names.push("webhook".to_owned());
+        }
+        names.extend(self.channels.iter().map(|c| c.name.clone()));
+        names
+    }
 }
 
 /// `[notify.email]` or `notify.email = {…}`: the notifier's own settings type, so the config
@@ -145,36 +169,78 @@ pub struct NotifySettings {
 /// comes from the file).
 pub use crate::notify::email::EmailSettings;
 
-/// `[notify.webhook]` or `notify.webhook = {…}`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct WebhookSettings {
-    /// http(s) URL to POST to. Often a secret itself (Slack, ntfy topics): `Debug` shows only
-    /// its origin.
-    pub url: String,
-    /// Body format.
-    pub format: WebhookFormat,
+/// `[notify.webhook]` or `notify.webhook = {…}`, and its body format: the notifier's own types.
+pub use crate::notify::webhook::{WebhookFormat, WebhookSettings};
+
+/// A secret's source (environment, file, config), resolved when the channel is built.
+pub use crate::notify::secret::SecretSetting;
+
+/// One channel beyond email, mailbox and webhook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelSettings {
+    /// Its name: the service (`telegram`), or `telegram-2`, … for more of one service.
+    pub name: String,
+    /// Where it delivers.
+    pub service: ServiceSettings,
 }
 
-impl fmt::Debug for WebhookSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let origin = url::Url::parse(&self.url)
-            .map(|u| format!("{}/…", u.origin().ascii_serialization()))
-            .unwrap_or_else(|_| "<redacted>".to_owned());
-        f.debug_struct("WebhookSettings")
-            .field("url", &origin)
-            .field("format", &self.format)
-            .finish()
-    }
-}
-
-/// What a webhook receives.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum WebhookFormat {
-    /// A JSON object per message (the default).
-    #[default]
-    Json,
-    /// ntfy.sh style: plain-text body, title and click URL in headers.
-    Ntfy,
+/// A service and its settings. Secrets are [`SecretSetting`]s: `Debug` never shows them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServiceSettings {
+    /// `telegram = { token, chat_id, api }`.
+    Telegram {
+        /// Bot API base URL (`https://api.telegram.org`).
+        api: String,
+        /// The bot token.
+        token: SecretSetting,
+        /// The chat: `-100…`, a user id, or `@channel`.
+        chat_id: String,
+    },
+    /// `discord = { url }`: the channel webhook URL (a secret).
+    Discord {
+        /// The webhook URL.
+        url: SecretSetting,
+    },
+    /// `slack = { url }`: the incoming webhook URL (a secret).
+    Slack {
+        /// The webhook URL.
+        url: SecretSetting,
+    },
+    /// `ntfy = { url, token }`: the topic URL (topics are secrets too) and an access token.
+    Ntfy {
+        /// The topic URL.
+        url: SecretSetting,
+        /// An access token, for protected topics.
+        token: Option<SecretSetting>,
+    },
+    /// `gotify = { url, token }`: the server and an application token.
+    Gotify {
+        /// The server's base URL.
+        url: String,
+        /// The application token.
+        token: SecretSetting,
+    },
+    /// `pushover = { user, token, api }`.
+    Pushover {
+        /// API base URL (`https://api.pushover.net`).
+        api: String,
+        /// The user (or group) key.
+        user: SecretSetting,
+        /// The application token.
+        token: SecretSetting,
+    },
+    /// `matrix = { homeserver, room, token }`.
+    Matrix {
+        /// The homeserver's base URL (the `api` key overrides it).
+        homeserver: String,
+        /// The room id (`!abc:matrix.org`).
+        room: String,
+        /// An access token.
+        token: SecretSetting,
+    },
+    /// `desktop = true`.
+    Desktop,
 }
 
 /// One `[[search]]`.
@@ -198,6 +264,9 @@ pub struct SearchConfig {
     /// How its page is read: its site's `fetch`, else `browser` for the idealista and
     /// facebook profiles and `http` for the rest.
     pub fetch: FetchMode,
+    /// `notify = ["telegram", "email"]`: the channels its notifications go to; `None` (the
+    /// default) is every configured channel.
+    pub notify: Option<Vec<String>>,
 }
 
 /// One `[site."…"]`.

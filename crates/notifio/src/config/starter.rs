@@ -20,6 +20,7 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # interval = "45s"          # this search's own interval (default: watch.interval)
 # profile = "idealista"     # idealista | immoscout24 | facebook | generic (default: by site)
 # notify_existing = false   # announce what the first check finds, instead of a silent baseline
+# notify = ["telegram", "email"]   # the channels this search notifies (default: every one in [notify])
 
 # A site without a built-in profile: tell notifio how to find listings, in one of these ways.
 # [[search]]
@@ -46,7 +47,18 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # mailbox = "notifications.mbox"
 # email = { to = "me@example.com", from = "notifio@localhost", smtp = "smtp+starttls://me@smtp.example.com:587" }
 #   (password: env NOTIFIO_SMTP_PASSWORD or password_file = "~/.config/notifio/smtp-password")
-# webhook = { url = "https://ntfy.sh/my-secret-topic", format = "ntfy" }   # or format = "json"
+# webhook = { url = "https://example.org/hook" }     # a JSON POST per message (url_file, NOTIFIO_WEBHOOK_URL)
+# Secrets: NOTIFIO_<SERVICE>_TOKEN (or _URL) in the environment, or token_file/url_file (mode 0600).
+# `notifio notify test` sends a test message to each channel. docs/notifications.md: how to get tokens.
+# telegram = { token_file = "~/.config/notifio/telegram.token", chat_id = "-1001234567890" }
+# discord = { url_file = "~/.config/notifio/discord.url" }      # https://discord.com/api/webhooks/ID/TOKEN
+# slack = { url_file = "~/.config/notifio/slack.url" }          # https://hooks.slack.com/services/…
+# ntfy = { url = "https://ntfy.sh/my-long-secret-topic" }      # token = "tk_…" for a protected topic
+# gotify = { url = "https://gotify.example.org", token_file = "~/.config/notifio/gotify.token" }
+# pushover = { user_file = "~/.config/notifio/pushover.user", token_file = "~/.config/notifio/pushover.token" }
+# matrix = { homeserver = "https://matrix.org", room = "!abc123:matrix.org", token_file = "~/.config/notifio/matrix.token" }
+# desktop = true                                    # the desktop's own notifications
+# urls = ["tgram://BOT_TOKEN/CHAT_ID", "discord://ID/TOKEN", "ntfys://ntfy.sh/topic"]   # Apprise-style
 
 # How long to leave a site alone after it refused us (the last rung is the ceiling).
 [backoff]

@@ -82,9 +82,12 @@ const RETRY_KEYS: &[&str] = &[
     "retry_header",
 ];
 const FETCH_KEYS: &[&str] = &["user_agent", "accept_language", "body_cap"];
-const NOTIFY_KEYS: &[&str] = &["email", "mailbox", "webhook"];
+const NOTIFY_KEYS: &[&str] = &[
+    "email", "mailbox", "webhook", "telegram", "discord", "slack", "ntfy", "gotify", "pushover",
+    "matrix", "desktop", "urls",
+];
 const EMAIL_KEYS: &[&str] = &["to", "from", "smtp", "password_file", "allow_plaintext"];
-const WEBHOOK_KEYS: &[&str] = &["url", "format"];
+const WEBHOOK_KEYS: &[&str] = &["url", "url_file", "format"];
 const SEARCH_KEYS: &[&str] = &[
     "name",
     "url",
@@ -92,6 +95,7 @@ const SEARCH_KEYS: &[&str] = &[
     "profile",
     "listing",
     "notify_existing",
+    "notify",
 ];
 const SITE_KEYS: &[&str] = &["cookies", "spacing", "profile", "fetch", "login_url"];
 const LISTING_KEYS: &[&str] = &[
@@ -140,7 +144,7 @@ pub(crate) fn config_and_checks(
     let notify = notify(&root, &watch, &base, env, &mut pending)?;
     let browser = browser(&root, &watch, &base, env)?;
     let sites = sites(&root, &base, env, &mut pending)?;
-    let searches = searches(&root, &watch, &sites, &mut pending)?;
+    let searches = searches(&root, &watch, &sites, &notify.channel_names(), &mut pending)?;
     let config = Config {
         path: path.to_owned(),
         watch,
@@ -557,6 +561,7 @@ fn notify(
         email: None,
         mailbox: None,
         webhook: None,
+        channels: Vec::new(),
     };
     if let Some(t) = section(root, "notify", NOTIFY_KEYS)? {
         if let Some(e) = section(&t, "email", EMAIL_KEYS)? {
@@ -566,10 +571,15 @@ fn notify(
             out.mailbox = Some(path(&f, base, env)?);
         }
         if let Some(w) = section(&t, "webhook", WEBHOOK_KEYS)? {
-            out.webhook = Some(webhook(&w)?);
+            out.webhook = Some(webhook(&w, base, env)?);
         }
+        out.channels = super::channels::parse(&t, base, env)?;
     }
-    if out.email.is_none() && out.mailbox.is_none() && out.webhook.is_none() {
+    if out.email.is_none()
+        && out.mailbox.is_none()
+        && out.webhook.is_none()
+        && out.channels.is_empty()
+    {
         out.mailbox = Some(watch.state_dir.join("notifications.mbox"));
     }
     Ok(out)
@@ -684,23 +694,33 @@ fn smtp(f: &Field<'_>) -> Result<String> {
     Ok(s.to_owned())
 }
 
-fn webhook(t: &Table<'_>) -> Result<WebhookSettings> {
-    let Some(f) = t.get("url") else {
-        return Err(t
-            .err("url", "missing `url`")
-            .with_hint("url = \"https://ntfy.sh/my-topic\""));
-    };
-    let url = f.non_empty_str()?;
-    // The URL is often a secret (Slack, ntfy topics): describe the problem, never echo it.
-    match url::Url::parse(url) {
-        Ok(u)
-            if matches!(u.scheme(), "http" | "https")
-                && u.host_str().is_some_and(|h| !h.is_empty()) => {}
-        Ok(_) => {
-            return Err(f.err("the webhook URL must be an http:// or https:// URL with a host"));
+fn webhook(t: &Table<'_>, base: &Path, env: &Environment) -> Result<WebhookSettings> {
+    let file = t.get("url_file").map(|f| path(&f, base, env)).transpose()?;
+    let value = match (t.get("url"), &file) {
+        (Some(f), None) => {
+            let url = f.non_empty_str()?;
+            // The URL is often a secret (Slack, ntfy topics): describe the problem, never echo it.
+            match url::Url::parse(url) {
+                Ok(u)
+                    if matches!(u.scheme(), "http" | "https")
+                        && u.host_str().is_some_and(|h| !h.is_empty()) => {}
+                Ok(_) => {
+                    return Err(
+                        f.err("the webhook URL must be an http:// or https:// URL with a host")
+                    );
+                }
+                Err(e) => return Err(f.err(format!("not a URL: {e}"))),
+            }
+            Some(crate::notify::Secret::new(url))
         }
-        Err(e) => return Err(f.err(format!("not a URL: {e}"))),
-    }
+        (Some(f), Some(_)) => return Err(f.err("give `url` or `url_file`, not both")),
+        (None, Some(_)) => None,
+        (None, None) => {
+            return Err(t.err("url", "missing `url`").with_hint(
+                "url = \"https://ntfy.sh/my-topic\", or url_file = \"hook.url\" (mode 0600)",
+            ));
+        }
+    };
     let format = match t.get("format") {
         None => WebhookFormat::Json,
         Some(ff) => match ff.non_empty_str()? {
@@ -714,7 +734,12 @@ fn webhook(t: &Table<'_>) -> Result<WebhookSettings> {
         },
     };
     Ok(WebhookSettings {
-        url: url.to_owned(),
+        url: crate::config::SecretSetting {
+            key: "notify.webhook.url".to_owned(),
+            env: Some("NOTIFIO_WEBHOOK_URL".to_owned()),
+            file,
+            value,
+        },
         format,
     })
 }
@@ -804,6 +829,7 @@ fn searches(
     root: &Table<'_>,
     watch: &WatchSettings,
     sites: &BTreeMap<String, SiteSettings>,
+    channels: &[String],
     pending: &mut [Pending],
 ) -> Result<Vec<SearchConfig>> {
     let mut profiles = crate::extract::ProfileCache::default();
@@ -915,6 +941,10 @@ fn searches(
                 .unwrap_or_else(|| crate::extract::default_profile(&site));
             FetchMode::default_for_profile(name)
         });
+        let notify = t
+            .get("notify")
+            .map(|f| super::channels::routes(&f, channels))
+            .transpose()?;
         out.push(SearchConfig {
             name,
             url,
@@ -924,6 +954,7 @@ fn searches(
             listing,
             notify_existing,
             fetch,
+            notify,
         });
     }
     Ok(out)

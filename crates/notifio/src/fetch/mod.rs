@@ -194,6 +194,43 @@ pub struct FetchRequest {
     /// The markers that make an answer a refusal rather than a fault (the search's profile's),
     /// so a challenge served with a 5xx is not retried; `None` = [`Markers::generic`].
     pub markers: Option<Arc<Markers>>,
+    /// Send this instead of a GET: a notification to a service ([`Self::notify`]). Takes
+    /// precedence over `post_json`.
+    pub outgoing: Option<Outgoing>,
+}
+
+/// What a notification request sends: its method, headers and body.
+///
+/// Notification requests ([`FetchRequest::notify`]) differ from page reads in what they must
+/// not do: they never carry a site's cookies or conditional validators, never follow a
+/// redirect (it would resend the body, and perhaps a token, somewhere the user did not name),
+/// and nothing logs their URL or header values (bot tokens live in paths, API keys in headers).
+#[derive(Clone)]
+pub struct Outgoing {
+    /// `POST`, `PUT`, ….
+    pub method: Method,
+    /// Sent after the fetcher's own (so they replace them: `Accept`, `User-Agent`, …).
+    pub headers: Vec<(header::HeaderName, String)>,
+    /// The body.
+    pub body: Bytes,
+}
+
+// Manual Debug: header names only; their values may be secrets.
+impl std::fmt::Debug for Outgoing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outgoing")
+            .field("method", &self.method)
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .field("body_bytes", &self.body.len())
+            .finish()
+    }
 }
 
 impl FetchRequest {
@@ -209,6 +246,25 @@ impl FetchRequest {
             via: FetchMode::Http,
             ready: None,
             markers: None,
+            outgoing: None,
+        }
+    }
+
+    /// A notification to a service: `outgoing` sent to `url` with the `notify` retry class,
+    /// without cookies, validators or redirects (see [`Outgoing`]). `site` is the service's
+    /// site key (its retry budget).
+    #[must_use]
+    pub fn notify(url: &str, site: SiteKey, outgoing: Outgoing) -> Self {
+        Self {
+            url: url.to_owned(),
+            site,
+            class: RequestClass::Notify,
+            conditional: false,
+            post_json: None,
+            via: FetchMode::Http,
+            ready: None,
+            markers: None,
+            outgoing: Some(outgoing),
         }
     }
 
@@ -622,6 +678,7 @@ impl Fetcher {
         }
         if req.post_json.is_none()
             && req.via == FetchMode::Http
+            && req.outgoing.is_none()
             && fetched.failure.is_none()
             && fetched.status.is_some_and(|s| (200..300).contains(&s))
         {
@@ -782,26 +839,26 @@ impl Fetcher {
     async fn attempt(&self, req: &FetchRequest, url: &Url, retry_n: u32, header: bool) -> Attempt {
         let cfg = &self.inner.cfg;
         let mut current = url.clone();
-        let mut method = if req.post_json.is_some() {
-            Method::POST
-        } else {
-            Method::GET
+        let (mut method, mut body) = match (&req.outgoing, &req.post_json) {
+            (Some(o), _) => (o.method.clone(), Some(o.body.clone())),
+            (None, Some(json)) => (Method::POST, Some(json.clone())),
+            (None, None) => (Method::GET, None),
         };
-        let mut body = req.post_json.clone();
         let mut hops = 0usize;
         loop {
             let mut extra: Vec<(header::HeaderName, String)> = Vec::new();
-            if body.is_some() {
+            if body.is_some() && req.outgoing.is_none() {
                 extra.push((header::CONTENT_TYPE, "application/json".into()));
             }
             if header && retry_n > 0 {
                 extra.push((RETRY_COUNT, retry_n.to_string()));
             }
-            if let Some(c) = self.cookie_header(&current) {
-                extra.push((header::COOKIE, c));
+            match &req.outgoing {
+                Some(o) => extra.extend(o.headers.iter().cloned()),
+                None => extra.extend(self.cookie_header(&current).map(|c| (header::COOKIE, c))),
             }
             let before = extra.len();
-            if hops == 0 && req.conditional && method == Method::GET {
+            if hops == 0 && req.conditional && req.outgoing.is_none() && method == Method::GET {
                 let v = lock(&self.inner.validators).get(&req.url).cloned();
                 if let Some(v) = v {
                     extra.extend(v.etag.map(|e| (header::IF_NONE_MATCH, e)));
@@ -843,6 +900,23 @@ impl Fetcher {
                 matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308),
                 location,
             ) {
+                if req.outgoing.is_some() {
+                    // A redirect is a misconfigured endpoint: say so, without its Location
+                    // (which may carry a token) and without resending the body.
+                    return Attempt {
+                        status: Some(status.as_u16()),
+                        final_url: current.to_string(),
+                        headers,
+                        body: Bytes::new(),
+                        failure: None,
+                        error: Some(format!(
+                            "HTTP {} redirect, not followed for a notification: configure the URL it redirects to",
+                            status.as_u16()
+                        )),
+                        held_at: None,
+                        retryable: true,
+                    };
+                }
                 if hops >= cfg.max_redirects || !matches!(next.scheme(), "http" | "https") {
                     let error = if hops >= cfg.max_redirects {
                         format!("more than {} redirects", cfg.max_redirects)

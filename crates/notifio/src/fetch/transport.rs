@@ -7,7 +7,8 @@
 //! (`Content-Encoding: gzip, gzip`), and any body that does not decode, whatever its coding,
 //! is the same malformed answer (never retried). The decoders are async-compression's.
 //!
-//! Why not reqwest, which the webhook notifier still uses: a kept-alive HTTP/1 connection
+//! Why not reqwest (notifio no longer uses it; every channel goes through here): a kept-alive
+//! HTTP/1 connection
 //! keeps the read buffer its largest response grew it to, up to hyper's default of ~400 KB,
 //! and reqwest does not expose hyper's cap on it. Watching 100 sites means 100 idle
 //! connections: in the `watch` benchmark their buffers were 3-4 MB of a ~30 MB peak RSS.

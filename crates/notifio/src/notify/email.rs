@@ -54,7 +54,9 @@ impl Secret {
         Self(value.into())
     }
 
-    fn expose(&self) -> &str {
+    /// The value, for the transport that sends it (and tests). Never log it.
+    #[must_use]
+    pub fn expose(&self) -> &str {
         &self.0
     }
 
@@ -333,9 +335,11 @@ impl Email {
             msg.text.clone(),
             msg.html.clone(),
         ))
-        .map_err(|e| DeliveryError {
-            attempt: AttemptResult::Invalid,
-            message: format!("cannot build the email: {e}"),
+        .map_err(|e| {
+            DeliveryError::new(
+                AttemptResult::Invalid,
+                format!("cannot build the email: {e}"),
+            )
         })
     }
 
@@ -381,10 +385,7 @@ impl Email {
                 Some(s) => s.scrub(&text),
                 None => text,
             };
-            DeliveryError {
-                attempt,
-                message: format!("email via {}: {text}", self.endpoint),
-            }
+            DeliveryError::new(attempt, format!("email via {}: {text}", self.endpoint))
         })
     }
 }

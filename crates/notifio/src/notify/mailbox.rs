@@ -43,9 +43,11 @@ impl Mailbox {
             .await
             .map_err(std::io::Error::other)
             .and_then(|r| r);
-        result.map_err(|e| DeliveryError {
-            attempt: AttemptResult::Connect,
-            message: format!("mailbox {}: {e}", self.path.display()),
+        result.map_err(|e| {
+            DeliveryError::new(
+                AttemptResult::Connect,
+                format!("mailbox {}: {e}", self.path.display()),
+            )
         })
     }
 }

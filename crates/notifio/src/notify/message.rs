@@ -52,6 +52,65 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     }
 }
 
+/// "Found on idealista.com by the search Madrid.": the line that says where listings came from.
+pub(crate) fn found_by(site: &str, searches: &[String]) -> String {
+    if searches.is_empty() {
+        format!("Found on {site}.")
+    } else if searches.len() > 1 {
+        format!("Found on {site} by the searches {}.", searches.join(", "))
+    } else {
+        format!("Found on {site} by the search {}.", searches.join(", "))
+    }
+}
+
+/// A listing's title as shown everywhere.
+pub(crate) fn title(l: &Listing) -> &str {
+    l.title.as_deref().unwrap_or("(untitled listing)")
+}
+
+/// `s` cut to at most `max` characters, ending in `…` when cut.
+pub(crate) fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// Packs whole `blocks` into as few parts as fit `limit` (measured by `len`), in order; `head`
+/// starts the first part. A block that does not fit even alone is replaced by `shorten(block)`,
+/// which must fit. Parts never cut a block, so markup inside one is never cut either.
+pub(crate) fn pack(
+    head: String,
+    blocks: Vec<String>,
+    limit: usize,
+    len: fn(&str) -> usize,
+    shorten: &dyn Fn(&str) -> String,
+) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = if len(&head) > limit {
+        shorten(&head)
+    } else {
+        head
+    };
+    for block in blocks {
+        let block = if len(&block) > limit {
+            shorten(&block)
+        } else {
+            block
+        };
+        if !current.is_empty() && len(&current) + len(&block) > limit {
+            parts.push(std::mem::take(&mut current));
+        }
+        current.push_str(&block);
+    }
+    if !current.is_empty() || parts.is_empty() {
+        parts.push(current);
+    }
+    parts
+}
+
 fn new_listings(site: &str, searches: &[String], listings: &[Listing]) -> Message {
     let names = if searches.is_empty() {
         site.to_string()
@@ -62,15 +121,11 @@ fn new_listings(site: &str, searches: &[String], listings: &[Listing]) -> Messag
         "{} — {names}",
         plural(listings.len(), "new listing", "new listings")
     );
-    let found_by = if searches.len() > 1 {
-        format!("Found on {site} by the searches {names}.")
-    } else {
-        format!("Found on {site} by the search {names}.")
-    };
+    let found_by = found_by(site, searches);
     let mut text = format!("{found_by}\n");
     let mut html = format!("<html><body>\n<p>{}</p>\n<ul>\n", escape(&found_by));
     for l in listings {
-        let title = l.title.as_deref().unwrap_or("(untitled listing)");
+        let title = title(l);
         let facts = facts(l);
         let _ = write!(text, "\n* {title}\n");
         if !facts.is_empty() {
@@ -101,7 +156,7 @@ fn new_listings(site: &str, searches: &[String], listings: &[Listing]) -> Messag
 }
 
 /// "1,250 € · 3 rooms · 85 m²": the facts a listing has, in a fixed order.
-fn facts(l: &Listing) -> String {
+pub(crate) fn facts(l: &Listing) -> String {
     let mut parts = Vec::new();
     if let Some(price) = l.price {
         parts.push(price_text(price, l.currency.as_deref()));
@@ -221,7 +276,7 @@ fn paragraphs(text: &str) -> String {
 }
 
 /// HTML text/attribute escaping. Five replacements; not worth a crate.
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -294,6 +349,31 @@ mod tests {
             m.text
                 .starts_with("Found on example.com by the searches A, B.")
         );
+    }
+
+    #[test]
+    fn pack_keeps_blocks_whole_and_within_the_limit() {
+        let blocks: Vec<String> = (0..5)
+            .map(|i| format!("<b>{i}{}</b>", "x".repeat(20)))
+            .collect();
+        let parts = pack("HEAD\n".into(), blocks, 60, |s| s.chars().count(), &|b| {
+            truncate(b, 10)
+        });
+        println!("{parts:#?}");
+        assert_eq!(parts.len(), 3);
+        assert!(parts.iter().all(|p| p.chars().count() <= 60));
+        assert!(parts[0].starts_with("HEAD\n<b>0"));
+        assert_eq!(parts.concat().matches("<b>").count(), 5);
+        assert_eq!(parts.concat().matches("</b>").count(), 5);
+        let long = pack(
+            String::new(),
+            vec!["y".repeat(100)],
+            60,
+            |s| s.len(),
+            &|b| truncate(b, 50),
+        );
+        assert_eq!(long, vec![format!("{}…", "y".repeat(49))]);
+        assert_eq!(truncate("abc", 3), "abc");
     }
 
     #[test]

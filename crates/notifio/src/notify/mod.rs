@@ -1,35 +1,52 @@
-//! Notifications: the outbox table, the messages, and the sender that delivers them by email,
-//! to an mbox file and to a webhook.
+//! Notifications: the outbox table, the messages, and the sender that delivers them on every
+//! channel the user configured: email, an mbox file, a webhook, Telegram, Discord, Slack, ntfy,
+//! Gotify, Pushover, Matrix and the desktop's own notifications.
 //!
 //! The watch loop writes a [`Notification`] into the outbox in the same transaction that records
-//! new listings, so a crash can never lose one; the [`Sender`] drains the outbox in order and
-//! marks a row sent only after the transport accepted it (at most one duplicate per crash).
-//! The SMTP password never reaches a log line, the database, a `Debug` string or an error.
+//! new listings, one row per channel, so a crash can never lose one and one channel's outage
+//! never holds another up; the [`Sender`] drains each channel in order and marks a row sent only
+//! after the service accepted it (at most one duplicate per crash per channel). Every HTTP
+//! channel goes through the [`crate::fetch::Fetcher`] with the `notify` retry class. Secrets
+//! (the SMTP password, bot tokens, webhook URLs) never reach a log line, the database, a `Debug`
+//! string or an error.
 
+pub mod desktop;
+pub mod discord;
 pub mod email;
+pub mod gotify;
+mod http;
 pub mod mailbox;
+pub mod matrix;
 pub mod message;
+pub mod ntfy;
 pub mod outbox;
+pub mod pushover;
+pub mod secret;
 pub mod sender;
+pub mod slack;
+pub mod telegram;
 pub mod webhook;
 
 use notifio_policy::AttemptResult;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+pub use desktop::Desktop;
 pub use email::{Email, EmailError, EmailSettings, Secret};
+pub use http::{HttpChannel, notify_fetcher};
 pub use mailbox::Mailbox;
 pub use message::{Message, render};
 pub use outbox::OutboxRow;
+pub use secret::SecretSetting;
 pub use sender::{DrainReport, Sender};
 pub use webhook::{Webhook, WebhookFormat, WebhookSettings};
 
 /// File name of the default mailbox inside the state dir.
 pub const DEFAULT_MAILBOX: &str = "notifications.mbox";
 
-/// A way of reaching the user. The outbox holds one row per (notification, channel), so an
-/// email outage never re-sends the mbox copy.
+/// The kind of service a channel delivers to. A channel's [`ChannelName`] starts with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChannelKind {
@@ -39,19 +56,55 @@ pub enum ChannelKind {
     Mailbox,
     /// An HTTP POST (JSON or ntfy plain text).
     Webhook,
+    /// A Telegram bot's `sendMessage`.
+    Telegram,
+    /// A Discord channel webhook.
+    Discord,
+    /// A Slack incoming webhook.
+    Slack,
+    /// An ntfy topic.
+    Ntfy,
+    /// A Gotify server's `/message`.
+    Gotify,
+    /// Pushover's `messages.json`.
+    Pushover,
+    /// A Matrix room.
+    Matrix,
+    /// The desktop's notification service (D-Bus on Linux).
+    Desktop,
 }
 
 impl ChannelKind {
-    /// All kinds.
-    pub const ALL: [Self; 3] = [Self::Email, Self::Mailbox, Self::Webhook];
+    /// All kinds, in the order `[notify]` documents them.
+    pub const ALL: [Self; 11] = [
+        Self::Email,
+        Self::Mailbox,
+        Self::Webhook,
+        Self::Telegram,
+        Self::Discord,
+        Self::Slack,
+        Self::Ntfy,
+        Self::Gotify,
+        Self::Pushover,
+        Self::Matrix,
+        Self::Desktop,
+    ];
 
-    /// The name stored in the outbox's `channel` column.
+    /// The `[notify]` key, and the name of the first channel of this kind.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Email => "email",
             Self::Mailbox => "mailbox",
             Self::Webhook => "webhook",
+            Self::Telegram => "telegram",
+            Self::Discord => "discord",
+            Self::Slack => "slack",
+            Self::Ntfy => "ntfy",
+            Self::Gotify => "gotify",
+            Self::Pushover => "pushover",
+            Self::Matrix => "matrix",
+            Self::Desktop => "desktop",
         }
     }
 
@@ -62,9 +115,75 @@ impl ChannelKind {
     }
 }
 
+/// A kind names its first channel, so outbox rows can be written for `ChannelKind::Email`.
+impl AsRef<str> for ChannelKind {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
 impl fmt::Display for ChannelKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// A configured channel's name: its kind (`telegram`), or for a second channel of the same
+/// kind (from `urls`) `telegram-2`, and so on in config order. It is what a search's
+/// `notify = [...]` lists, what the outbox's `channel` column holds and what `status` shows.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ChannelName(String);
+
+impl ChannelName {
+    /// A name as stored or configured.
+    #[must_use]
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    /// The `n`-th channel (1-based) of `kind`: `telegram`, `telegram-2`, ….
+    #[must_use]
+    pub fn numbered(kind: ChannelKind, n: usize) -> Self {
+        if n <= 1 {
+            Self(kind.as_str().to_owned())
+        } else {
+            Self(format!("{}-{n}", kind.as_str()))
+        }
+    }
+
+    /// The name as text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The kind the name starts with, if it is one of ours.
+    #[must_use]
+    pub fn kind(&self) -> Option<ChannelKind> {
+        let base = match self.0.rsplit_once('-') {
+            Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
+            _ => self.0.as_str(),
+        };
+        ChannelKind::parse(base)
+    }
+}
+
+impl From<ChannelKind> for ChannelName {
+    fn from(kind: ChannelKind) -> Self {
+        Self::numbered(kind, 1)
+    }
+}
+
+impl fmt::Display for ChannelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&self.0)
+    }
+}
+
+impl AsRef<str> for ChannelName {
+    fn as_ref(&self) -> &str {
+        &self.0
     }
 }
 
@@ -109,6 +228,20 @@ pub enum Notification {
 }
 
 impl Notification {
+    /// Site, searches and listings of a [`Self::NewListings`]; `None` for the other kinds.
+    #[must_use]
+    pub fn new_listings(&self) -> Option<(&str, &[String], &[crate::listing::Listing])> {
+        match self {
+            Self::NewListings {
+                site,
+                searches,
+                listings,
+                ..
+            } => Some((site, searches, listings)),
+            _ => None,
+        }
+    }
+
     /// The `type` tag, for logs.
     #[must_use]
     pub fn kind(&self) -> &'static str {
@@ -120,18 +253,74 @@ impl Notification {
     }
 }
 
-/// Where notifications go: built from settings by the lead's config resolution.
-#[derive(Default)]
-pub struct Channels {
-    email: Option<Email>,
-    mailbox: Option<Mailbox>,
-    webhook: Option<Webhook>,
+/// One way of reaching the user, ready to deliver.
+pub enum Channel {
+    /// SMTP or sendmail (boxed: its transport is large, and there is one of it).
+    Email(Box<Email>),
+    /// An mbox file.
+    Mailbox(Mailbox),
+    /// A service reached over HTTP through the fetcher (webhook, Telegram, Discord, …).
+    Http(HttpChannel),
+    /// The desktop's notification service.
+    Desktop(Desktop),
 }
 
-// Manual Debug: says which channels exist, never their settings (the email one holds a secret).
+impl Channel {
+    /// What kind of service it is.
+    #[must_use]
+    pub fn kind(&self) -> ChannelKind {
+        match self {
+            Self::Email(_) => ChannelKind::Email,
+            Self::Mailbox(_) => ChannelKind::Mailbox,
+            Self::Http(h) => h.kind(),
+            Self::Desktop(_) => ChannelKind::Desktop,
+        }
+    }
+
+    /// Delivers one message. `parts_sent` parts of it were accepted before (a message the
+    /// service's limits split); `on_part(n)` is called as soon as part `n` (1-based) is
+    /// accepted, so a retry resumes after it instead of sending it twice.
+    pub(crate) async fn deliver(
+        &self,
+        n: &Notification,
+        msg: &Message,
+        delivery: &Delivery,
+        on_part: &(dyn Fn(u32) + Sync),
+    ) -> Result<(), DeliveryError> {
+        match self {
+            Self::Email(e) => e.send(msg).await,
+            Self::Mailbox(m) => m.append(msg, delivery.now_ms).await,
+            Self::Http(h) => h.send(n, msg, delivery, on_part).await,
+            Self::Desktop(d) => d.show(n, msg).await,
+        }
+    }
+}
+
+/// Which delivery of which row this is: what services that split or deduplicate need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Delivery {
+    /// The outbox row (Matrix's transaction id).
+    pub id: i64,
+    /// When the row was enqueued (with the id, unique across a reset state directory).
+    pub created_at: u64,
+    /// Parts the service already accepted.
+    pub parts_sent: u32,
+    /// Now (epoch ms).
+    pub now_ms: u64,
+}
+
+/// Where notifications go: the configured channels, each under its [`ChannelName`].
+#[derive(Default)]
+pub struct Channels {
+    list: Vec<(ChannelName, Channel)>,
+}
+
+// Manual Debug: names the channels, never their settings (they hold secrets).
 impl fmt::Debug for Channels {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.kinds()).finish()
+        f.debug_list()
+            .entries(self.list.iter().map(|(n, _)| n.as_str()))
+            .finish()
     }
 }
 
@@ -142,99 +331,126 @@ impl Channels {
         Self::default()
     }
 
+    /// Adds a channel under the next free name of its kind (`telegram`, then `telegram-2`).
+    #[must_use]
+    pub fn with(mut self, channel: Channel) -> Self {
+        let kind = channel.kind();
+        let n = self.list.iter().filter(|(_, c)| c.kind() == kind).count() + 1;
+        self.list.push((ChannelName::numbered(kind, n), channel));
+        self
+    }
+
+    /// Adds a channel under a name of its own (the one the config gave it).
+    #[must_use]
+    pub fn with_named(mut self, name: ChannelName, channel: Channel) -> Self {
+        self.list.push((name, channel));
+        self
+    }
+
     /// Adds the email channel.
     #[must_use]
-    pub fn with_email(mut self, email: Email) -> Self {
-        self.email = Some(email);
-        self
+    pub fn with_email(self, email: Email) -> Self {
+        self.with(Channel::Email(Box::new(email)))
     }
 
     /// Adds the mbox channel.
     #[must_use]
-    pub fn with_mailbox(mut self, mailbox: Mailbox) -> Self {
-        self.mailbox = Some(mailbox);
-        self
+    pub fn with_mailbox(self, mailbox: Mailbox) -> Self {
+        self.with(Channel::Mailbox(mailbox))
     }
 
     /// Adds the webhook channel.
     #[must_use]
-    pub fn with_webhook(mut self, webhook: Webhook) -> Self {
-        self.webhook = Some(webhook);
-        self
+    pub fn with_webhook(self, webhook: Webhook) -> Self {
+        self.with(Channel::Http(webhook.into_channel()))
     }
 
-    /// The `[notify]` section resolved: the channels configured, or when none is, the default
-    /// mailbox `<state_dir>/notifications.mbox` (so a fresh install shows notifications without
-    /// any account). A relative mailbox path is relative to `state_dir`.
+    /// The channels the config asks for, or when none is configured the default mailbox
+    /// `<state_dir>/notifications.mbox` (so a fresh install shows notifications without any
+    /// account). Secrets come from the environment (`NOTIFIO_<CHANNEL>_TOKEN`, …), then their
+    /// `*_file`, then the config itself.
     ///
     /// # Errors
-    /// An unusable email setup (bad URL or address, missing or exposed password) or webhook URL.
-    pub fn from_settings(
-        email: Option<EmailSettings>,
-        mailbox: Option<PathBuf>,
-        webhook: Option<WebhookSettings>,
-        state_dir: &Path,
+    /// An unusable email setup, a secret file that others can read, a missing secret, or an
+    /// HTTP client that cannot be built.
+    pub fn from_config(cfg: &crate::config::Config) -> Result<Self, NotifyError> {
+        Self::from_config_with_env(cfg, &|name| {
+            std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+        })
+    }
+
+    /// [`Self::from_config`] reading environment variables through `env` (tests).
+    ///
+    /// # Errors
+    /// As [`Self::from_config`].
+    pub fn from_config_with_env(
+        cfg: &crate::config::Config,
+        env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, NotifyError> {
+        let n = &cfg.notify;
         let mut channels = Self::new();
-        if let Some(settings) = email {
-            channels.email = Some(Email::from_settings(settings)?);
+        if let Some(settings) = &n.email {
+            let password = env(email::PASSWORD_ENV).map(Secret::new);
+            channels = channels.with_email(Email::with_password(
+                settings.clone(),
+                password,
+                cfg.retry.notify.timeout(),
+            )?);
         }
-        if let Some(settings) = webhook {
-            channels.webhook = Some(Webhook::new(settings)?);
+        if let Some(path) = &n.mailbox {
+            channels = channels.with_mailbox(Mailbox::new(cfg.watch.state_dir.join(path)));
         }
-        let mailbox = match mailbox {
-            Some(path) => Some(state_dir.join(path)),
-            None if channels.email.is_none() && channels.webhook.is_none() => {
-                Some(state_dir.join(DEFAULT_MAILBOX))
-            }
-            None => None,
+        let needs_http = n.webhook.is_some()
+            || n.channels
+                .iter()
+                .any(|c| !matches!(c.service, crate::config::ServiceSettings::Desktop));
+        let fetcher = if needs_http {
+            Some(notify_fetcher(&cfg.retry)?)
+        } else {
+            None
         };
-        channels.mailbox = mailbox.map(Mailbox::new);
+        if let (Some(settings), Some(fetcher)) = (&n.webhook, &fetcher) {
+            channels = channels.with_webhook(Webhook::new(settings, fetcher.clone(), env)?);
+        }
+        for c in &n.channels {
+            let name = ChannelName::new(c.name.clone());
+            let channel = match (&c.service, &fetcher) {
+                (crate::config::ServiceSettings::Desktop, _) => Channel::Desktop(Desktop::new()),
+                (service, Some(fetcher)) => {
+                    Channel::Http(http::build(service, fetcher.clone(), env)?)
+                }
+                (_, None) => continue, // unreachable: `needs_http` covers every HTTP channel
+            };
+            channels = channels.with_named(name, channel);
+        }
+        if channels.list.is_empty() {
+            channels =
+                channels.with_mailbox(Mailbox::new(cfg.watch.state_dir.join(DEFAULT_MAILBOX)));
+        }
         Ok(channels)
     }
 
-    /// The configured channels: what [`outbox::enqueue`] should be given.
+    /// The default when nothing is configured: the mbox file in `state_dir`.
     #[must_use]
-    pub fn kinds(&self) -> Vec<ChannelKind> {
-        let mut kinds = Vec::new();
-        if self.email.is_some() {
-            kinds.push(ChannelKind::Email);
-        }
-        if self.mailbox.is_some() {
-            kinds.push(ChannelKind::Mailbox);
-        }
-        if self.webhook.is_some() {
-            kinds.push(ChannelKind::Webhook);
-        }
-        kinds
+    pub fn default_mailbox(state_dir: &Path) -> Self {
+        Self::new().with_mailbox(Mailbox::new(state_dir.join(DEFAULT_MAILBOX)))
     }
 
-    /// Delivers one message on one channel.
-    pub(crate) async fn deliver(
-        &self,
-        kind: ChannelKind,
-        n: &Notification,
-        msg: &Message,
-        now_ms: u64,
-    ) -> Result<(), DeliveryError> {
-        let not_configured = || DeliveryError {
-            attempt: AttemptResult::Invalid,
-            message: format!("the {kind} channel is no longer configured; the row waits for it"),
-        };
-        match kind {
-            ChannelKind::Email => match &self.email {
-                Some(e) => e.send(msg).await,
-                None => Err(not_configured()),
-            },
-            ChannelKind::Mailbox => match &self.mailbox {
-                Some(m) => m.append(msg, now_ms).await,
-                None => Err(not_configured()),
-            },
-            ChannelKind::Webhook => match &self.webhook {
-                Some(w) => w.send(n, msg).await,
-                None => Err(not_configured()),
-            },
-        }
+    /// The configured channels' names, in config order: what the outbox rows are written for.
+    #[must_use]
+    pub fn names(&self) -> Vec<ChannelName> {
+        self.list.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The channel called `name`.
+    #[must_use]
+    pub fn get(&self, name: &ChannelName) -> Option<&Channel> {
+        self.list.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+
+    /// Every channel with its name.
+    pub fn iter(&self) -> impl Iterator<Item = (&ChannelName, &Channel)> {
+        self.list.iter().map(|(n, c)| (n, c))
     }
 }
 
@@ -246,6 +462,28 @@ pub struct DeliveryError {
     pub attempt: AttemptResult,
     /// Human-readable reason, free of secrets.
     pub message: String,
+    /// The service asked us to wait this long (a 429's `retry_after`, a `Retry-After`).
+    pub retry_after: Option<Duration>,
+    /// Retrying cannot help (a bad token, a chat that does not exist): the channel holds its
+    /// rows until notifio starts again, and `status` says why.
+    pub permanent: bool,
+    /// The transport already made the `notify` class's quick retries (the fetcher does), so the
+    /// outbox goes straight to the error ladder.
+    pub retried: bool,
+}
+
+impl DeliveryError {
+    /// A failure that may be retried, with no wait asked for.
+    #[must_use]
+    pub fn new(attempt: AttemptResult, message: impl Into<String>) -> Self {
+        Self {
+            attempt,
+            message: message.into(),
+            retry_after: None,
+            permanent: false,
+            retried: false,
+        }
+    }
 }
 
 impl fmt::Display for DeliveryError {
@@ -275,4 +513,8 @@ pub enum NotifyError {
     /// The webhook URL is unusable.
     #[error("webhook: {0}")]
     Webhook(String),
+    /// A channel cannot be set up (a missing or exposed secret, an unusable URL). The message
+    /// names the config key and never contains the secret.
+    #[error("{0}")]
+    Channel(String),
 }

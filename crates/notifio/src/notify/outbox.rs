@@ -1,33 +1,61 @@
 //! The `outbox` table: notifications waiting to be delivered, one row per (notification,
-//! channel), so an email outage never re-sends the mbox copy.
+//! channel), so one channel's outage never re-sends, delays or blocks another's copy.
 //!
 //! These are plain functions over a `rusqlite::Connection` so the store can run [`SCHEMA`] in
 //! its migrations and call [`enqueue`] inside the transaction that records new listings (a
 //! `Transaction` derefs to `Connection`), while the sender uses its own connection to the same
 //! WAL database. Within a channel, rows go out in id order: a channel whose oldest pending row
-//! is waiting for a retry holds its later rows back (see [`due`]).
+//! is waiting for a retry holds its later rows back (see [`due`]); a channel whose head failed
+//! permanently (a bad token) holds all its rows until [`release_held`] at the next start.
 
-use super::{ChannelKind, Notification};
+use super::{ChannelName, Notification};
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// The table and its index. Idempotent; safe to run at every start.
+/// The table and its index. Idempotent; safe to run at every start. (A database from before
+/// migration 4 had a `CHECK` on `channel` and no `parts_sent`/`failed_at`: the store's
+/// migration 4 rebuilds it, keeping its rows.)
 ///
-/// `payload` is the [`Notification`] as JSON; `last_error` is a delivery error that never
-/// contains a secret; `sent_at` is NULL until the transport accepted the row.
-pub const SCHEMA: &str = "
+/// `channel` is the [`ChannelName`]; `payload` is the [`Notification`] as JSON; `last_error`
+/// is a delivery error that never contains a secret; `parts_sent` counts the parts of a split
+/// message the service already accepted; `failed_at` is set when the row failed permanently
+/// (it then holds its channel); `sent_at` is NULL until the transport accepted the row.
+pub const SCHEMA: &str = outbox_schema!();
+
+/// [`SCHEMA`] as a literal, for `concat!`.
+macro_rules! outbox_schema {
+    () => {
+        "
 CREATE TABLE IF NOT EXISTS outbox (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
-    channel         TEXT    NOT NULL CHECK (channel IN ('email', 'mailbox', 'webhook')),
+    channel         TEXT    NOT NULL,
     kind            TEXT    NOT NULL,
     payload         TEXT    NOT NULL,
     created_at      INTEGER NOT NULL,
     next_attempt_at INTEGER NOT NULL,
     attempts        INTEGER NOT NULL DEFAULT 0,
     last_error      TEXT,
-    sent_at         INTEGER
+    sent_at         INTEGER,
+    parts_sent      INTEGER NOT NULL DEFAULT 0,
+    failed_at       INTEGER
 );
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (channel, id) WHERE sent_at IS NULL;
-";
+"
+    };
+}
+use outbox_schema;
+
+/// Migration 4 of the store: `outbox` as [`SCHEMA`] describes it, from the table of earlier
+/// versions (a fresh database has none yet: [`SCHEMA`] creates it first, so the copy works on
+/// both). Every pending row stays pending and deliverable.
+pub const MIGRATE_TO_NAMED_CHANNELS: &str = concat!(
+    outbox_schema!(),
+    "ALTER TABLE outbox RENAME TO outbox_v3;
+     DROP INDEX IF EXISTS outbox_pending;",
+    outbox_schema!(),
+    "INSERT INTO outbox (id, channel, kind, payload, created_at, next_attempt_at, attempts, last_error, sent_at)
+        SELECT id, channel, kind, payload, created_at, next_attempt_at, attempts, last_error, sent_at FROM outbox_v3;
+     DROP TABLE outbox_v3;"
+);
 
 /// One pending delivery.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,7 +63,7 @@ pub struct OutboxRow {
     /// Row id; delivery order within a channel.
     pub id: i64,
     /// Where it goes.
-    pub channel: ChannelKind,
+    pub channel: ChannelName,
     /// The notification as stored (JSON); see [`Self::notification`].
     pub payload: String,
     /// Failed attempts so far.
@@ -44,6 +72,8 @@ pub struct OutboxRow {
     pub created_at: u64,
     /// Not before this (epoch ms).
     pub next_attempt_at: u64,
+    /// Parts of a split message already accepted.
+    pub parts_sent: u32,
 }
 
 impl OutboxRow {
@@ -70,10 +100,10 @@ fn to_u64(v: i64) -> u64 {
 ///
 /// # Errors
 /// SQLite failed (the caller's transaction should then roll back).
-pub fn enqueue(
+pub fn enqueue<C: AsRef<str>>(
     conn: &Connection,
     n: &Notification,
-    channels: &[ChannelKind],
+    channels: &[C],
     now_ms: u64,
 ) -> rusqlite::Result<()> {
     let payload = serde_json::to_string(n)
@@ -82,13 +112,14 @@ pub fn enqueue(
         "INSERT INTO outbox (channel, kind, payload, created_at, next_attempt_at)
          VALUES (?1, ?2, ?3, ?4, ?4)",
     )?;
-    let mut seen = Vec::with_capacity(channels.len());
+    let mut seen: Vec<&str> = Vec::with_capacity(channels.len());
     for ch in channels {
-        if seen.contains(ch) {
+        let ch = ch.as_ref();
+        if seen.contains(&ch) {
             continue;
         }
-        seen.push(*ch);
-        stmt.execute(params![ch.as_str(), n.kind(), payload, to_i64(now_ms)])?;
+        seen.push(ch);
+        stmt.execute(params![ch, n.kind(), payload, to_i64(now_ms)])?;
     }
     Ok(())
 }
@@ -97,38 +128,32 @@ pub fn enqueue(
 ///
 /// A row is due when its channel's oldest pending row (the head) is due: a channel waiting to
 /// retry its head holds the rows behind it, so deliveries within a channel never overtake one
-/// another. Other channels are not held.
+/// another. Other channels are not held. A channel whose head failed permanently is held
+/// entirely (see [`hold`]).
 ///
 /// # Errors
 /// SQLite failed.
 pub fn due(conn: &Connection, now_ms: u64, limit: usize) -> rusqlite::Result<Vec<OutboxRow>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT o.id, o.channel, o.payload, o.attempts, o.created_at, o.next_attempt_at
+        "SELECT o.id, o.channel, o.payload, o.attempts, o.created_at, o.next_attempt_at, o.parts_sent
          FROM outbox o
          JOIN (SELECT channel, MIN(id) AS head FROM outbox WHERE sent_at IS NULL GROUP BY channel) h
            ON h.channel = o.channel
          JOIN outbox hr ON hr.id = h.head
-         WHERE o.sent_at IS NULL AND hr.next_attempt_at <= ?1
+         WHERE o.sent_at IS NULL AND hr.next_attempt_at <= ?1 AND hr.failed_at IS NULL
          ORDER BY o.id
          LIMIT ?2",
     )?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = stmt.query_map(params![to_i64(now_ms), limit], |r| {
-        let channel: String = r.get(1)?;
-        let channel = ChannelKind::parse(&channel).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                1,
-                rusqlite::types::Type::Text,
-                format!("unknown outbox channel {channel:?}").into(),
-            )
-        })?;
         Ok(OutboxRow {
             id: r.get(0)?,
-            channel,
+            channel: ChannelName::new(r.get::<_, String>(1)?),
             payload: r.get(2)?,
             attempts: u32::try_from(r.get::<_, i64>(3)?).unwrap_or(u32::MAX),
             created_at: to_u64(r.get(4)?),
             next_attempt_at: to_u64(r.get(5)?),
+            parts_sent: u32::try_from(r.get::<_, i64>(6)?).unwrap_or(0),
         })
     })?;
     rows.collect()
@@ -142,6 +167,48 @@ pub fn mark_sent(conn: &Connection, id: i64, now_ms: u64) -> rusqlite::Result<()
     conn.prepare_cached("UPDATE outbox SET sent_at = ?2, last_error = NULL WHERE id = ?1")?
         .execute(params![id, to_i64(now_ms)])?;
     Ok(())
+}
+
+/// Records that the first `parts` parts of row `id` were accepted (a retry resumes after them).
+///
+/// # Errors
+/// SQLite failed.
+pub fn mark_parts_sent(conn: &Connection, id: i64, parts: u32) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE outbox SET parts_sent = MAX(parts_sent, ?2) WHERE id = ?1")?
+        .execute(params![id, i64::from(parts)])?;
+    Ok(())
+}
+
+/// Records a permanent failure of row `id` (a bad token, a chat that does not exist): the row
+/// and every later row of its channel are held, not retried, until [`release_held`]. `error`
+/// must not contain secrets.
+///
+/// # Errors
+/// SQLite failed.
+pub fn hold(
+    conn: &Connection,
+    id: i64,
+    now_ms: u64,
+    attempts: u32,
+    error: &str,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE outbox SET failed_at = ?2, next_attempt_at = ?2, attempts = ?3, last_error = ?4 WHERE id = ?1",
+    )?
+    .execute(params![id, to_i64(now_ms), i64::from(attempts), error])?;
+    Ok(())
+}
+
+/// Gives every held channel one more try (a sender starting: the user may have fixed the
+/// settings). Returns the rows released.
+///
+/// # Errors
+/// SQLite failed.
+pub fn release_held(conn: &Connection) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "UPDATE outbox SET failed_at = NULL WHERE failed_at IS NOT NULL AND sent_at IS NULL",
+    )?
+    .execute([])
 }
 
 /// Records a failed attempt: the row is retried at `next_attempt_at_ms`. `error` must not
@@ -187,11 +254,61 @@ pub fn next_attempt_at(conn: &Connection) -> rusqlite::Result<Option<u64>> {
     conn.prepare_cached(
         "SELECT MIN(o.next_attempt_at) FROM outbox o
          JOIN (SELECT MIN(id) AS head FROM outbox WHERE sent_at IS NULL GROUP BY channel) h
-           ON h.head = o.id",
+           ON h.head = o.id
+         WHERE o.failed_at IS NULL",
     )?
     .query_row([], |r| r.get::<_, Option<i64>>(0))
     .optional()
     .map(|v| v.flatten().map(to_u64))
+}
+
+/// One channel's deliveries as the outbox knows them, for `status` and the dashboard.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChannelSummary {
+    /// The channel.
+    pub channel: String,
+    /// Rows not yet accepted.
+    pub pending: u64,
+    /// Rows accepted.
+    pub sent: u64,
+    /// When the last row was accepted (epoch ms).
+    pub last_sent_at: Option<u64>,
+    /// The error of the channel's head row, if its last attempt failed.
+    pub last_error: Option<String>,
+    /// When the head row failed permanently: the channel is held.
+    pub failed_at: Option<u64>,
+    /// When the head row is tried next.
+    pub next_attempt_at: Option<u64>,
+}
+
+/// Every channel that has outbox rows, by name.
+///
+/// # Errors
+/// SQLite failed.
+pub fn summaries(conn: &Connection) -> rusqlite::Result<Vec<ChannelSummary>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT c.channel,
+                (SELECT COUNT(*) FROM outbox WHERE channel = c.channel AND sent_at IS NULL),
+                (SELECT COUNT(*) FROM outbox WHERE channel = c.channel AND sent_at IS NOT NULL),
+                (SELECT MAX(sent_at) FROM outbox WHERE channel = c.channel),
+                h.last_error, h.failed_at, h.next_attempt_at
+         FROM (SELECT DISTINCT channel FROM outbox) c
+         LEFT JOIN outbox h ON h.id =
+             (SELECT MIN(id) FROM outbox WHERE channel = c.channel AND sent_at IS NULL)
+         ORDER BY c.channel",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(ChannelSummary {
+            channel: r.get(0)?,
+            pending: to_u64(r.get(1)?),
+            sent: to_u64(r.get(2)?),
+            last_sent_at: r.get::<_, Option<i64>>(3)?.map(to_u64),
+            last_error: r.get(4)?,
+            failed_at: r.get::<_, Option<i64>>(5)?.map(to_u64),
+            next_attempt_at: r.get::<_, Option<i64>>(6)?.map(to_u64),
+        })
+    })?;
+    rows.collect()
 }
 
 #[cfg(test)]
@@ -216,7 +333,7 @@ mod tests {
     #[test]
     fn one_row_per_channel_and_due_in_order() {
         let conn = db();
-        let both = [ChannelKind::Email, ChannelKind::Mailbox, ChannelKind::Email];
+        let both = ["email", "mailbox", "email"];
         enqueue(&conn, &note("a"), &both, 1000).unwrap();
         enqueue(&conn, &note("b"), &both, 1000).unwrap();
         assert_eq!(pending_count(&conn).unwrap(), 4);
@@ -231,7 +348,7 @@ mod tests {
     #[test]
     fn a_waiting_head_holds_its_channel_only() {
         let conn = db();
-        let both = [ChannelKind::Email, ChannelKind::Mailbox];
+        let both = ["email", "mailbox"];
         enqueue(&conn, &note("a"), &both, 1000).unwrap(); // 1 email, 2 mailbox
         enqueue(&conn, &note("b"), &both, 1000).unwrap(); // 3 email, 4 mailbox
         defer(&conn, 1, 5000, 1, "connection refused").unwrap();
@@ -256,10 +373,76 @@ mod tests {
     }
 
     #[test]
+    fn a_held_channel_waits_until_released_and_others_go_on() {
+        let conn = db();
+        let both = ["telegram", "email"];
+        enqueue(&conn, &note("a"), &both, 1000).unwrap(); // 1 telegram, 2 email
+        enqueue(&conn, &note("b"), &both, 1000).unwrap(); // 3 telegram, 4 email
+        hold(&conn, 1, 1000, 1, "telegram: HTTP 401 Unauthorized").unwrap();
+        let ids: Vec<i64> = due(&conn, 9_999_999, 10)
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, vec![2, 4], "telegram is held whole");
+        mark_sent(&conn, 2, 1000).unwrap();
+        mark_sent(&conn, 4, 1000).unwrap();
+        assert_eq!(
+            next_attempt_at(&conn).unwrap(),
+            None,
+            "a held channel is not waited for"
+        );
+        let s = summaries(&conn).unwrap();
+        assert_eq!(s[1].channel, "telegram");
+        assert_eq!((s[1].pending, s[1].failed_at), (2, Some(1000)));
+        assert_eq!(
+            s[1].last_error.as_deref(),
+            Some("telegram: HTTP 401 Unauthorized")
+        );
+        assert_eq!(
+            (s[0].pending, s[0].sent, s[0].last_sent_at),
+            (0, 2, Some(1000))
+        );
+        assert_eq!(release_held(&conn).unwrap(), 1);
+        let ids: Vec<i64> = due(&conn, 1000, 10).unwrap().iter().map(|r| r.id).collect();
+        assert_eq!(ids, vec![1, 3]);
+        mark_parts_sent(&conn, 1, 2).unwrap();
+        mark_parts_sent(&conn, 1, 1).unwrap();
+        assert_eq!(due(&conn, 1000, 10).unwrap()[0].parts_sent, 2);
+    }
+
+    #[test]
+    fn migration_4_keeps_old_rows_deliverable() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE outbox (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                channel TEXT NOT NULL CHECK (channel IN ('email', 'mailbox', 'webhook')),
+                kind TEXT NOT NULL, payload TEXT NOT NULL, created_at INTEGER NOT NULL,
+                next_attempt_at INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT, sent_at INTEGER);
+             INSERT INTO outbox (channel, kind, payload, created_at, next_attempt_at, attempts)
+                VALUES ('email', 'session_expired', '{\"type\":\"session_expired\",\"site\":\"a\",\"cookies_path\":null}', 5, 5, 2);",
+        )
+        .unwrap();
+        conn.execute_batch(MIGRATE_TO_NAMED_CHANNELS).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        let rows = due(&conn, 5, 10).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].channel.as_str(), rows[0].attempts), ("email", 2));
+        assert_eq!(rows[0].notification().unwrap(), note("a"));
+        // New channel names go in now; and a fresh database migrates too.
+        enqueue(&conn, &note("b"), &["telegram-2"], 6).unwrap();
+        let fresh = Connection::open_in_memory().unwrap();
+        fresh.execute_batch(MIGRATE_TO_NAMED_CHANNELS).unwrap();
+        enqueue(&fresh, &note("c"), &["matrix"], 1).unwrap();
+    }
+
+    #[test]
     fn enqueue_joins_the_callers_transaction() {
         let mut conn = db();
         let tx = conn.transaction().unwrap();
-        enqueue(&tx, &note("a"), &[ChannelKind::Mailbox], 1).unwrap();
+        enqueue(&tx, &note("a"), &["mailbox"], 1).unwrap();
         drop(tx); // rolled back
         assert_eq!(pending_count(&conn).unwrap(), 0);
     }

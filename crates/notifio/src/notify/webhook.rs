@@ -1,19 +1,25 @@
 //! The webhook channel: one HTTP POST per notification, as JSON (schema in
-//! `docs/notifications.md`) or as ntfy-compatible plain text.
+//! `docs/notifications.md`) or as ntfy-compatible plain text, through the fetcher's `notify`
+//! retry class like every HTTP channel.
 //!
-//! Each POST is one attempt with a per-attempt timeout; retrying is the outbox's job (the
-//! `notify` retry class, then the error ladder), so a delivery survives restarts and outages
-//! instead of living in an in-memory retry loop. Only a 2xx counts as accepted.
+//! Only a 2xx counts as accepted. Beyond the fetcher's quick retries, retrying is the outbox's
+//! job (then the error ladder), so a delivery survives restarts and outages instead of living in
+//! an in-memory loop. The URL is a secret (Slack, ntfy topics and the like carry one): it never
+//! reaches a log line or an error, only its host does.
 
-use super::{DeliveryError, Message, Notification, NotifyError};
-use notifio_policy::AttemptResult;
+use super::http::{Call, HttpChannel, Service};
+use super::secret::SecretSetting;
+use super::{ChannelKind, Delivery, Message, Notification, NotifyError};
+use crate::fetch::{Fetcher, Outgoing};
+use http::Method;
+use http::header;
 use serde::Serialize;
-use std::time::Duration;
+use std::fmt;
 
 /// Version of the JSON body; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// How the body is written.
+/// How the body is written (`[notify] webhook.format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WebhookFormat {
     /// `application/json`: `{"version":1,"subject","text","type",…notification fields}`.
@@ -23,28 +29,37 @@ pub enum WebhookFormat {
     Ntfy,
 }
 
-/// `[notify] webhook = {…}` as the config resolves it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `[notify] webhook = {…}`: where to POST (a secret: `url`, `url_file` or
+/// `NOTIFIO_WEBHOOK_URL`) and in which format.
+#[derive(Clone, PartialEq, Eq)]
 pub struct WebhookSettings {
-    /// Where to POST.
-    pub url: String,
+    /// The URL's source.
+    pub url: SecretSetting,
     /// Body format.
     pub format: WebhookFormat,
-    /// Per-attempt timeout (the notify retry class's `timeout`).
-    pub timeout: Duration,
+}
+
+// Manual Debug: the URL's source, never the URL.
+impl fmt::Debug for WebhookSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookSettings")
+            .field("url", &self.url)
+            .field("format", &self.format)
+            .finish()
+    }
 }
 
 /// A ready webhook channel.
-#[derive(Clone)]
 pub struct Webhook {
     url: url::Url,
     format: WebhookFormat,
-    client: reqwest::Client,
+    fetcher: Fetcher,
+    secret: super::Secret,
 }
 
 // Manual Debug: scheme and host only; webhook URLs often carry a token in the path or query.
-impl std::fmt::Debug for Webhook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Webhook")
             .field(
                 "endpoint",
@@ -69,50 +84,58 @@ struct JsonBody<'a> {
 }
 
 impl Webhook {
-    /// Builds the channel.
+    /// Builds the channel, reading its URL (environment through `env`, file, config).
     ///
     /// # Errors
-    /// The URL is not http(s), or the HTTP client cannot be built.
-    pub fn new(settings: WebhookSettings) -> Result<Self, NotifyError> {
-        let url = url::Url::parse(&settings.url)
-            .map_err(|e| NotifyError::Webhook(format!("url {:?}: {e}", settings.url)))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(NotifyError::Webhook(format!(
-                "url {:?} must be http:// or https://",
-                settings.url
-            )));
-        }
-        let client = reqwest::Client::builder()
-            .timeout(settings.timeout)
-            .user_agent(concat!("notifio/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| NotifyError::Webhook(format!("http client: {e}")))?;
+    /// The URL is missing, unreadable, or not http(s) with a host (the message never shows it).
+    pub fn new(
+        settings: &WebhookSettings,
+        fetcher: Fetcher,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, NotifyError> {
+        let secret = settings.url.resolve(env)?;
+        let url = url::Url::parse(secret.expose())
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+            .ok_or_else(|| {
+                NotifyError::Webhook(
+                    "the URL must be an http:// or https:// URL with a host".into(),
+                )
+            })?;
         Ok(Self {
             url,
             format: settings.format,
-            client,
+            fetcher,
+            secret,
         })
     }
 
-    /// POSTs one notification; `Ok` only for a 2xx.
-    pub(crate) async fn send(&self, n: &Notification, msg: &Message) -> Result<(), DeliveryError> {
-        let request = match self.format {
-            WebhookFormat::Json => {
-                let body = serde_json::to_vec(&JsonBody {
+    /// As a channel of [`super::Channels`].
+    #[must_use]
+    pub fn into_channel(self) -> HttpChannel {
+        let (fetcher, secret) = (self.fetcher.clone(), self.secret.clone());
+        HttpChannel::new(Box::new(self), fetcher, vec![secret])
+    }
+}
+
+impl Service for Webhook {
+    fn kind(&self) -> ChannelKind {
+        ChannelKind::Webhook
+    }
+
+    fn calls(&self, n: &Notification, msg: &Message, _d: &Delivery) -> Vec<Call> {
+        match self.format {
+            WebhookFormat::Json => vec![Call::json(
+                Method::POST,
+                self.url.to_string(),
+                &serde_json::to_value(JsonBody {
                     version: SCHEMA_VERSION,
                     subject: &msg.subject,
                     text: &msg.text,
                     notification: n,
                 })
-                .map_err(|e| DeliveryError {
-                    attempt: AttemptResult::Invalid,
-                    message: format!("webhook: cannot encode JSON: {e}"),
-                })?;
-                self.client
-                    .post(self.url.clone())
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .body(body)
-            }
+                .unwrap_or_default(),
+            )],
             WebhookFormat::Ntfy => {
                 // ntfy reads its headers from query parameters too; that keeps a non-ASCII
                 // subject out of HTTP header values.
@@ -121,29 +144,23 @@ impl Webhook {
                 if let Some(link) = first_link(n) {
                     url.query_pairs_mut().append_pair("click", link);
                 }
-                self.client
-                    .post(url)
-                    .header(reqwest::header::CONTENT_TYPE, "text/plain; charset=utf-8")
-                    .body(msg.text.clone())
+                vec![Call {
+                    url: url.to_string(),
+                    outgoing: Outgoing {
+                        method: Method::POST,
+                        headers: vec![(
+                            header::CONTENT_TYPE,
+                            "text/plain; charset=utf-8".to_owned(),
+                        )],
+                        body: msg.text.clone().into(),
+                    },
+                }]
             }
-        };
-        let host = self.url.host_str().unwrap_or("?");
-        match request.send().await {
-            Ok(resp) if resp.status().is_success() => Ok(()),
-            Ok(resp) => Err(DeliveryError {
-                attempt: AttemptResult::Status(resp.status().as_u16()),
-                message: format!("webhook {host}: HTTP {}", resp.status()),
-            }),
-            Err(e) => Err(DeliveryError {
-                attempt: if e.is_timeout() {
-                    AttemptResult::Timeout
-                } else {
-                    AttemptResult::Connect
-                },
-                // without_url: the URL may carry a token in its query.
-                message: format!("webhook {host}: {}", e.without_url()),
-            }),
         }
+    }
+
+    fn accepted(&self, _body: Option<&serde_json::Value>) -> bool {
+        true
     }
 }
 

@@ -14,7 +14,7 @@ pub use lock::StateLock;
 
 use crate::listing::Listing;
 use crate::notify::outbox;
-use crate::notify::{ChannelKind, Notification};
+use crate::notify::{ChannelName, Notification};
 use notifio_policy::{Entry, SiteKey};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
@@ -155,8 +155,9 @@ pub struct CheckRecord<'a> {
     pub listings: Option<&'a [Listing]>,
     /// When the check finished.
     pub now: u64,
-    /// Channels to enqueue notifications on.
-    pub channels: &'a [ChannelKind],
+    /// For each of `searches`, the channels its notifications go to: news found by several
+    /// searches goes to all of theirs, once each.
+    pub channels: &'a [Vec<ChannelName>],
     /// Check-history rows to keep per search.
     pub history: usize,
 }
@@ -681,7 +682,7 @@ impl Store {
     pub fn enqueue(
         &self,
         n: &Notification,
-        channels: &[ChannelKind],
+        channels: &[ChannelName],
         now: u64,
     ) -> Result<(), StoreError> {
         outbox::enqueue(&self.conn, n, channels, now)?;
@@ -768,7 +769,16 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
     let site = rec.site.as_str();
     if let Some(listings) = rec.listings {
         let mut announce_to = Vec::new();
-        for (id, name, notify_existing) in rec.searches {
+        let mut channels: Vec<&ChannelName> = Vec::new();
+        for (i, (id, name, notify_existing)) in rec.searches.iter().enumerate() {
+            let mut announce = |name: &String| {
+                announce_to.push(name.clone());
+                for c in rec.channels.get(i).into_iter().flatten() {
+                    if !channels.contains(&c) {
+                        channels.push(c);
+                    }
+                }
+            };
             let baseline_at: Option<u64> = tx
                 .prepare_cached("SELECT baseline_at FROM searches WHERE id = ?1")?
                 .query_row([id], |r| r.get(0))?;
@@ -777,10 +787,10 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
                     .execute(params![id, rec.now])?;
                 out.baseline = true;
                 if *notify_existing {
-                    announce_to.push(name.clone());
+                    announce(name);
                 }
             } else {
-                announce_to.push(name.clone());
+                announce(name);
             }
         }
         {
@@ -856,14 +866,19 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
                 }
             }
         }
-        if !out.new.is_empty() && !announce_to.is_empty() && !rec.channels.is_empty() {
+        if !out.new.is_empty() && !announce_to.is_empty() && !channels.is_empty() {
             let n = Notification::NewListings {
                 site: site.to_owned(),
                 searches: announce_to,
                 listings: out.new.clone(),
                 found_at: rec.now,
             };
-            outbox::enqueue(tx, &n, rec.channels, rec.now)?;
+            outbox::enqueue(
+                tx,
+                &n,
+                &channels.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+                rec.now,
+            )?;
             out.enqueued = true;
         }
     }

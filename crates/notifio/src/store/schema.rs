@@ -64,6 +64,10 @@ const MIGRATIONS: &[&str] = &[
     // 3: a listing is also found by its link, so one that comes back under another id (the
     // search's id rule changed, or the site's ids did) is not announced again.
     "CREATE INDEX listings_by_url ON listings (site, url);",
+    // 4: the outbox names its channels (`telegram`, `telegram-2`, …) instead of three fixed
+    // kinds, remembers the parts of a split message already accepted, and marks a permanent
+    // failure that holds its channel. Its rows are kept, still due.
+    crate::notify::outbox::MIGRATE_TO_NAMED_CHANNELS,
 ];
 
 /// Brings the schema up to date (including the outbox's own schema).

@@ -210,6 +210,24 @@ function renderSite(t) {
   return card;
 }
 
+function renderChannel(c) {
+  const card = el('article', {
+    class: 'card channel state-' + c.state, 'data-channel': c.name, 'data-testid': 'channel', 'data-state': c.state,
+  },
+    el('div', { class: 'row' }, el('h3', {}, c.name), el('span', { class: 'badge state' }, label(c.state))),
+    el('p', { class: 'meta' }, (c.sent || 0) + ' delivered · ' + (c.pending || 0) + ' waiting'
+      , c.last_sent_at ? el('span', {}, ' · last ', countdown(c.last_sent_at, 'ago', 'ago')) : null),
+  );
+  if (c.state === 'failed') {
+    card.append(el('p', { class: 'reason', 'data-testid': 'channel-error' },
+      'Failed permanently: ' + (c.last_error || 'unknown error') + '. Fix its settings and restart notifio; its messages wait.'));
+  } else if (c.state === 'retrying') {
+    card.append(el('p', { class: 'reason', 'data-testid': 'channel-error' }, (c.last_error || 'delivery failed') + ' · next try ',
+      c.next_attempt_at ? countdown(c.next_attempt_at, 'in') : 'soon'));
+  }
+  return card;
+}
+
 function render(view) {
   const sites = new Map((view.sites || []).map((t) => [t.site, t]));
 
@@ -225,6 +243,10 @@ function render(view) {
   document.getElementById('sites').replaceChildren(...((view.sites || []).length
     ? view.sites.map(renderSite)
     : [el('p', { class: 'empty' }, 'No sites yet.')]));
+
+  document.getElementById('channels').replaceChildren(...((view.channels || []).length
+    ? view.channels.map(renderChannel)
+    : [el('p', { class: 'empty' }, 'No channels yet.')]));
 
   const sn = document.getElementById('soonest');
   sn.replaceChildren(...(view.soonest ? ['A waiting site is next retried in ', countdown(view.soonest, 'soonest-countdown')] : []));

@@ -1,0 +1,155 @@
+//! Discord: a channel webhook (`https://discord.com/api/webhooks/ID/TOKEN`).
+//!
+//! One embed per listing (its title links to it), at most 10 embeds and 6,000 embed characters
+//! per message, `content` at most 2,000 characters; more listings become more messages. Mentions
+//! are switched off, so a listing titled "@everyone" pings nobody. A 429 says how long to wait
+//! in its body's `retry_after` (seconds, fractional) and in `X-RateLimit-Reset-After`; 401/404
+//! (a deleted webhook) are permanent.
+
+use super::http::{Call, Service};
+use super::message::{facts, found_by, title, truncate};
+use super::telegram::is_web;
+use super::{ChannelKind, Delivery, Message, Notification, Secret};
+use http::Method;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// Largest `content`.
+pub const MAX_CONTENT: usize = 2000;
+/// Embeds per message.
+pub const MAX_EMBEDS: usize = 10;
+/// Characters over all embeds of one message.
+pub const MAX_EMBED_CHARS: usize = 6000;
+
+pub(crate) struct Discord {
+    url: String,
+}
+
+impl Discord {
+    pub(crate) fn new(url: &Secret) -> Self {
+        // `wait=true`: Discord answers once the message exists (200 with the message), so an
+        // accepted answer means delivered.
+        let url = match url::Url::parse(url.expose()) {
+            Ok(mut u) => {
+                u.query_pairs_mut().append_pair("wait", "true");
+                u.to_string()
+            }
+            Err(_) => url.expose().to_owned(),
+        };
+        Self { url }
+    }
+}
+
+/// The JSON bodies for `n`.
+pub(crate) fn bodies(n: &Notification, msg: &Message) -> Vec<Value> {
+    let Some((site, searches, listings)) = n.new_listings() else {
+        let content = truncate(&format!("**{}**\n{}", msg.subject, msg.text), MAX_CONTENT);
+        return vec![json!({"content": content, "allowed_mentions": {"parse": []}})];
+    };
+    let content = truncate(
+        &format!("**{}**\n{}", msg.subject, found_by(site, searches)),
+        MAX_CONTENT,
+    );
+    let mut out = Vec::new();
+    let mut embeds: Vec<Value> = Vec::new();
+    let mut chars = 0;
+    for l in listings {
+        let name = truncate(title(l), 256);
+        let description = truncate(&facts(l), 1000);
+        let size = name.chars().count() + description.chars().count();
+        if !embeds.is_empty() && (embeds.len() == MAX_EMBEDS || chars + size > MAX_EMBED_CHARS) {
+            out.push(std::mem::take(&mut embeds));
+            chars = 0;
+        }
+        let mut e = json!({"title": name});
+        if !description.is_empty() {
+            e["description"] = json!(description);
+        }
+        if let Some(url) = l.url.as_deref().filter(|u| is_web(u)) {
+            e["url"] = json!(url);
+        }
+        if let Some(img) = l.image.as_deref().filter(|u| is_web(u)) {
+            e["image"] = json!({"url": img});
+        }
+        chars += size;
+        embeds.push(e);
+    }
+    if !embeds.is_empty() || out.is_empty() {
+        out.push(embeds);
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(i, embeds)| {
+            let mut body = json!({"embeds": embeds, "allowed_mentions": {"parse": []}});
+            if i == 0 {
+                body["content"] = json!(content);
+            }
+            body
+        })
+        .collect()
+}
+
+impl Service for Discord {
+    fn kind(&self) -> ChannelKind {
+        ChannelKind::Discord
+    }
+
+    fn calls(&self, n: &Notification, msg: &Message, _d: &Delivery) -> Vec<Call> {
+        bodies(n, msg)
+            .iter()
+            .map(|b| Call::json(Method::POST, self.url.clone(), b))
+            .collect()
+    }
+
+    fn retry_after(&self, f: &crate::fetch::Fetched, body: Option<&Value>) -> Option<Duration> {
+        let secs =
+            |v: f64| (v.is_finite() && v >= 0.0).then(|| Duration::from_secs_f64(v.min(86_400.0)));
+        let from_body = body
+            .and_then(|b| b.get("retry_after"))
+            .and_then(Value::as_f64)
+            .and_then(secs);
+        let from_header = f
+            .header("x-ratelimit-reset-after")
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .and_then(secs);
+        from_body.into_iter().chain(from_header).max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::listing::Listing;
+
+    #[test]
+    fn embeds_are_capped_per_message() {
+        let listings: Vec<Listing> = (0..23)
+            .map(|i| Listing {
+                id: i.to_string(),
+                title: Some(format!("Flat {i}")),
+                url: Some(format!("https://portal.example/{i}")),
+                ..Listing::default()
+            })
+            .collect();
+        let n = Notification::NewListings {
+            site: "portal.example".into(),
+            searches: vec!["A".into()],
+            listings,
+            found_at: 0,
+        };
+        let b = bodies(&n, &super::super::render(&n));
+        let sizes: Vec<usize> = b
+            .iter()
+            .map(|m| m["embeds"].as_array().unwrap().len())
+            .collect();
+        assert_eq!(sizes, [10, 10, 3]);
+        assert!(
+            b[0]["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("**23 new listings — A**")
+        );
+        assert!(b[1].get("content").is_none());
+        assert_eq!(b[2]["embeds"][2]["url"], "https://portal.example/22");
+    }
+}
