@@ -1,0 +1,608 @@
+//! The browser transport: one attempt of a check made by a real Chromium over the DevTools
+//! Protocol, with the user's own persistent profile (DESIGN §10, fetch modes).
+//!
+//! Sites that refuse plain HTTP clients (DataDome, AWS WAF, login walls) are read the way the
+//! user reads them: in a browser, with the user's session. This module only *performs* an
+//! attempt; the retry loop, the registry, the scheduler, `classify` and the extractors are the
+//! same for every fetch mode. It owns the one browser of the process: started on the first
+//! browser check, restarted after a crash, closed at exit; on Linux it dies with us even after a
+//! SIGKILL (a parent-death signal). Nothing here hides automation or solves a challenge: the
+//! headless browser says it is one (`HeadlessChrome`, `navigator.webdriver`), and a refusal
+//! seen through it is backed off exactly like one seen over HTTP.
+//!
+//! Why `chromiumoxide`: a maintained, tokio-native CDP client with the whole protocol typed
+//! from Chromium's own protocol files, a connection and event dispatch we do not have to write,
+//! and no browser download of its own (we start the user's browser ourselves, so we can give
+//! it a parent-death signal and a process group; `headless_chrome` is blocking and fetches a
+//! browser, and WebDriver cannot read a navigation's status and headers).
+//!
+//! Three parts: this module owns the one browser and its tabs; `process` finds, starts and
+//! stops the browser program (and opens `notifio login`'s window); `page` reads one page in
+//! a tab (the main document's status and headers, readiness, the rendered DOM).
+
+mod page;
+mod process;
+
+pub use process::{
+    FindError, find_executable, has_display, install_hint, launch_args, login, running_as_root,
+};
+
+use super::{Attempt, TransportFailure};
+use bytes::Bytes;
+use chromiumoxide::cdp::browser_protocol::browser::{
+    SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
+};
+use chromiumoxide::cdp::browser_protocol::fetch::{
+    self as cdp_fetch, EventRequestPaused, FailRequestParams, RequestPattern, RequestStage,
+};
+use chromiumoxide::cdp::browser_protocol::network::{ErrorReason, ResourceType};
+use chromiumoxide::cdp::browser_protocol::page::{
+    EventJavascriptDialogOpening, HandleJavaScriptDialogParams, NavigateParams,
+};
+use chromiumoxide::cdp::browser_protocol::target::{
+    CloseTargetParams, CreateTargetParams, EventTargetCreated, TargetId,
+};
+use chromiumoxide::cdp::js_protocol::runtime::TerminateExecutionParams;
+use chromiumoxide::handler::HandlerConfig;
+use chromiumoxide::{Browser as CdpBrowser, Page};
+use futures_util::StreamExt;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use page::{Visit, read_page};
+use process::{Process, start_process};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The environment variable every browser process of ours carries (its value: our pid), so
+/// that it can be told apart from the user's own browsers (`ps e`, tests reading `/proc`).
+pub const OWNER_ENV: &str = "NOTIFIO_BROWSER_OWNER";
+/// A tab is closed and replaced after this many checks, so that nothing a site's pages leave
+/// behind in it (and the CDP client's per-tab bookkeeping) grows over a day.
+const CHECKS_PER_TAB: u32 = 50;
+/// Idle tabs kept for reuse; more are closed.
+const IDLE_TABS: usize = 8;
+/// How long leaving a page for `about:blank` may take before the tab is closed instead.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the browser transport needs, resolved from `[browser]` at start.
+#[derive(Clone, Debug)]
+pub struct BrowserConfig {
+    /// Start our own browser, or use one the user runs.
+    pub launch: Launch,
+    /// Resource types never requested (CDP names, lower-case: `image`, `media`, `font`).
+    pub block: Vec<String>,
+}
+
+/// Where the browser comes from.
+#[derive(Clone, Debug)]
+pub enum Launch {
+    /// Start this executable with this profile.
+    Start {
+        /// The browser executable.
+        executable: PathBuf,
+        /// The persistent profile directory (created 0700).
+        profile_dir: PathBuf,
+        /// Without a window.
+        headless: bool,
+    },
+    /// Connect to the DevTools endpoint of a browser the user runs (`http://127.0.0.1:9222`,
+    /// or its `ws://…` URL); only our own tabs are opened and closed.
+    Connect {
+        /// The DevTools URL.
+        url: String,
+    },
+}
+
+/// A running browser and what we keep of it.
+struct Running {
+    cdp: CdpBrowser,
+    /// Drives the CDP connection; ends when the browser goes away.
+    handler: JoinHandle<()>,
+    /// `None` when connected to the user's own browser.
+    process: Mutex<Option<Process>>,
+    idle: Mutex<Vec<Tab>>,
+    /// The target ids of our tabs (popups they open are closed).
+    ours: Mutex<HashSet<TargetId>>,
+    /// Closes popups opened by our tabs.
+    popups: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Running {
+    fn alive(&self) -> bool {
+        !self.handler.is_finished()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.handler.abort();
+        if let Some(p) = lock(&self.popups).take() {
+            p.abort();
+        }
+    }
+}
+
+/// Closes every popup (a new page whose opener is one of our tabs) as soon as it appears: a
+/// check reads one page, and a page that opens windows does not get to open them.
+async fn close_popups(r: &Arc<Running>) {
+    let Ok(mut created) = r.cdp.event_listener::<EventTargetCreated>().await else {
+        return;
+    };
+    let weak = Arc::downgrade(r);
+    let task = tokio::spawn(async move {
+        while let Some(ev) = created.next().await {
+            let Some(r) = weak.upgrade() else { break };
+            let info = &ev.target_info;
+            let from_ours = info
+                .opener_id
+                .as_ref()
+                .is_some_and(|o| lock(&r.ours).contains(o));
+            if from_ours {
+                tracing::debug!("closing a popup a page opened");
+                let _ = r
+                    .cdp
+                    .execute(CloseTargetParams::new(info.target_id.clone()))
+                    .await;
+            }
+        }
+    });
+    *lock(&r.popups) = Some(task);
+}
+
+/// One of our tabs.
+struct Tab {
+    page: Page,
+    checks: u32,
+    /// An `X-Retry-Count` header is set on the tab.
+    retry_header: bool,
+    /// Answers blocked requests and dialogs for as long as the tab lives.
+    guard: JoinHandle<()>,
+}
+
+impl Drop for Tab {
+    fn drop(&mut self) {
+        self.guard.abort();
+    }
+}
+
+/// One browser check's request.
+#[derive(Clone, Debug)]
+pub(super) struct PageRequest<'a> {
+    pub(crate) url: &'a str,
+    /// A CSS selector that is in the DOM once the page shows its results (or says there are
+    /// none); `None` = wait for the load event and 500 ms without requests.
+    pub(crate) ready: Option<&'a str>,
+    /// Retries so far (0 on the first attempt); `X-Retry-Count` when > 0 and `header`.
+    pub(crate) retry_n: u32,
+    pub(crate) header: bool,
+    /// This attempt's timeout: the page is read before it runs out.
+    pub(crate) timeout: Duration,
+    /// Largest body kept (the DOM's text, UTF-8).
+    pub(crate) body_cap: usize,
+}
+
+/// The one browser of the process. Cheap to share; started on the first browser check.
+pub struct Browser {
+    cfg: BrowserConfig,
+    running: tokio::sync::Mutex<Option<Arc<Running>>>,
+    starts: std::sync::atomic::AtomicU32,
+}
+
+impl std::fmt::Debug for Browser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Browser")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An attempt that failed before or without a page.
+fn failed(url: &str, failure: TransportFailure, error: String, retryable: bool) -> Attempt {
+    Attempt {
+        status: None,
+        final_url: url.to_owned(),
+        headers: Vec::new(),
+        body: Bytes::new(),
+        failure: Some(failure),
+        error: Some(error),
+        held_at: None,
+        retryable,
+    }
+}
+
+impl Browser {
+    /// A browser that starts (or connects) when first needed.
+    #[must_use]
+    pub fn new(cfg: BrowserConfig) -> Self {
+        Self {
+            cfg,
+            running: tokio::sync::Mutex::new(None),
+            starts: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
+    /// How many times a browser was started (or connected to) so far.
+    #[must_use]
+    pub fn starts(&self) -> u32 {
+        self.starts.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The pid of the browser we started, if one runs.
+    pub async fn pid(&self) -> Option<u32> {
+        let running = self.running.lock().await;
+        let r = running.as_ref()?;
+        lock(&r.process).as_ref().map(Process::pid)
+    }
+
+    /// The running browser, started (or restarted after a crash) if needed. Never more than
+    /// one: a dead one is killed and reaped before another starts.
+    async fn running(&self) -> Result<Arc<Running>, String> {
+        let mut slot = self.running.lock().await;
+        if let Some(r) = slot.as_ref() {
+            if r.alive() {
+                return Ok(Arc::clone(r));
+            }
+            tracing::warn!("the browser went away (crashed or killed); a new one starts");
+        }
+        if let Some(old) = slot.take()
+            && let Some(mut p) = lock(&old.process).take()
+        {
+            p.kill();
+        }
+        let started = self.start().await?;
+        self.starts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let r = Arc::new(started);
+        close_popups(&r).await;
+        *slot = Some(Arc::clone(&r));
+        Ok(r)
+    }
+
+    async fn start(&self) -> Result<Running, String> {
+        let (process, ws) = match &self.cfg.launch {
+            Launch::Start {
+                executable,
+                profile_dir,
+                headless,
+            } => {
+                let (p, ws) =
+                    start_process(executable, profile_dir, *headless, "about:blank").await?;
+                (Some(p), ws)
+            }
+            Launch::Connect { url } => (None, devtools_ws_url(url).await?),
+        };
+        let config = HandlerConfig {
+            // Certificates are checked as in any browser.
+            ignore_https_errors: false,
+            // The page's own size, not an emulated one.
+            viewport: None,
+            request_timeout: Duration::from_secs(30),
+            ..HandlerConfig::default()
+        };
+        let (cdp, mut handler) = CdpBrowser::connect_with_config(ws, config)
+            .await
+            .map_err(|e| format!("cannot connect to the browser's DevTools: {e}"))?;
+        let handler = tokio::spawn(async move {
+            // Each item is one round of processed messages. Unparsable events are skipped
+            // inside; an error that reaches us is the connection's (the browser is gone), and
+            // the stream would keep repeating it: stop, which drops every listener and pending
+            // command, so the checks waiting on them end at once.
+            while let Some(item) = handler.next().await {
+                if let Err(e) = item {
+                    tracing::debug!(error = %e, "the browser's DevTools connection ended");
+                    break;
+                }
+            }
+        });
+        // Downloads are refused: a check reads pages, never files.
+        let _ = cdp
+            .execute(SetDownloadBehaviorParams {
+                behavior: SetDownloadBehaviorBehavior::Deny,
+                browser_context_id: None,
+                download_path: None,
+                // So that a check whose page turns out to be a download ends at once.
+                events_enabled: Some(true),
+            })
+            .await;
+        Ok(Running {
+            cdp,
+            handler,
+            process: Mutex::new(process),
+            idle: Mutex::new(Vec::new()),
+            ours: Mutex::default(),
+            popups: Mutex::new(None),
+        })
+    }
+
+    /// Closes our tabs, and the browser if we started it (cleanly, so its cookies are on
+    /// disk), waiting at most a few seconds before killing it.
+    pub async fn shutdown(&self) {
+        let Some(r) = self.running.lock().await.take() else {
+            return;
+        };
+        let tabs: Vec<Tab> = std::mem::take(&mut *lock(&r.idle));
+        for t in tabs {
+            let _ = r
+                .cdp
+                .execute(CloseTargetParams::new(t.page.target_id().clone()))
+                .await;
+        }
+        let process = lock(&r.process).take();
+        let Some(mut process) = process else {
+            return;
+        };
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            r.cdp
+                .execute(chromiumoxide::cdp::browser_protocol::browser::CloseParams::default()),
+        )
+        .await;
+        let until = Instant::now() + Duration::from_secs(5);
+        while !process.exited() && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        process.kill();
+    }
+
+    async fn take_tab(&self, r: &Arc<Running>) -> Result<Tab, String> {
+        let idle = lock(&r.idle).pop();
+        if let Some(t) = idle {
+            return Ok(t);
+        }
+        let page = r
+            .cdp
+            .new_page(CreateTargetParams::new("about:blank"))
+            .await
+            .map_err(|e| format!("cannot open a tab: {e}"))?;
+        lock(&r.ours).insert(page.target_id().clone());
+        // The blocked resource types, and the site's icon: a check reads a page and shows no
+        // tab strip, so the icon would be one more request to the site for nothing.
+        let mut patterns: Vec<RequestPattern> = self
+            .cfg
+            .block
+            .iter()
+            .filter_map(|t| resource_type(t))
+            .map(|t| RequestPattern {
+                url_pattern: None,
+                resource_type: Some(t),
+                request_stage: Some(RequestStage::Request),
+            })
+            .collect();
+        patterns.push(RequestPattern {
+            url_pattern: Some("*/favicon.ico*".into()),
+            resource_type: None,
+            request_stage: Some(RequestStage::Request),
+        });
+        page.execute(cdp_fetch::EnableParams {
+            patterns: Some(patterns),
+            handle_auth_requests: None,
+        })
+        .await
+        .map_err(|e| format!("cannot set up the tab: {e}"))?;
+        let guard = tab_guard(&page).await?;
+        Ok(Tab {
+            page,
+            checks: 0,
+            retry_header: false,
+            guard,
+        })
+    }
+
+    /// Gives a tab back after a check: it leaves the page for `about:blank` (so nothing of the
+    /// site runs between checks: no timers, polling or sockets), or is closed when that does
+    /// not work or it has served its checks.
+    async fn give_back(&self, r: &Arc<Running>, mut tab: Tab) {
+        tab.checks += 1;
+        let left = tokio::time::timeout(
+            LEAVE_TIMEOUT,
+            tab.page.execute(NavigateParams::new("about:blank")),
+        )
+        .await
+        .is_ok_and(|res| res.is_ok());
+        let keep = left && tab.checks < CHECKS_PER_TAB && lock(&r.idle).len() < IDLE_TABS;
+        if keep {
+            lock(&r.idle).push(tab);
+        } else {
+            close_tab(r, &tab).await;
+        }
+    }
+
+    /// One attempt: navigate a tab, take the main document's status and headers, wait until
+    /// the page is ready, read the rendered DOM, leave the page.
+    pub(super) async fn attempt(&self, req: &PageRequest<'_>) -> Attempt {
+        let started = Instant::now();
+        let r = match self.running().await {
+            Ok(r) => r,
+            Err(e) => {
+                return failed(
+                    req.url,
+                    TransportFailure::Connect,
+                    format!("cannot start the browser: {e}"),
+                    false,
+                );
+            }
+        };
+        let tab = match self.take_tab(&r).await {
+            Ok(t) => t,
+            Err(e) => {
+                // A browser that cannot open a tab is broken: the next check starts anew.
+                if let Some(mut p) = lock(&r.process).take() {
+                    p.kill();
+                }
+                return failed(req.url, TransportFailure::Connect, e, false);
+            }
+        };
+        // Dropped before the end (the attempt's timeout, shutdown): the tab is closed, since
+        // the page in it may still be running.
+        let mut lease = Lease {
+            tab: Some(tab),
+            running: Arc::clone(&r),
+        };
+        let budget = req.timeout.saturating_sub(started.elapsed());
+        let outcome = match lease.tab.as_mut() {
+            Some(tab) => read_page(tab, req, budget, req.body_cap, &r.cdp).await,
+            None => Visit::Broken("no tab".into()),
+        };
+        let Some(tab) = lease.tab.take() else {
+            return failed(req.url, TransportFailure::Connect, "no tab".into(), false);
+        };
+        match outcome {
+            Visit::Page(mut a) => {
+                self.give_back(&r, tab).await;
+                a.retryable = true;
+                a
+            }
+            Visit::NoPage(failure, error) => {
+                self.give_back(&r, tab).await;
+                failed(req.url, failure, error, true)
+            }
+            Visit::Broken(error) => {
+                close_tab(&r, &tab).await;
+                let gone = !r.alive() || lock(&r.process).as_mut().is_some_and(Process::exited);
+                let error = if gone {
+                    "the browser went away during the check (crashed or killed)".to_owned()
+                } else {
+                    error
+                };
+                failed(req.url, TransportFailure::Connect, error, false)
+            }
+        }
+    }
+}
+
+/// Closes a tab from the browser side, first stopping whatever script its page runs (a page in
+/// an endless loop would otherwise keep its renderer, which other tabs of the same site share,
+/// busy after the tab is gone).
+async fn close_tab(r: &Arc<Running>, tab: &Tab) {
+    let id = tab.page.target_id().clone();
+    lock(&r.ours).remove(&id);
+    let _ = tokio::time::timeout(
+        Duration::from_millis(500),
+        tab.page.execute(TerminateExecutionParams::default()),
+    )
+    .await;
+    let _ = tokio::time::timeout(
+        Duration::from_secs(2),
+        r.cdp.execute(CloseTargetParams::new(id)),
+    )
+    .await;
+}
+
+/// A tab lent to one attempt: closed if the attempt is dropped midway.
+struct Lease {
+    tab: Option<Tab>,
+    running: Arc<Running>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(tab) = self.tab.take() {
+            let r = Arc::clone(&self.running);
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move { close_tab(&r, &tab).await });
+            }
+        }
+    }
+}
+
+/// Answers, for the tab's whole life, the requests it must not make (blocked resource types
+/// fail at once, so they are never sent) and any dialog a page opens (dismissed).
+async fn tab_guard(page: &Page) -> Result<JoinHandle<()>, String> {
+    let paused = page
+        .event_listener::<EventRequestPaused>()
+        .await
+        .map_err(|e| format!("cannot set up the tab: {e}"))?;
+    let dialogs = page
+        .event_listener::<EventJavascriptDialogOpening>()
+        .await
+        .map_err(|e| format!("cannot set up the tab: {e}"))?;
+    let page = page.clone();
+    Ok(tokio::spawn(async move {
+        enum Ev {
+            Paused(Arc<EventRequestPaused>),
+            Dialog,
+        }
+        let mut events =
+            futures_util::stream::select(paused.map(Ev::Paused), dialogs.map(|_| Ev::Dialog));
+        while let Some(ev) = events.next().await {
+            match ev {
+                Ev::Paused(p) => {
+                    let _ = page
+                        .execute(FailRequestParams::new(
+                            p.request_id.clone(),
+                            ErrorReason::BlockedByClient,
+                        ))
+                        .await;
+                }
+                Ev::Dialog => {
+                    let _ = page.execute(HandleJavaScriptDialogParams::new(false)).await;
+                }
+            }
+        }
+    }))
+}
+
+fn resource_type(name: &str) -> Option<ResourceType> {
+    Some(match name {
+        "stylesheet" => ResourceType::Stylesheet,
+        "image" => ResourceType::Image,
+        "media" => ResourceType::Media,
+        "font" => ResourceType::Font,
+        "script" => ResourceType::Script,
+        "texttrack" => ResourceType::TextTrack,
+        "xhr" => ResourceType::Xhr,
+        "fetch" => ResourceType::Fetch,
+        "prefetch" => ResourceType::Prefetch,
+        "eventsource" => ResourceType::EventSource,
+        "websocket" => ResourceType::WebSocket,
+        "manifest" => ResourceType::Manifest,
+        "signedexchange" => ResourceType::SignedExchange,
+        "ping" => ResourceType::Ping,
+        "cspviolationreport" => ResourceType::CspViolationReport,
+        "preflight" => ResourceType::Preflight,
+        "other" => ResourceType::Other,
+        _ => return None,
+    })
+}
+
+/// The WebSocket URL of a browser the user runs: `ws://…` as given, else asked from its
+/// `/json/version` endpoint (http).
+async fn devtools_ws_url(url: &str) -> Result<String, String> {
+    if url.starts_with("ws://") || url.starts_with("wss://") {
+        return Ok(url.to_owned());
+    }
+    let base = url.trim_end_matches('/');
+    let version = if base.ends_with("/json/version") {
+        base.to_owned()
+    } else {
+        format!("{base}/json/version")
+    };
+    let body = super::local_get(&version)
+        .await
+        .map_err(|e| format!("cannot reach the browser at {url}: {e}"))?;
+    let v: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|_| format!("{version} did not answer with DevTools JSON"))?;
+    v.get("webSocketDebuggerUrl")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{version} names no webSocketDebuggerUrl"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_blockable_type_has_a_cdp_name() {
+        for t in crate::config::BLOCKABLE {
+            assert!(resource_type(t).is_some(), "{t}");
+        }
+    }
+}

@@ -1,0 +1,406 @@
+//! One page in a tab: navigate, take the main document's status and headers (for
+//! `classify`), wait until the profile's cards are in the DOM or the page has gone quiet
+//! (bounded by the attempt's timeout, since some pages never do), read the rendered DOM.
+//! Everything here answers with a [`Visit`]; nothing a page does can hang or crash us.
+
+use super::{Attempt, PageRequest, Tab, TransportFailure};
+use bytes::Bytes;
+use chromiumoxide::cdp::browser_protocol::browser::EventDownloadWillBegin;
+use chromiumoxide::cdp::browser_protocol::inspector::EventTargetCrashed;
+use chromiumoxide::cdp::browser_protocol::network::{
+    EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, EventResponseReceived,
+    Headers, ResourceType, SetExtraHttpHeadersParams,
+};
+use chromiumoxide::cdp::browser_protocol::page::{EventLoadEventFired, NavigateParams};
+use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
+use chromiumoxide::{Browser as CdpBrowser, Page};
+use futures_util::StreamExt;
+use futures_util::stream::{BoxStream, select_all};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// "Network idle": the load event has fired and no request has been in flight this long.
+const IDLE_AFTER: Duration = Duration::from_millis(500);
+/// How often the page is asked whether its result list (or "no results" marker) is there yet.
+const READY_POLL: Duration = Duration::from_millis(50);
+
+/// How a visit went.
+pub(super) enum Visit {
+    /// A document arrived (its status may be anything).
+    Page(Attempt),
+    /// No document: the navigation failed (refused, DNS, timed out…); the tab is fine.
+    NoPage(TransportFailure, String),
+    /// The tab or the browser broke (crash, lost connection): not retried in this check.
+    Broken(String),
+}
+
+/// The main document as it arrived.
+struct Document {
+    status: u16,
+    url: String,
+    headers: Vec<(String, String)>,
+}
+
+fn header_list(h: &Headers) -> Vec<(String, String)> {
+    let Some(map) = h.inner().as_object() else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(map.len());
+    for (name, value) in map {
+        let value = value.as_str().unwrap_or_default();
+        // The browser joins repeated headers with newlines.
+        for v in value.split('\n') {
+            out.push((name.to_ascii_lowercase(), v.to_owned()));
+        }
+    }
+    out
+}
+
+/// A navigation error as the retry policy sees it (Chromium's `net::ERR_*` names).
+fn navigation_failure(error: &str) -> TransportFailure {
+    if error.contains("TIMED_OUT") {
+        TransportFailure::Timeout
+    } else if error.contains("TOO_MANY_REDIRECTS") {
+        TransportFailure::TooManyRedirects
+    } else if error.contains("INVALID_RESPONSE")
+        || error.contains("CONTENT_DECODING")
+        || error.contains("RESPONSE_HEADERS")
+        || error.contains("INVALID_CHUNKED")
+    {
+        TransportFailure::Malformed
+    } else {
+        TransportFailure::Connect
+    }
+}
+
+pub(super) async fn read_page(
+    tab: &mut Tab,
+    req: &PageRequest<'_>,
+    budget: Duration,
+    cap: usize,
+    cdp: &CdpBrowser,
+) -> Visit {
+    let started = Instant::now();
+    // Read the page a little before the attempt's timeout runs out, so a page that never goes
+    // quiet (polling, a ticker) is still read.
+    let soft = budget.saturating_sub((budget / 10).min(Duration::from_secs(1)));
+    let page = tab.page.clone();
+    let frame = page.target_id().inner().clone();
+
+    enum Ev {
+        Response(Arc<EventResponseReceived>),
+        Failed(Arc<EventLoadingFailed>),
+        Sent(Arc<EventRequestWillBeSent>),
+        Finished(Arc<EventLoadingFinished>),
+        Load,
+        Crashed,
+        Download(Arc<EventDownloadWillBegin>),
+    }
+    macro_rules! listen {
+        ($t:ty, $f:expr) => {
+            match page.event_listener::<$t>().await {
+                Ok(s) => s.map($f).boxed(),
+                Err(e) => return Visit::Broken(format!("the browser stopped answering: {e}")),
+            }
+        };
+    }
+    let streams: Vec<BoxStream<'static, Ev>> = vec![
+        listen!(EventResponseReceived, Ev::Response),
+        listen!(EventLoadingFailed, Ev::Failed),
+        listen!(EventRequestWillBeSent, Ev::Sent),
+        listen!(EventLoadingFinished, Ev::Finished),
+        listen!(EventLoadEventFired, |_| Ev::Load),
+        listen!(EventTargetCrashed, |_| Ev::Crashed),
+        match cdp.event_listener::<EventDownloadWillBegin>().await {
+            Ok(s) => s.map(Ev::Download).boxed(),
+            Err(e) => return Visit::Broken(format!("the browser stopped answering: {e}")),
+        },
+    ];
+    let mut events = select_all(streams);
+
+    let want_header = req.header && req.retry_n > 0;
+    if want_header || tab.retry_header {
+        let headers = if want_header {
+            serde_json::json!({ "X-Retry-Count": req.retry_n.to_string() })
+        } else {
+            serde_json::json!({})
+        };
+        if let Err(e) = page
+            .execute(SetExtraHttpHeadersParams::new(Headers::new(headers)))
+            .await
+        {
+            return Visit::Broken(format!("the browser stopped answering: {e}"));
+        }
+        tab.retry_header = want_header;
+    }
+
+    let nav_page = page.clone();
+    let url = req.url.to_owned();
+    let mut navigation = Box::pin(async move { nav_page.execute(NavigateParams::new(url)).await });
+    let mut navigated = false;
+
+    let mut doc: Option<Document> = None;
+    let mut main_request: Option<String> = None;
+    let mut loaded = false;
+    let mut in_flight: HashSet<String> = HashSet::new();
+    let mut quiet_since = Instant::now();
+    let mut poll = tokio::time::interval(READY_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+    loop {
+        let left = soft.saturating_sub(started.elapsed());
+        tokio::select! {
+            biased;
+            ev = events.next() => {
+                let Some(ev) = ev else {
+                    return Visit::Broken("the browser closed the connection".into());
+                };
+                match ev {
+                    Ev::Download(d) if *d.frame_id.inner() == frame => {
+                        // Refused by the browser (downloads are denied); nothing to read.
+                        return Visit::NoPage(
+                            TransportFailure::Malformed,
+                            "the page is a file download, not a page".into(),
+                        );
+                    }
+                    Ev::Download(_) => {}
+                    Ev::Crashed => {
+                        return Visit::Broken(
+                            "the page crashed the tab (it may have run out of memory)".into(),
+                        );
+                    }
+                    Ev::Response(e) => {
+                        let main = e.r#type == ResourceType::Document
+                            && e.frame_id.as_ref().is_some_and(|f| *f.inner() == frame);
+                        if main {
+                            main_request = Some(e.request_id.inner().clone());
+                            doc = Some(Document {
+                                status: u16::try_from(e.response.status).unwrap_or(0),
+                                url: e.response.url.clone(),
+                                headers: header_list(&e.response.headers),
+                            });
+                        }
+                    }
+                    Ev::Failed(e) => {
+                        let id = e.request_id.inner();
+                        in_flight.remove(id);
+                        quiet_since = Instant::now();
+                        let is_main = main_request.as_deref() == Some(id.as_str());
+                        if is_main && doc.is_none() && e.canceled != Some(true) {
+                            return Visit::NoPage(
+                                navigation_failure(&e.error_text),
+                                format!("the page did not load: {}", e.error_text),
+                            );
+                        }
+                    }
+                    Ev::Sent(e) => {
+                        let id = e.request_id.inner();
+                        in_flight.insert(id.clone());
+                        // The navigation's own request: a document of the main frame whose
+                        // request id is its loader's (redirects keep the id).
+                        let main = e.r#type.as_ref() == Some(&ResourceType::Document)
+                            && e.frame_id.as_ref().is_some_and(|f| *f.inner() == frame)
+                            && e.loader_id.inner() == id;
+                        if main {
+                            main_request = Some(id.clone());
+                        }
+                    }
+                    Ev::Finished(e) => {
+                        in_flight.remove(e.request_id.inner());
+                        quiet_since = Instant::now();
+                    }
+                    Ev::Load => {
+                        loaded = true;
+                        quiet_since = Instant::now();
+                    }
+                }
+            }
+            res = &mut navigation, if !navigated => {
+                navigated = true;
+                match res {
+                    Ok(r) => {
+                        if let (Some(err), None) = (r.result.error_text.as_deref(), &doc) {
+                            // A download is refused; anything else means no page came back.
+                            // A download (refused), or a navigation the browser itself
+                            // stopped: not a network fault another attempt would mend.
+                            if err.contains("ERR_ABORTED") {
+                                let what = if r.result.is_download == Some(true) {
+                                    "the page is a file download, not a page"
+                                } else {
+                                    "the browser stopped loading the page"
+                                };
+                                return Visit::NoPage(TransportFailure::Malformed, what.into());
+                            }
+                            if err.contains("ERR_HTTP_RESPONSE_CODE_FAILURE") {
+                                // An error status with an empty body: the document event
+                                // carries the status.
+                                continue;
+                            }
+                            return Visit::NoPage(
+                                navigation_failure(err),
+                                format!("the page did not load: {err}"),
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        if doc.is_none() && !page_alive(&page).await {
+                            return Visit::Broken(format!("the browser stopped answering: {e}"));
+                        }
+                    }
+                }
+            }
+            () = tokio::time::sleep(left) => {
+                if doc.is_some() {
+                    break;
+                }
+                return Visit::NoPage(
+                    TransportFailure::Timeout,
+                    format!("no page within {} ms", budget.as_millis()),
+                );
+            }
+            _ = poll.tick() => {
+                if doc.is_none() {
+                    continue;
+                }
+                let idle = loaded && in_flight.is_empty() && quiet_since.elapsed() >= IDLE_AFTER;
+                if idle {
+                    break;
+                }
+                // A page whose scripts never yield does not answer: bounded, like everything.
+                let left = soft.saturating_sub(started.elapsed()).min(Duration::from_secs(1));
+                if let Some(sel) = req.ready
+                    && tokio::time::timeout(left, selector_present(&page, sel))
+                        .await
+                        .unwrap_or(false)
+                {
+                    break;
+                }
+            }
+        }
+    }
+    let Some(doc) = doc else {
+        return Visit::NoPage(TransportFailure::Timeout, "no page".into());
+    };
+    // What is left of the attempt, less a moment to give the tab back: a page whose scripts
+    // never stop cannot be read, and another attempt would not read it either.
+    let left = budget
+        .saturating_sub(started.elapsed())
+        .saturating_sub(Duration::from_millis(200));
+    let (body, over) = match tokio::time::timeout(left, read_dom(&page, cap)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return Visit::Broken(format!("cannot read the page: {e}")),
+        Err(_) => {
+            return Visit::Broken(
+                "the page does not answer (its scripts never stop), so it was not read".into(),
+            );
+        }
+    };
+    Visit::Page(Attempt {
+        status: Some(doc.status),
+        final_url: doc.url,
+        headers: doc.headers,
+        body,
+        failure: over.then_some(TransportFailure::BodyTooLarge),
+        error: over.then(|| format!("page larger than the {cap}-byte cap")),
+        held_at: None,
+        retryable: true,
+    })
+}
+
+async fn page_alive(page: &Page) -> bool {
+    tokio::time::timeout(
+        Duration::from_secs(1),
+        page.execute(EvaluateParams::new("1")),
+    )
+    .await
+    .is_ok_and(|r| r.is_ok())
+}
+
+/// Whether `selector` matches in the page's current document.
+async fn selector_present(page: &Page, selector: &str) -> bool {
+    let Ok(quoted) = serde_json::to_string(selector) else {
+        return false;
+    };
+    let expr = format!(
+        "(() => {{ try {{ return document.querySelector({quoted}) !== null; }} catch (e) {{ return false; }} }})()"
+    );
+    let mut params = EvaluateParams::new(expr);
+    params.return_by_value = Some(true);
+    match page.execute(params).await {
+        Ok(r) => {
+            r.result
+                .result
+                .value
+                .as_ref()
+                .and_then(serde_json::Value::as_bool)
+                == Some(true)
+        }
+        Err(_) => false,
+    }
+}
+
+/// The rendered document as HTML (doctype and `documentElement.outerHTML`), at most `cap`
+/// bytes; `true` when it was longer. The slice is taken in the page, so a page that builds a
+/// gigantic DOM never sends it to us whole.
+async fn read_dom(page: &Page, cap: usize) -> Result<(Bytes, bool), String> {
+    let expr = format!(
+        "(() => {{ const d = document; \
+         let h = (d.doctype ? new XMLSerializer().serializeToString(d.doctype) : '') + \
+         (d.documentElement ? d.documentElement.outerHTML : ''); \
+         const over = h.length > {cap}; \
+         return {{ over, html: over ? h.slice(0, {cap}) : h }}; }})()"
+    );
+    let mut params = EvaluateParams::new(expr);
+    params.return_by_value = Some(true);
+    let r = page.execute(params).await.map_err(|e| e.to_string())?;
+    if let Some(ex) = &r.result.exception_details {
+        return Err(ex.text.clone());
+    }
+    let value = r.result.result.value.clone().unwrap_or_default();
+    let mut over = value.get("over").and_then(serde_json::Value::as_bool) == Some(true);
+    let html = value
+        .get("html")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    let mut bytes = html.as_bytes();
+    if bytes.len() > cap {
+        let mut end = cap;
+        while !html.is_char_boundary(end) {
+            end -= 1;
+        }
+        bytes = &bytes[..end];
+        over = true;
+    }
+    Ok((Bytes::copy_from_slice(bytes), over))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn navigation_errors_are_classified() {
+        assert_eq!(
+            navigation_failure("net::ERR_CONNECTION_REFUSED"),
+            TransportFailure::Connect
+        );
+        assert_eq!(
+            navigation_failure("net::ERR_NAME_NOT_RESOLVED"),
+            TransportFailure::Connect
+        );
+        assert_eq!(
+            navigation_failure("net::ERR_TIMED_OUT"),
+            TransportFailure::Timeout
+        );
+        assert_eq!(
+            navigation_failure("net::ERR_TOO_MANY_REDIRECTS"),
+            TransportFailure::TooManyRedirects
+        );
+        assert_eq!(
+            navigation_failure("net::ERR_INVALID_RESPONSE"),
+            TransportFailure::Malformed
+        );
+    }
+}
