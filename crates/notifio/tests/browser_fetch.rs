@@ -761,3 +761,376 @@ async fn hostile_pages_end_as_outcomes_and_never_take_the_browser_down() {
     );
     portal.shutdown().await;
 }
+
+/// A virtual X display (Debian's `xvfb`), or `None` with a notice outside CI.
+struct Xvfb {
+    child: std::process::Child,
+    display: String,
+}
+
+impl Xvfb {
+    fn start_or_skip(test: &str) -> Option<Self> {
+        use std::io::BufRead as _;
+        let spawned = Command::new("Xvfb")
+            .args([
+                "-displayfd",
+                "1",
+                "-screen",
+                "0",
+                "1280x800x24",
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "{test} needs Xvfb under CI: {e} (install Debian's `xvfb`)"
+                );
+                eprintln!("SKIPPED {test}: no Xvfb ({e}); install Debian's `xvfb` package");
+                return None;
+            }
+        };
+        let mut line = String::new();
+        let stdout = child.stdout.take().unwrap();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        let n: u32 = line.trim().parse().expect("Xvfb prints its display number");
+        Some(Self {
+            child,
+            display: format!(":{n}"),
+        })
+    }
+}
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn login_without_a_display_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &search("s", "http://127.0.0.1:9/search/a", FetchMode::Browser),
+    );
+    let path = util::write_config(dir.path(), &text);
+    let out = notifio()
+        .arg("--config")
+        .arg(&path)
+        .args(["login", "127.0.0.1:9"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("no display"), "{err}");
+    // An unknown site is named, with the sites the config has.
+    let out = notifio()
+        .arg("--config")
+        .arg(&path)
+        .args(["login", "example.org"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no search is on example.org"), "{err}");
+    assert!(err.contains("127.0.0.1:9"), "{err}");
+}
+
+/// The whole session story on a login-walled site: `notifio login` opens a window (under
+/// Xvfb), the user (here: this test, over the DevTools Protocol) logs in and closes it; `watch`
+/// then reads the site with that session; when the site logs us out, the site is paused and
+/// one notification says to run `notifio login`.
+#[test]
+fn a_login_in_a_window_is_the_session_watch_reads_with_until_it_expires() {
+    if browser_or_skip("a_login_in_a_window").is_none() {
+        return;
+    }
+    let Some(x) = Xvfb::start_or_skip("a_login_in_a_window") else {
+        return;
+    };
+    let _one = SERIAL.blocking_lock();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let portal = rt
+        .block_on(Portal::start(vec![SiteSpec {
+            login_wall: true,
+            ..site("walled")
+        }]))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mbox = dir.path().join("mail.mbox");
+    let text = config_text(
+        dir.path(),
+        &format!(
+            "[notify]\nmailbox = {:?}\n\n{}",
+            mbox.display().to_string(),
+            search(
+                "walled",
+                &portal.search_url("walled", "a"),
+                FetchMode::Browser
+            )
+        ),
+    )
+    .replace("interval = \"1h\"", "interval = \"2s\"");
+    let path = util::write_config(dir.path(), &text);
+    let site_key = portal
+        .base_url("walled")
+        .trim_start_matches("http://")
+        .to_owned();
+
+    // notifio login: a visible window on the search's page, which redirects to the form.
+    let mut login = notifio()
+        .arg("--config")
+        .arg(&path)
+        .args(["login", &site_key])
+        .env("DISPLAY", &x.display)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let active = dir.path().join("profile").join("DevToolsActivePort");
+    rt.block_on(async {
+        let (port, ws_path) = util::wait_for(Duration::from_secs(30), "the login window", || {
+            let text = std::fs::read_to_string(&active).ok()?;
+            let mut lines = text.lines();
+            Some((
+                lines.next()?.trim().to_owned(),
+                lines.next()?.trim().to_owned(),
+            ))
+        })
+        .await;
+        // The window shows the search's page, which the site redirected to its form.
+        let list = format!("http://127.0.0.1:{port}/json/list");
+        let pages = || async {
+            let body = reqwest::get(&list).await.ok()?.text().await.ok()?;
+            let v: Vec<serde_json::Value> = serde_json::from_str(&body).ok()?;
+            Some(
+                v.into_iter()
+                    .filter(|t| t["type"] == "page")
+                    .map(|t| {
+                        (
+                            t["id"].as_str().unwrap_or("").to_owned(),
+                            t["url"].as_str().unwrap_or("").to_owned(),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let started = Instant::now();
+        let form_url = loop {
+            if let Some(u) = pages()
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(_, u)| u)
+                .find(|u| u.contains("/login?next="))
+            {
+                break u;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the login form shows"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        // The user logs in (here in a tab of that window, driven over the DevTools Protocol)...
+        let (user, mut handler) =
+            chromiumoxide::Browser::connect(format!("ws://127.0.0.1:{port}{ws_path}"))
+                .await
+                .unwrap();
+        let driving = tokio::spawn(async move {
+            use futures_util::StreamExt as _;
+            while let Some(r) = handler.next().await {
+                if r.is_err() {
+                    break;
+                }
+            }
+        });
+        let tab = user.new_page(form_url.as_str()).await.unwrap();
+        let fill = "document.querySelector('input[name=email]').value = 'ana@example.org';\
+                    document.querySelector('input[name=password]').value = 'secret';\
+                    document.querySelector('form').submit();";
+        let started = Instant::now();
+        while portal.sessions("walled") == 0 {
+            let _ = tab.evaluate(fill).await;
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the form is sent"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        util::wait_for(Duration::from_secs(10), "the listings after login", || {
+            portal
+                .requests()
+                .iter()
+                .any(|q| {
+                    q.path == "/search/a"
+                        && q.header("cookie").is_some_and(|c| c.contains("session="))
+                })
+                .then_some(())
+        })
+        .await;
+        // ... and closes the window (every tab of it).
+        for (id, _) in pages().await.unwrap_or_default() {
+            let _ = user
+                .execute(
+                    chromiumoxide::cdp::browser_protocol::target::CloseTargetParams::new(
+                        chromiumoxide::cdp::browser_protocol::target::TargetId::new(id),
+                    ),
+                )
+                .await;
+        }
+        drop(user);
+        let _ = tokio::time::timeout(Duration::from_secs(5), driving).await;
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = login.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "login returns when the window closes"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = login.wait_with_output().unwrap();
+    assert!(status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Log in"));
+
+    // watch reads the walled site with the session from the window.
+    let state = dir.path().join("state");
+    let mut watch = util::Notifio::start(dir.path(), &path, false, None);
+    rt.block_on(util::wait_for(
+        Duration::from_secs(30),
+        "a good check",
+        || {
+            util::checks_of(&state, "walled")
+                .iter()
+                .any(|(o, s)| o == "ok" && *s == Some(200))
+                .then_some(())
+        },
+    ));
+    assert!(watch.alive(), "{}", watch.output());
+
+    // The site logs everyone out: the next check is `session_expired`, the site is paused,
+    // and one notification says what to do.
+    portal.expire_sessions("walled");
+    let expected = format!("notifio login {site_key}");
+    rt.block_on(util::wait_for(
+        Duration::from_secs(30),
+        "the notification",
+        || {
+            std::fs::read_to_string(&mbox)
+                .ok()
+                .filter(|m| m.contains(&expected))
+                .map(|_| ())
+        },
+    ));
+    assert!(
+        util::checks_of(&state, "walled")
+            .iter()
+            .any(|(o, _)| o == "session_expired"),
+        "{:?}",
+        util::checks_of(&state, "walled")
+    );
+    let searches_before = portal.request_count("walled");
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        portal.request_count("walled"),
+        searches_before,
+        "a paused site gets no request"
+    );
+    let mail = std::fs::read_to_string(&mbox).unwrap();
+    assert_eq!(
+        mail.matches(&expected).count(),
+        1,
+        "one notification:\n{mail}"
+    );
+    assert_eq!(watch.terminate(), Some(0));
+    rt.block_on(portal.shutdown());
+}
+
+/// The real Idealista page (`../shared/fixtures/`), read through the browser, gives the same
+/// listings as the same bytes read over HTTP. It is served with a Content-Security-Policy that
+/// lets nothing but the document load, so the page's own scripts, frames and pictures never
+/// try to reach the real site: every request stays on loopback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_idealista_page_reads_the_same_in_the_browser() {
+    if browser_or_skip("the_real_idealista_page").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/idealista_es_search.html"
+    );
+    let page = std::fs::read_to_string(fixture).unwrap();
+    let server = hostile(
+        "127.0.0.6",
+        util::raw_response(
+            "200 OK",
+            &[
+                b"Content-Security-Policy: default-src 'none'",
+                b"X-DNS-Prefetch-Control: off",
+            ],
+            &page,
+        ),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("{}/alquiler-viviendas/madrid-madrid/", server.url);
+    let site = url.split('/').nth(2).unwrap().to_owned();
+    let text = config_text(
+        dir.path(),
+        &format!(
+            "[[search]]\nname = \"madrid\"\nurl = {url:?}\nprofile = \"idealista\"\n\n\
+             [site.{site:?}]\nfetch = \"browser\"\n"
+        ),
+    );
+    let cfg = load(dir.path(), &text);
+    assert_eq!(cfg.searches[0].fetch, FetchMode::Browser);
+    let results = check_once(cfg).await;
+    let r = &results[0];
+    assert_eq!(r.outcome, "ok", "{r:?}");
+    assert_eq!(r.via, FetchMode::Browser);
+    // The same page over HTTP, through the same profile.
+    let parsed = url::Url::parse(&url).unwrap();
+    let profile = notifio::extract::profile_for(
+        &notifio_policy::SiteKey::from_parsed(&parsed).unwrap(),
+        Some("idealista"),
+        None,
+    )
+    .unwrap();
+    let notifio::extract::Extraction::Listings(over_http) =
+        profile.extract(page.as_bytes(), &parsed)
+    else {
+        panic!("the fixture reads over HTTP");
+    };
+    assert_eq!(over_http.len(), 30);
+    assert_eq!(r.listings.len(), 30, "every card, in the browser too");
+    for (b, h) in r.listings.iter().zip(&over_http) {
+        assert_eq!(
+            (
+                &b.id, &b.title, &b.price, &b.rooms, &b.area_m2, &b.url, &b.image
+            ),
+            (
+                &h.id, &h.title, &h.price, &h.rooms, &h.area_m2, &h.url, &h.image
+            ),
+            "the same listing, field by field"
+        );
+    }
+    assert_eq!(
+        server.request_lines(),
+        ["GET /alquiler-viviendas/madrid-madrid/ HTTP/1.1"],
+        "only the document was requested"
+    );
+}

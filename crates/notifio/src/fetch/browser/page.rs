@@ -146,6 +146,8 @@ pub(super) async fn read_page(
     let mut loaded = false;
     let mut in_flight: HashSet<String> = HashSet::new();
     let mut quiet_since = Instant::now();
+    // The profile's cards in the parsed document at the last poll.
+    let mut cards: Option<u64> = None;
     let mut poll = tokio::time::interval(READY_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -270,12 +272,18 @@ pub(super) async fn read_page(
                 }
                 // A page whose scripts never yield does not answer: bounded, like everything.
                 let left = soft.saturating_sub(started.elapsed()).min(Duration::from_secs(1));
-                if let Some(sel) = req.ready
-                    && tokio::time::timeout(left, selector_present(&page, sel))
+                if let Some(sel) = req.ready {
+                    let now = tokio::time::timeout(left, cards_shown(&page, sel))
                         .await
-                        .unwrap_or(false)
-                {
-                    break;
+                        .unwrap_or(None);
+                    // Ready once the document is parsed and its cards have stopped coming:
+                    // the same count two polls in a row. (A long page is parsed as it
+                    // streams in, and scripts may add cards in batches: the first card is
+                    // not the last.)
+                    if now.is_some() && now == cards {
+                        break;
+                    }
+                    cards = now;
                 }
             }
         }
@@ -318,27 +326,23 @@ async fn page_alive(page: &Page) -> bool {
     .is_ok_and(|r| r.is_ok())
 }
 
-/// Whether `selector` matches in the page's current document.
-async fn selector_present(page: &Page, selector: &str) -> bool {
-    let Ok(quoted) = serde_json::to_string(selector) else {
-        return false;
-    };
+/// How many elements match `selector` once the current document is parsed (`None` while it
+/// is still loading, before any match, or when the page does not answer).
+async fn cards_shown(page: &Page, selector: &str) -> Option<u64> {
+    let quoted = serde_json::to_string(selector).ok()?;
     let expr = format!(
-        "(() => {{ try {{ return document.querySelector({quoted}) !== null; }} catch (e) {{ return false; }} }})()"
+        "(() => {{ try {{ if (document.readyState === 'loading') return 0; \
+         return document.querySelectorAll({quoted}).length; }} catch (e) {{ return 0; }} }})()"
     );
     let mut params = EvaluateParams::new(expr);
     params.return_by_value = Some(true);
-    match page.execute(params).await {
-        Ok(r) => {
-            r.result
-                .result
-                .value
-                .as_ref()
-                .and_then(serde_json::Value::as_bool)
-                == Some(true)
-        }
-        Err(_) => false,
-    }
+    let r = page.execute(params).await.ok()?;
+    r.result
+        .result
+        .value
+        .as_ref()
+        .and_then(serde_json::Value::as_u64)
+        .filter(|n| *n > 0)
 }
 
 /// The rendered document as HTML (doctype and `documentElement.outerHTML`), at most `cap`

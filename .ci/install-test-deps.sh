@@ -1,0 +1,22 @@
+#!/bin/sh
+# Installs what the tests start besides Notifio itself, from Debian's packages:
+# - chromium: the browser fetch path (tests/browser_fetch.rs) and the dashboard's browser test;
+# - chromium-driver: the dashboard's browser test drives Chromium through WebDriver;
+# - xvfb: `notifio login` opens a visible window, under a virtual display in tests;
+# - dbus: the desktop notification channel's test runs a session bus of its own.
+# Needs root (CI images run as root).
+set -eu
+missing=""
+for cmd in chromium:chromium chromedriver:chromium-driver Xvfb:xvfb dbus-daemon:dbus; do
+    command -v "${cmd%%:*}" >/dev/null 2>&1 || missing="$missing ${cmd#*:}"
+done
+if [ -z "$missing" ]; then
+    echo "test dependencies already installed"
+    exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+# shellcheck disable=SC2086 # one word per package
+apt-get install -y --no-install-recommends $missing
+chromium --version
+chromedriver --version
