@@ -139,6 +139,8 @@ pub enum Behaviour {
     ServerError(u16),
     /// The next n requests get 503, then `Normal`.
     FailNext(u32),
+    /// The next n requests get this status (500–599) with a small error page, then `Normal`.
+    FailNextWith(u32, u16),
     /// Answer normally after this extra delay.
     Slow(Duration),
     /// Never answer (until shutdown).
@@ -225,7 +227,7 @@ impl SiteMut {
         };
         if index != self.script_index {
             self.script_index = index;
-            if let Behaviour::FailNext(n) = leaf {
+            if let Behaviour::FailNext(n) | Behaviour::FailNextWith(n, _) = leaf {
                 self.fail_left = n;
             }
         }
@@ -234,7 +236,13 @@ impl SiteMut {
                 self.fail_left -= 1;
                 Behaviour::ServerError(503)
             }
-            Behaviour::FailNext(_) | Behaviour::Script(_) => Behaviour::Normal,
+            Behaviour::FailNextWith(_, status) if self.fail_left > 0 => {
+                self.fail_left -= 1;
+                Behaviour::ServerError(status)
+            }
+            Behaviour::FailNext(_) | Behaviour::FailNextWith(..) | Behaviour::Script(_) => {
+                Behaviour::Normal
+            }
             other => other,
         }
     }
@@ -425,7 +433,7 @@ impl Portal {
     pub fn set_behaviour(&self, site: &str, b: Behaviour) {
         let mut st = self.site(site).lock();
         st.fail_left = match b {
-            Behaviour::FailNext(n) => n,
+            Behaviour::FailNext(n) | Behaviour::FailNextWith(n, _) => n,
             _ => 0,
         };
         st.behaviour = b;

@@ -205,7 +205,10 @@ async fn behave_inner(State(site): State<Arc<Site>>, req: Request, next: Next) -
         return error_page(503);
     }
     match behaviour {
-        Behaviour::Normal | Behaviour::FailNext(_) | Behaviour::Script(_) => next.run(req).await,
+        Behaviour::Normal
+        | Behaviour::FailNext(_)
+        | Behaviour::FailNextWith(..)
+        | Behaviour::Script(_) => next.run(req).await,
         Behaviour::RateLimited { retry_after } => {
             let mut r = html(
                 StatusCode::TOO_MANY_REQUESTS,

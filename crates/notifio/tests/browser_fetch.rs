@@ -245,7 +245,7 @@ async fn refusals_and_faults_in_the_browser_follow_the_same_policy() {
             retry_after: Some("120".into()),
         },
     );
-    portal.set_behaviour("flaky", Behaviour::FailNext(2));
+    portal.set_behaviour("flaky", Behaviour::FailNextWith(2, 500));
     portal.set_behaviour(
         "guarded",
         Behaviour::Challenge(ChallengeKind::Cloudflare, 403),
@@ -297,7 +297,7 @@ async fn refusals_and_faults_in_the_browser_follow_the_same_policy() {
     assert_eq!(
         navigations,
         vec![None, Some("1".to_owned()), Some("2".to_owned())],
-        "503, 503, 200: three navigations, X-Retry-Count absent, 1, 2"
+        "500, 500, 200: three navigations, X-Retry-Count absent, 1, 2"
     );
 
     let guarded = result(&results, "guarded");
