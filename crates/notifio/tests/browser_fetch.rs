@@ -1134,3 +1134,94 @@ async fn the_real_idealista_page_reads_the_same_in_the_browser() {
         "only the document was requested"
     );
 }
+
+/// A page read in the browser that redirects into a site waiting after a refusal is not
+/// followed: the waiting site gets no request, and the check ends as "nothing learnt".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_redirect_does_not_lead_into_a_waiting_site() {
+    if browser_or_skip("a_browser_redirect").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let portal = Portal::start(vec![site("waiting")]).await.unwrap();
+    portal.set_behaviour(
+        "waiting",
+        Behaviour::RateLimited {
+            retry_after: Some("30".into()),
+        },
+    );
+    let other = hostile(
+        "127.0.0.7",
+        page("<html><body><article class=\"listing\" data-id=\"1\"><a href=\"/l/1\">flat</a></article></body></html>"),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &format!(
+            "{}{}",
+            search(
+                "waiting",
+                &portal.search_url("waiting", "a"),
+                FetchMode::Browser
+            ),
+            search(
+                "via redirect",
+                &format!("{}/search/r", other.url),
+                FetchMode::Browser
+            ),
+        ),
+    )
+    .replace("interval = \"1h\"", "interval = \"500ms\"");
+    let mut watcher = Watcher::new(load(dir.path(), &text), vec![], false).unwrap();
+    let mut events = watcher.subscribe();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move { watcher.run(stop).await });
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Ok(WatchEvent::SiteWaiting { .. }) = events.recv().await {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("the site refuses and waits");
+    let refused = portal.request_count("waiting");
+    // From now on the other site's page redirects into the waiting one.
+    let location = format!("Location: {}", portal.search_url("waiting", "via-redirect"));
+    other.answer(util::raw_response("302 Found", &[location.as_bytes()], ""));
+    let before = other.request_lines().len();
+    let mut outcomes = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(4), async {
+        loop {
+            if let Ok(WatchEvent::CheckDone {
+                searches, outcome, ..
+            }) = events.recv().await
+                && searches.iter().any(|s| s == "via redirect")
+            {
+                outcomes.push(outcome);
+            }
+        }
+    })
+    .await;
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    assert_eq!(
+        portal.request_count("waiting"),
+        refused,
+        "no request reached the waiting site"
+    );
+    assert!(
+        other.request_lines().len() > before,
+        "the redirecting page was read"
+    );
+    let held: Vec<_> = outcomes.iter().skip(1).collect();
+    assert!(!held.is_empty(), "{outcomes:?}");
+    assert!(
+        held.iter()
+            .all(|o| **o == notifio_policy::Outcome::Unchanged),
+        "held redirects are nothing learnt: {outcomes:?}"
+    );
+    portal.shutdown().await;
+}

@@ -725,6 +725,7 @@ impl Fetcher {
                 retryable: false,
             };
         };
+        let closed: Vec<SiteKey> = lock(&self.inner.closed).iter().cloned().collect();
         browser
             .attempt(&browser::PageRequest {
                 url: &req.url,
@@ -733,6 +734,8 @@ impl Fetcher {
                 header,
                 timeout,
                 body_cap: self.inner.cfg.body_cap,
+                site: &req.site,
+                closed,
             })
             .await
     }

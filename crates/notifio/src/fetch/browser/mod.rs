@@ -33,7 +33,8 @@ use chromiumoxide::cdp::browser_protocol::browser::{
     SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
 };
 use chromiumoxide::cdp::browser_protocol::fetch::{
-    self as cdp_fetch, EventRequestPaused, FailRequestParams, RequestPattern, RequestStage,
+    self as cdp_fetch, ContinueRequestParams, EventRequestPaused, FailRequestParams,
+    RequestPattern, RequestStage,
 };
 use chromiumoxide::cdp::browser_protocol::network::{ErrorReason, ResourceType};
 use chromiumoxide::cdp::browser_protocol::page::{
@@ -46,6 +47,7 @@ use chromiumoxide::cdp::js_protocol::runtime::TerminateExecutionParams;
 use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser as CdpBrowser, Page};
 use futures_util::StreamExt;
+use notifio_policy::SiteKey;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -162,8 +164,29 @@ struct Tab {
     checks: u32,
     /// An `X-Retry-Count` header is set on the tab.
     retry_header: bool,
+    /// Where this tab's documents may go during the current check (the guard reads it).
+    route: Arc<Mutex<Route>>,
     /// Answers blocked requests and dialogs for as long as the tab lives.
     guard: JoinHandle<()>,
+}
+
+/// The sites a check's documents may not enter: those closed to us while they wait after a
+/// refusal or their session expired ([`super::Fetcher::close_site`]), unless it is the check's
+/// own site. A redirect or a frame into one is stopped before its request is sent, as the HTTP
+/// path stops a redirect; `held` names the site the main document was stopped at.
+#[derive(Default)]
+struct Route {
+    site: Option<SiteKey>,
+    closed: Vec<SiteKey>,
+    held: Option<SiteKey>,
+}
+
+impl Route {
+    /// The closed site `url` would enter, if any.
+    fn stops(&self, url: &str) -> Option<SiteKey> {
+        let key = SiteKey::from_url(url).ok()?;
+        (self.site.as_ref() != Some(&key) && self.closed.contains(&key)).then_some(key)
+    }
 }
 
 impl Drop for Tab {
@@ -186,6 +209,9 @@ pub(super) struct PageRequest<'a> {
     pub(crate) timeout: Duration,
     /// Largest body kept (the DOM's text, UTF-8).
     pub(crate) body_cap: usize,
+    /// The check's own site, and the sites closed to it now.
+    pub(crate) site: &'a SiteKey,
+    pub(crate) closed: Vec<SiteKey>,
 }
 
 /// The one browser of the process. Cheap to share; started on the first browser check.
@@ -380,17 +406,26 @@ impl Browser {
             resource_type: None,
             request_stage: Some(RequestStage::Request),
         });
+        // Every document (the page, its redirects, its frames) passes the guard, which stops
+        // the ones that would enter a site closed to us.
+        patterns.push(RequestPattern {
+            url_pattern: None,
+            resource_type: Some(ResourceType::Document),
+            request_stage: Some(RequestStage::Request),
+        });
         page.execute(cdp_fetch::EnableParams {
             patterns: Some(patterns),
             handle_auth_requests: None,
         })
         .await
         .map_err(|e| format!("cannot set up the tab: {e}"))?;
-        let guard = tab_guard(&page).await?;
+        let route: Arc<Mutex<Route>> = Arc::default();
+        let guard = tab_guard(&page, Arc::clone(&route)).await?;
         Ok(Tab {
             page,
             checks: 0,
             retry_header: false,
+            route,
             guard,
         })
     }
@@ -445,6 +480,13 @@ impl Browser {
             tab: Some(tab),
             running: Arc::clone(&r),
         };
+        if let Some(tab) = lease.tab.as_ref() {
+            *lock(&tab.route) = Route {
+                site: Some(req.site.clone()),
+                closed: req.closed.clone(),
+                held: None,
+            };
+        }
         let budget = req.timeout.saturating_sub(started.elapsed());
         let outcome = match lease.tab.as_mut() {
             Some(tab) => read_page(tab, req, budget, req.body_cap, &r.cdp).await,
@@ -462,6 +504,25 @@ impl Browser {
             Visit::NoPage(failure, error) => {
                 self.give_back(&r, tab).await;
                 failed(req.url, failure, error, true)
+            }
+            Visit::Held(site, status, from) => {
+                self.give_back(&r, tab).await;
+                Attempt {
+                    status: Some(status),
+                    final_url: if from.is_empty() {
+                        req.url.to_owned()
+                    } else {
+                        from
+                    },
+                    headers: Vec::new(),
+                    body: Bytes::new(),
+                    failure: None,
+                    error: Some(format!(
+                        "redirected to {site}, which is waiting: not followed"
+                    )),
+                    held_at: Some(site),
+                    retryable: true,
+                }
             }
             Visit::Broken(error) => {
                 close_tab(&r, &tab).await;
@@ -513,8 +574,9 @@ impl Drop for Lease {
 }
 
 /// Answers, for the tab's whole life, the requests it must not make (blocked resource types
-/// fail at once, so they are never sent) and any dialog a page opens (dismissed).
-async fn tab_guard(page: &Page) -> Result<JoinHandle<()>, String> {
+/// fail at once, so they are never sent; a document continues unless it would enter a site
+/// closed to us) and any dialog a page opens (dismissed).
+async fn tab_guard(page: &Page, route: Arc<Mutex<Route>>) -> Result<JoinHandle<()>, String> {
     let paused = page
         .event_listener::<EventRequestPaused>()
         .await
@@ -534,6 +596,23 @@ async fn tab_guard(page: &Page) -> Result<JoinHandle<()>, String> {
         while let Some(ev) = events.next().await {
             match ev {
                 Ev::Paused(p) => {
+                    let document = p.resource_type == ResourceType::Document;
+                    let stopped = document
+                        .then(|| lock(&route).stops(&p.request.url))
+                        .flatten();
+                    if document && stopped.is_none() {
+                        let _ = page
+                            .execute(ContinueRequestParams::new(p.request_id.clone()))
+                            .await;
+                        continue;
+                    }
+                    if let Some(site) = stopped {
+                        tracing::info!(to = %site, "a page leads to a waiting site; not followed");
+                        let main = p.frame_id.inner() == page.target_id().inner();
+                        if main {
+                            lock(&route).held = Some(site);
+                        }
+                    }
                     let _ = page
                         .execute(FailRequestParams::new(
                             p.request_id.clone(),

@@ -3,7 +3,7 @@
 //! (bounded by the attempt's timeout, since some pages never do), read the rendered DOM.
 //! Everything here answers with a [`Visit`]; nothing a page does can hang or crash us.
 
-use super::{Attempt, PageRequest, Tab, TransportFailure};
+use super::{Attempt, PageRequest, Tab, TransportFailure, lock};
 use bytes::Bytes;
 use chromiumoxide::cdp::browser_protocol::browser::EventDownloadWillBegin;
 use chromiumoxide::cdp::browser_protocol::inspector::EventTargetCrashed;
@@ -16,6 +16,7 @@ use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use chromiumoxide::{Browser as CdpBrowser, Page};
 use futures_util::StreamExt;
 use futures_util::stream::{BoxStream, select_all};
+use notifio_policy::SiteKey;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +35,9 @@ pub(super) enum Visit {
     NoPage(TransportFailure, String),
     /// The tab or the browser broke (crash, lost connection): not retried in this check.
     Broken(String),
+    /// The page redirected (this status, from this URL) into a site that is closed to us
+    /// now; the redirect was not followed.
+    Held(SiteKey, u16, String),
 }
 
 /// The main document as it arrived.
@@ -142,6 +146,14 @@ pub(super) async fn read_page(
     let mut navigated = false;
 
     let mut doc: Option<Document> = None;
+    // The last redirect of the navigation (status, URL), for a redirect that is held.
+    let mut redirect: Option<(u16, String)> = None;
+    let route = Arc::clone(&tab.route);
+    let held = |redirect: &Option<(u16, String)>| {
+        let site = lock(&route).held.take()?;
+        let (status, url) = redirect.clone().unwrap_or((0, String::new()));
+        Some(Visit::Held(site, status, url))
+    };
     let mut main_request: Option<String> = None;
     let mut loaded = false;
     let mut in_flight: HashSet<String> = HashSet::new();
@@ -190,6 +202,9 @@ pub(super) async fn read_page(
                         in_flight.remove(id);
                         quiet_since = Instant::now();
                         let is_main = main_request.as_deref() == Some(id.as_str());
+                        if is_main && doc.is_none() && let Some(v) = held(&redirect) {
+                            return v;
+                        }
                         if is_main && doc.is_none() && e.canceled != Some(true) {
                             return Visit::NoPage(
                                 navigation_failure(&e.error_text),
@@ -207,6 +222,12 @@ pub(super) async fn read_page(
                             && e.loader_id.inner() == id;
                         if main {
                             main_request = Some(id.clone());
+                            if let Some(r) = &e.redirect_response {
+                                redirect = Some((
+                                    u16::try_from(r.status).unwrap_or(0),
+                                    r.url.clone(),
+                                ));
+                            }
                         }
                     }
                     Ev::Finished(e) => {
@@ -223,6 +244,11 @@ pub(super) async fn read_page(
                 navigated = true;
                 match res {
                     Ok(r) => {
+                        if let (Some(_), None) = (r.result.error_text.as_deref(), &doc)
+                            && let Some(v) = held(&redirect)
+                        {
+                            return v;
+                        }
                         if let (Some(err), None) = (r.result.error_text.as_deref(), &doc) {
                             // A download is refused; anything else means no page came back.
                             // A download (refused), or a navigation the browser itself
