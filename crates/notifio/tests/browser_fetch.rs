@@ -1225,3 +1225,65 @@ async fn a_browser_redirect_does_not_lead_into_a_waiting_site() {
     );
     portal.shutdown().await;
 }
+
+/// One browser per profile: a `check` beside a running `watch` reads its pages in the
+/// watcher's browser (tabs of its own), starts none, and leaves that browser running.
+#[test]
+fn a_check_beside_a_running_watch_borrows_its_browser() {
+    if browser_or_skip("a_check_beside_a_running_watch").is_none() {
+        return;
+    }
+    let _one = SERIAL.blocking_lock();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let portal = rt.block_on(Portal::start(vec![site("shared")])).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &search("s", &portal.search_url("shared", "a"), FetchMode::Browser),
+    );
+    let path = util::write_config(dir.path(), &text);
+    let watch = util::Notifio::start(dir.path(), &path, false, None);
+    rt.block_on(util::wait_for(
+        Duration::from_secs(30),
+        "a browser check",
+        || (portal.request_count("shared") > 0).then_some(()),
+    ));
+    let watchers = main_processes(&browser_processes(watch.pid()));
+    assert_eq!(watchers.len(), 1, "{}", watch.output());
+    let mut check = notifio()
+        .arg("--config")
+        .arg(&path)
+        .args(["check", "--json", "--force"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let checker = check.id();
+    let mut ours = Vec::new();
+    let started = Instant::now();
+    while check.try_wait().unwrap().is_none() {
+        ours.extend(browser_processes(checker));
+        assert!(started.elapsed() < Duration::from_secs(60), "check ends");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["outcome"], "ok", "{line}");
+    assert_eq!(line["via"], "browser");
+    assert!(
+        ours.is_empty(),
+        "the check started no browser of its own: {ours:?}"
+    );
+    assert_eq!(
+        main_processes(&browser_processes(watch.pid())),
+        watchers,
+        "the watcher's browser is still the one running"
+    );
+    assert_eq!(watch.terminate(), Some(0));
+    rt.block_on(portal.shutdown());
+}

@@ -298,9 +298,18 @@ impl Browser {
                 profile_dir,
                 headless,
             } => {
-                let (p, ws) =
-                    start_process(executable, profile_dir, *headless, "about:blank").await?;
-                (Some(p), ws)
+                // One browser per profile: beside a running `watch`, a `check` borrows its
+                // browser (tabs of its own, closed at the end; the browser stays).
+                if let Some(ws) = process::already_running(profile_dir) {
+                    tracing::info!(
+                        "the browser profile is open in another notifio: reading pages in its browser"
+                    );
+                    (None, ws)
+                } else {
+                    let (p, ws) =
+                        start_process(executable, profile_dir, *headless, "about:blank").await?;
+                    (Some(p), ws)
+                }
             }
             Launch::Connect { url } => (None, devtools_ws_url(url).await?),
         };

@@ -443,6 +443,19 @@ fn profile_in_use(profile_dir: &Path) -> Option<u32> {
     }
 }
 
+/// The DevTools address of a live browser that already holds `profile_dir` (the browser of a
+/// `notifio watch` that runs beside a `check`, read from the `DevToolsActivePort` file it
+/// writes in the profile), if any.
+pub(super) fn already_running(profile_dir: &Path) -> Option<String> {
+    profile_in_use(profile_dir)?;
+    let text = std::fs::read_to_string(profile_dir.join("DevToolsActivePort")).ok()?;
+    let mut lines = text.lines();
+    let port: u16 = lines.next()?.trim().parse().ok()?;
+    let path = lines.next()?.trim();
+    path.starts_with("/devtools/browser/")
+        .then(|| format!("ws://127.0.0.1:{port}{path}"))
+}
+
 /// Whether this machine can show the user a window (`notifio login`).
 #[must_use]
 pub fn has_display() -> bool {
