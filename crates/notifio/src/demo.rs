@@ -13,7 +13,7 @@ use crate::store::Store;
 use crate::watch::{AppMetrics, WatchEvent, Watcher};
 use crate::web::{self, DashboardConfig, StatusSource};
 use anyhow::Context as _;
-use fake_portal::{Behaviour, ChallengeKind, Portal, SiteSpec};
+use fake_portal::{Behaviour, ChallengeKind, Portal, Render, SiteSpec};
 use notifio_policy::{BackoffPolicy, SiteKey, format_duration};
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -200,18 +200,37 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
         "--speed must be a positive number, e.g. 1 or 4"
     );
     let s = |secs: u64| scaled(Duration::from_secs(secs), speed);
-    let portal = Portal::start(vec![
+    // A third site builds its listings with JavaScript: it is read in the browser, when this
+    // machine has one (NOTIFIO_BROWSER or [browser] executable's search; `none` = no browser).
+    let browser = crate::fetch::browser::find_executable(
+        config::Environment::from_process().browser.as_deref(),
+        std::env::var_os("PATH"),
+    );
+    let mut sites = vec![
         SiteSpec::new("rentals-demo"),
         SiteSpec::new("idealista-demo"),
-    ])
-    .await
-    .context("starting the fake portal on 127.0.0.1")?;
-    let friendly: HashMap<String, String> = ["rentals-demo", "idealista-demo"]
+    ];
+    if browser.is_ok() {
+        sites.push(SiteSpec {
+            render: Render::Script(Duration::from_millis(400)),
+            ..SiteSpec::new(SCRIPTED_SITE)
+        });
+    }
+    let portal = Portal::start(sites)
+        .await
+        .context("starting the fake portal on 127.0.0.1")?;
+    let friendly: HashMap<String, String> = portal
+        .sites()
         .iter()
         .filter_map(|n| {
-            SiteKey::from_url(&portal.base_url(n))
-                .ok()
-                .map(|k| (k.as_str().to_owned(), format!("{n} ({k})")))
+            SiteKey::from_url(&portal.base_url(n)).ok().map(|k| {
+                let how = if n == SCRIPTED_SITE {
+                    ", read through the browser"
+                } else {
+                    ""
+                };
+                (k.as_str().to_owned(), format!("{n} ({k}{how})"))
+            })
         })
         .collect();
 
@@ -226,7 +245,7 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
         SocketAddr::from(([127, 0, 0, 1], 0))
     };
     let config_path = state_dir.join("demo.toml");
-    let toml = demo_config(&portal, &state_dir, dashboard_addr, speed);
+    let toml = demo_config(&portal, &state_dir, dashboard_addr, speed, browser.is_ok());
     std::fs::write(&config_path, &toml)?;
     let cfg = config::load(&config_path)
         .map_err(|e| anyhow::anyhow!("the demo config is invalid (a bug): {e}"))?;
@@ -237,6 +256,17 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
         portal.base_url("rentals-demo"),
         portal.base_url("idealista-demo")
     );
+    match &browser {
+        Ok(exe) => println!(
+            "{SCRIPTED_SITE} at {} builds its listings with JavaScript: read through the browser ({}).",
+            portal.base_url(SCRIPTED_SITE),
+            exe.display()
+        ),
+        Err(e) => println!(
+            "Skipped the site read through the browser: {e}. Install Chromium (or Chrome, Edge, \
+             Brave) to see it; everything else works without one."
+        ),
+    }
     println!(
         "Demo config ({}), time compressed ×{speed}:",
         config_path.display()
@@ -291,7 +321,8 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
                     () = tokio::time::sleep(every) => {}
                 }
                 // Each new flat matches one search, so each message names its search.
-                let (site, slug) = DEMO_SEARCHES[n % DEMO_SEARCHES.len()].1;
+                let searches = demo_searches(&portal);
+                let (site, slug) = searches[n % searches.len()].1;
                 portal.add_listing(site, Some(slug));
                 n += 1;
             }
@@ -340,7 +371,28 @@ const DEMO_SEARCHES: [(&str, (&str, &str)); 5] = [
     ("Retiro with balcony", ("idealista-demo", "retiro")),
 ];
 
-fn demo_config(portal: &Portal, state_dir: &Path, dashboard: SocketAddr, speed: f64) -> String {
+/// The site whose listings are built by a script (only when a browser is found).
+const SCRIPTED_SITE: &str = "spa-demo";
+/// Its search.
+const SCRIPTED_SEARCH: (&str, (&str, &str)) =
+    ("Valencia, built by JavaScript", (SCRIPTED_SITE, "valencia"));
+
+/// The searches of this demo run: the five, and the browser site's when it runs.
+fn demo_searches(portal: &Portal) -> Vec<(&'static str, (&'static str, &'static str))> {
+    let mut v = DEMO_SEARCHES.to_vec();
+    if portal.sites().iter().any(|n| n == SCRIPTED_SITE) {
+        v.push(SCRIPTED_SEARCH);
+    }
+    v
+}
+
+fn demo_config(
+    portal: &Portal,
+    state_dir: &Path,
+    dashboard: SocketAddr,
+    speed: f64,
+    with_browser: bool,
+) -> String {
     let s = |secs: u64| dur(scaled(Duration::from_secs(secs), speed));
     let ladder = |v: &[u64]| v.iter().map(|x| s(*x)).collect::<Vec<_>>().join(", ");
     let mut t = format!(
@@ -358,10 +410,28 @@ fn demo_config(portal: &Portal, state_dir: &Path, dashboard: SocketAddr, speed: 
         s(120),
         state_dir.join("notifications.mbox").display().to_string(),
     );
-    for (name, (site, slug)) in DEMO_SEARCHES {
+    if with_browser {
+        t.push_str(&format!(
+            "[browser]\nprofile_dir = {:?}\n\n",
+            state_dir.join("browser").display().to_string()
+        ));
+    }
+    for (name, (site, slug)) in demo_searches(portal) {
         t.push_str(&format!(
             "[[search]]\nname = {name:?}\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n",
             portal.search_url(site, slug)
+        ));
+    }
+    // Every site says how it is read: the demo works on a machine without a browser.
+    for name in portal.sites() {
+        let fetch = if name == SCRIPTED_SITE {
+            "browser"
+        } else {
+            "http"
+        };
+        t.push_str(&format!(
+            "[site.{:?}]\nfetch = \"{fetch}\"\n\n",
+            portal.base_url(&name).trim_start_matches("http://")
         ));
     }
     t

@@ -1,11 +1,26 @@
 //! `notifio demo` as a newcomer runs it, compressed: the real binary for ~24 s at speed 6.
 //! Its narrative must show a refusal, the single probe, the recovery, and at least one
-//! notification delivered to the mbox it names.
+//! notification delivered to the mbox it names; with a browser on the machine, a site whose
+//! listings are built by JavaScript read through it; without one, everything else.
 
 use std::process::Command;
 
+/// Whether this machine has a browser the demo will find (under CI it must).
+fn has_browser() -> bool {
+    let found = notifio::fetch::browser::find_executable(None, std::env::var_os("PATH")).is_ok();
+    assert!(
+        found || std::env::var("CI").as_deref() != Ok("true"),
+        "CI has Debian's chromium"
+    );
+    if !found {
+        eprintln!("no browser here: the demo's browser site is not checked (install `chromium`)");
+    }
+    found
+}
+
 #[test]
 fn the_demo_tells_the_whole_story_and_delivers_to_the_mailbox() {
+    let browser = has_browser();
     let out = Command::new(env!("CARGO_BIN_EXE_notifio"))
         .args([
             "demo",
@@ -16,6 +31,7 @@ fn the_demo_tells_the_whole_story_and_delivers_to_the_mailbox() {
             "--dashboard",
             "127.0.0.1:0",
         ])
+        .env_remove("NOTIFIO_BROWSER")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -44,6 +60,21 @@ fn the_demo_tells_the_whole_story_and_delivers_to_the_mailbox() {
             "the narrative lacks {what} (`{needle}`)"
         );
     }
+    if browser {
+        assert!(
+            stdout.contains("builds its listings with JavaScript: read through the browser"),
+            "{stdout}"
+        );
+        let baseline = stdout
+            .lines()
+            .find(|l| l.contains("baseline for \"Valencia, built by JavaScript\""))
+            .expect("the browser site's baseline");
+        assert!(baseline.contains("read through the browser"), "{baseline}");
+        assert!(
+            baseline.contains(": 30 listings"),
+            "every card the script built: {baseline}"
+        );
+    }
     // The probe comes after the refusal and the recovery after a probe.
     let refusal = stdout.find("refused (rate_limited").unwrap();
     let probe = stdout[refusal..].find("probe sent").unwrap() + refusal;
@@ -62,4 +93,43 @@ fn the_demo_tells_the_whole_story_and_delivers_to_the_mailbox() {
     );
     let state_dir = std::path::Path::new(mailbox).parent().unwrap();
     let _ = std::fs::remove_dir_all(state_dir);
+}
+
+/// The README's first command on a machine with no browser at all: the demo says it skipped
+/// its browser site, and everything else runs.
+#[test]
+fn the_demo_runs_without_a_browser() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_notifio"))
+        .args([
+            "demo",
+            "--speed",
+            "6",
+            "--duration",
+            "5",
+            "--dashboard",
+            "127.0.0.1:0",
+        ])
+        .env("PATH", empty.path())
+        .env("NOTIFIO_BROWSER", "none")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("Skipped the site read through the browser"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("Valencia"), "{stdout}");
+    assert!(
+        stdout.contains("recorded silently"),
+        "the rest runs: {stdout}"
+    );
+    if let Some(mailbox) = stdout.lines().find_map(|l| l.split("Mailbox: ").nth(1)) {
+        let _ = std::fs::remove_dir_all(std::path::Path::new(mailbox.trim()).parent().unwrap());
+    }
 }
