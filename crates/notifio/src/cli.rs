@@ -244,7 +244,7 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {
 /// spawned check, finished request and wake-up of the loop also woke the other thread (futex and
 /// epoll hand-offs), ~7% of the CPU per check, and its malloc arena cost ~3 MB of RSS
 /// (docs/benchmarks/watch.md). A page large enough to take long to parse goes to the blocking
-/// pool (`watch::judge`), so a hostile page still does not hold up the checks of other sites.
+/// pool (`watch::check`), so a hostile page still does not hold up the checks of other sites.
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -464,7 +464,7 @@ async fn login(cfg: Config, which: &str) -> Result<(), Failure> {
             crate::fetch::browser::login(&executable, &profile_dir, &url)
                 .await
                 .map_err(|e| Failure::Runtime(anyhow::anyhow!(e)))?;
-            let store = crate::store::Store::open(&cfg.watch.state_dir)
+            let mut store = crate::store::Store::open(&cfg.watch.state_dir)
                 .map_err(|e| Failure::Runtime(e.into()))?;
             if store
                 .expired_sessions()
@@ -472,7 +472,9 @@ async fn login(cfg: Config, which: &str) -> Result<(), Failure> {
                 .contains(&site)
             {
                 store
-                    .set_session_expired(&site, false, crate::watch::now().as_millis())
+                    .transaction(|tx| {
+                        tx.set_session_expired(&site, false, crate::watch::now().as_millis())
+                    })
                     .map_err(|e| Failure::Runtime(e.into()))?;
             }
             println!("Done. `notifio check` shows what {site} gives with this session.");

@@ -14,7 +14,7 @@ use crate::watch::{AppMetrics, WatchEvent, Watcher};
 use crate::web::{self, DashboardConfig, StatusSource};
 use anyhow::Context as _;
 use fake_portal::{Behaviour, ChallengeKind, Portal, Render, SiteSpec};
-use notifio_policy::{BackoffPolicy, SiteKey, format_duration};
+use notifio_policy::{BackoffPolicy, Reaction, SiteKey, format_duration};
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -512,11 +512,11 @@ fn narrator(names: HashMap<String, String>, mailbox: PathBuf) -> Narrator {
                     Some(s.trim_end().to_owned())
                 }
             }
-            WatchEvent::SiteWaiting {
+            WatchEvent::Reaction(Reaction::SiteWaiting {
                 site,
                 entry,
                 searches,
-            } => {
+            }) => {
                 let ra = entry
                     .retry_after
                     .map(|d| {
@@ -534,14 +534,15 @@ fn narrator(names: HashMap<String, String>, mailbox: PathBuf) -> Narrator {
                     entry.failures
                 ))
             }
-            WatchEvent::SiteCleared { site } => Some(format!(
+            WatchEvent::Reaction(Reaction::SiteCleared { site, .. }) => Some(format!(
                 "{} clear: the probe succeeded; siblings resume, spaced out",
                 name(site)
             )),
-            WatchEvent::SessionExpired { site } => Some(format!(
+            WatchEvent::Reaction(Reaction::SessionExpired { site }) => Some(format!(
                 "{}: session expired — export fresh cookies",
                 name(site)
             )),
+            WatchEvent::Reaction(Reaction::SearchGone { .. }) => None,
         };
         if let Some(line) = line {
             let mut out = std::io::stdout().lock();

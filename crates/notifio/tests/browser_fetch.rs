@@ -1180,7 +1180,9 @@ async fn a_browser_redirect_does_not_lead_into_a_waiting_site() {
     let task = tokio::spawn(async move { watcher.run(stop).await });
     tokio::time::timeout(Duration::from_secs(20), async {
         loop {
-            if let Ok(WatchEvent::SiteWaiting { .. }) = events.recv().await {
+            if let Ok(WatchEvent::Reaction(notifio_policy::Reaction::SiteWaiting { .. })) =
+                events.recv().await
+            {
                 break;
             }
         }

@@ -9,6 +9,7 @@ use notifio::config;
 use notifio::notify::ChannelKind;
 use notifio::store::Store;
 use notifio::watch::{WatchEvent, Watcher};
+use notifio_policy::Reaction;
 use std::path::Path;
 use std::time::Duration;
 use tokio::sync::broadcast::Receiver;
@@ -201,12 +202,12 @@ async fn five_searches_on_a_refusing_site_wait_together_and_come_back_through_on
         },
     );
     let waiting = next_matching(&mut rx, Duration::from_secs(10), |e| {
-        matches!(e, WatchEvent::SiteWaiting { .. })
+        matches!(e, WatchEvent::Reaction(Reaction::SiteWaiting { .. }))
     })
     .await;
-    let WatchEvent::SiteWaiting {
+    let WatchEvent::Reaction(Reaction::SiteWaiting {
         entry, searches, ..
-    } = waiting
+    }) = waiting
     else {
         unreachable!()
     };
@@ -235,7 +236,7 @@ async fn five_searches_on_a_refusing_site_wait_together_and_come_back_through_on
     };
     assert_eq!(probe_searches.len(), 1, "exactly one search is the probe");
     next_matching(&mut rx, Duration::from_secs(10), |e| {
-        matches!(e, WatchEvent::SiteCleared { .. })
+        matches!(e, WatchEvent::Reaction(Reaction::SiteCleared { .. }))
     })
     .await;
     // Let the four siblings go out again.
@@ -294,7 +295,7 @@ async fn a_restart_during_a_wait_does_not_knock_early() {
         },
     );
     next_matching(&mut rx, Duration::from_secs(10), |e| {
-        matches!(e, WatchEvent::SiteWaiting { .. })
+        matches!(e, WatchEvent::Reaction(Reaction::SiteWaiting { .. }))
     })
     .await;
     let refused_at = portal
@@ -311,7 +312,7 @@ async fn a_restart_during_a_wait_does_not_knock_early() {
     // A new process (a new watcher on the same state dir) keeps the wait.
     let (mut rx, cancel, task) = spawn_watcher(load(dir.path(), &text));
     next_matching(&mut rx, Duration::from_secs(10), |e| {
-        matches!(e, WatchEvent::SiteCleared { .. })
+        matches!(e, WatchEvent::Reaction(Reaction::SiteCleared { .. }))
     })
     .await;
     cancel.cancel();
@@ -411,7 +412,7 @@ async fn an_expired_session_pauses_the_site_and_notifies_once() {
     .await;
     portal.set_behaviour("members", Behaviour::LoginRedirect);
     next_matching(&mut rx, Duration::from_secs(10), |e| {
-        matches!(e, WatchEvent::SessionExpired { .. })
+        matches!(e, WatchEvent::Reaction(Reaction::SessionExpired { .. }))
     })
     .await;
     let paused_at = portal.request_count("members");
@@ -693,7 +694,7 @@ async fn a_redirect_does_not_lead_into_a_waiting_site() {
     let (mut rx, cancel, task) = spawn_watcher(load(dir.path(), &text));
 
     next_matching(&mut rx, Duration::from_secs(10), |e| {
-        matches!(e, WatchEvent::SiteWaiting { .. })
+        matches!(e, WatchEvent::Reaction(Reaction::SiteWaiting { .. }))
     })
     .await;
     let refused_at = portal.requests().iter().map(|r| r.at).max().unwrap();
@@ -822,17 +823,19 @@ fn a_link_shared_by_several_cards_does_not_hide_a_new_listing() {
     };
     let mut record = |now: u64, listings: &[Listing]| {
         store
-            .record_check(&CheckRecord {
-                searches: &searches,
-                site: &site,
-                outcome: "ok",
-                status: Some(200),
-                attempts: 1,
-                latency_ms: 1,
-                listings: Some(listings),
-                now,
-                channels: &[],
-                history: 10,
+            .transaction(|tx| {
+                tx.record_check(&CheckRecord {
+                    searches: &searches,
+                    site: &site,
+                    outcome: "ok",
+                    status: Some(200),
+                    attempts: 1,
+                    latency_ms: 1,
+                    listings: Some(listings),
+                    now,
+                    channels: &[],
+                    history: 10,
+                })
             })
             .unwrap()
     };

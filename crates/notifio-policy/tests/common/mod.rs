@@ -1,5 +1,5 @@
 //! What the scheduler tests share: a [`Check`] with its site key and searches looked up, the
-//! way the real driver (`watch.rs`) resolves the scheduler's small `Copy` check once per fetch.
+//! way the real driver (`notifio::watch`) resolves the scheduler's small `Copy` check once per fetch.
 
 use notifio_policy::{CheckId, Outcome, Scheduler, SearchId, SearchSpec, SiteKey, Timestamp};
 use proptest::prelude::*;

@@ -163,7 +163,7 @@ pub struct CheckRecord<'a> {
 }
 
 /// One search's share of an ordinary check that found nothing to announce and changed no
-/// site state: its history row, written later with others (see [`Store::record_routine`]).
+/// site state: its history row, written later with others (see [`Tx::record_routine`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RoutineCheck {
     /// The search.
@@ -321,55 +321,31 @@ impl Store {
         })
     }
 
-    /// A write transaction that takes the write lock at BEGIN. A deferred one that reads first
+    /// Runs `f` in one write transaction and commits it when `f` returns `Ok`. When `f` fails
+    /// (or panics) the transaction is dropped, and dropping it rolls it back: nothing
+    /// half-written stays. Every write to the database goes through here, so a finished
+    /// check's writes cost one commit, not one per statement.
+    ///
+    /// The write lock is taken at BEGIN (`IMMEDIATE`): a deferred transaction that reads first
     /// and writes later cannot wait for the notification sender's connection (SQLite answers
     /// "database is locked" at once instead of using the busy timeout), which stopped `watch`.
-    fn write_tx(&mut self) -> Result<rusqlite::Transaction<'_>, StoreError> {
-        Ok(self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?)
-    }
-
-    /// Runs `f` inside a write transaction: the caller's, if [`Self::begin`] opened one, or
-    /// its own otherwise.
-    fn in_tx<R>(
+    /// Hold no transaction across an `await`: on `check`'s one-threaded runtime the sender's
+    /// connection would block the only thread waiting for it.
+    ///
+    /// # Errors
+    /// When the lock cannot be taken within the busy timeout, whatever `f` returns, or a
+    /// failed commit.
+    pub fn transaction<R, E: From<StoreError>>(
         &mut self,
-        f: impl FnOnce(&Connection) -> Result<R, StoreError>,
-    ) -> Result<R, StoreError> {
-        if !self.conn.is_autocommit() {
-            return f(&self.conn);
-        }
-        let tx = self.write_tx()?;
+        f: impl FnOnce(&Tx<'_>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let tx = Tx(self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(StoreError::from)?);
         let r = f(&tx)?;
-        tx.commit()?;
+        tx.0.commit().map_err(StoreError::from)?;
         Ok(r)
-    }
-
-    /// Opens a write transaction (taking the lock at once) that the following calls join until
-    /// [`Self::commit`]: a finished check's writes then cost one commit, not one per statement.
-    ///
-    /// # Errors
-    /// When the lock cannot be taken within the busy timeout, or one is already open.
-    pub fn begin(&self) -> Result<(), StoreError> {
-        self.conn.execute_batch("BEGIN IMMEDIATE")?;
-        Ok(())
-    }
-
-    /// Commits the transaction [`Self::begin`] opened.
-    ///
-    /// # Errors
-    /// On SQL failure (the transaction is then rolled back by SQLite or by [`Self::rollback`]).
-    pub fn commit(&self) -> Result<(), StoreError> {
-        self.conn.execute_batch("COMMIT")?;
-        Ok(())
-    }
-
-    /// Rolls back an open transaction, if any (after a failure: nothing half-written stays).
-    pub fn rollback(&self) {
-        if !self.conn.is_autocommit() {
-            // Best effort: if even ROLLBACK fails, SQLite rolls back when the connection closes.
-            let _ = self.conn.execute_batch("ROLLBACK");
-        }
     }
 
     /// The database file.
@@ -390,60 +366,7 @@ impl Store {
     /// # Errors
     /// On SQL failure.
     pub fn sync_searches(&mut self, searches: &[SearchSync]) -> Result<Vec<u32>, StoreError> {
-        let tx = self.write_tx()?;
-        let mut ids = Vec::with_capacity(searches.len());
-        for SearchSync {
-            name,
-            url,
-            site,
-            rules,
-        } in searches
-        {
-            let existing: Option<(u32, String, Option<String>)> = tx
-                .query_row(
-                    "SELECT id, url, rules FROM searches WHERE name = ?1",
-                    [name],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()?;
-            let id = match existing {
-                Some((id, old_url, old_rules)) => {
-                    if &old_url != url {
-                        // A changed URL is a different search: take a new silent baseline.
-                        tx.execute(
-                            "UPDATE searches SET url = ?2, site = ?3, baseline_at = NULL, state = 'ok', last_outcome = NULL,
-                             page_fingerprint = NULL, page_etag = NULL, page_last_modified = NULL WHERE id = ?1",
-                            params![id, url, site],
-                        )?;
-                    }
-                    if old_rules.as_deref() != Some(rules.as_str()) {
-                        // Read differently now: the same page may hold other listings.
-                        tx.execute(
-                            "UPDATE searches SET rules = ?2, page_fingerprint = NULL, page_etag = NULL, page_last_modified = NULL WHERE id = ?1",
-                            params![id, rules],
-                        )?;
-                    }
-                    id
-                }
-                None => {
-                    tx.execute(
-                        "INSERT INTO searches (name, url, site, state, rules) VALUES (?1, ?2, ?3, 'ok', ?4)",
-                        params![name, url, site, rules],
-                    )?;
-                    u32::try_from(tx.last_insert_rowid()).unwrap_or(u32::MAX)
-                }
-            };
-            ids.push(id);
-        }
-        tx.execute(
-            &format!(
-                "UPDATE searches SET active = (id IN ({}))",
-                ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-            ),
-            [],
-        )?;
-        tx.commit()?;
-        Ok(ids)
+        self.transaction(|tx| tx.sync_searches(searches))
     }
 
     /// All active searches in config order.
@@ -470,52 +393,6 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Records one finished check: history row, the searches' last outcome, and — for a
-    /// successful check — the listings, which of them are new, and their notification rows, all
-    /// in one transaction.
-    ///
-    /// # Errors
-    /// On SQL failure (nothing is written then).
-    pub fn record_check(&mut self, rec: &CheckRecord<'_>) -> Result<Recorded, StoreError> {
-        self.in_tx(|tx| record_check_in(tx, rec))
-    }
-
-    /// Writes ordinary checks' history rows (in order) and search states that were kept in
-    /// memory, in the caller's transaction or one of its own: one commit for many checks
-    /// instead of one each (each commit appends every page it touched to the WAL).
-    ///
-    /// # Errors
-    /// On SQL failure.
-    pub fn record_routine(
-        &mut self,
-        checks: &[RoutineCheck],
-        states: &[(u32, &str, Option<u64>)],
-        history: usize,
-    ) -> Result<(), StoreError> {
-        self.in_tx(|tx| {
-            for c in checks {
-                write_history(
-                    tx,
-                    c.search_id,
-                    c.at,
-                    c.outcome,
-                    c.status,
-                    c.attempts,
-                    c.latency_ms,
-                    0,
-                    history,
-                )?;
-            }
-            let mut state = tx.prepare_cached(
-                "UPDATE searches SET state = ?2, next_check_at = ?3 WHERE id = ?1",
-            )?;
-            for (id, name, next) in states {
-                state.execute(params![id, name, next])?;
-            }
-            Ok(())
-        })
-    }
-
     /// The remembered last good page of every search that has one.
     ///
     /// # Errors
@@ -535,64 +412,6 @@ impl Store {
             ))
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Remembers a search's last good page.
-    ///
-    /// # Errors
-    /// On SQL failure.
-    pub fn set_page_memo(&self, id: u32, memo: &PageMemo) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "UPDATE searches SET page_fingerprint = ?2, page_etag = ?3, page_last_modified = ?4 WHERE id = ?1",
-            )?
-            .execute(params![id, memo.fingerprint, memo.etag, memo.last_modified])?;
-        Ok(())
-    }
-
-    /// Saves the scheduler's view of a search (state name and next check time).
-    ///
-    /// # Errors
-    /// On SQL failure.
-    pub fn set_search_state(
-        &self,
-        id: u32,
-        state: &str,
-        next_check_at: Option<u64>,
-    ) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached("UPDATE searches SET state = ?2, next_check_at = ?3 WHERE id = ?1")?
-            .execute(params![id, state, next_check_at])?;
-        Ok(())
-    }
-
-    /// Writes a site's registry entry (or removes it when cleared), and whether a probe is out.
-    /// Called before the next request is issued.
-    ///
-    /// # Errors
-    /// On SQL failure.
-    pub fn save_backoff(
-        &self,
-        site: &SiteKey,
-        entry: Option<&Entry>,
-        probing: bool,
-    ) -> Result<(), StoreError> {
-        match entry {
-            Some(e) => {
-                self.conn
-                    .prepare_cached(
-                        "INSERT INTO backoff (site, entry, probing) VALUES (?1, ?2, ?3)
-                         ON CONFLICT(site) DO UPDATE SET entry = excluded.entry, probing = excluded.probing",
-                    )?
-                    .execute(params![site.as_str(), serde_json::to_string(e)?, probing])?;
-            }
-            None => {
-                self.conn
-                    .prepare_cached("DELETE FROM backoff WHERE site = ?1")?
-                    .execute([site.as_str()])?;
-            }
-        }
-        Ok(())
     }
 
     /// Every stored registry entry, with whether a probe was out.
@@ -622,28 +441,6 @@ impl Store {
         Ok(out)
     }
 
-    /// Marks a site's session expired (or not). Returns whether this changed anything, so the
-    /// "session expired" notification goes out once per episode.
-    ///
-    /// # Errors
-    /// On SQL failure.
-    pub fn set_session_expired(
-        &self,
-        site: &SiteKey,
-        expired: bool,
-        now: u64,
-    ) -> Result<bool, StoreError> {
-        let changed = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO sites (site, session_expired, changed_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(site) DO UPDATE SET session_expired = excluded.session_expired, changed_at = excluded.changed_at
-                 WHERE sites.session_expired != excluded.session_expired",
-            )?
-            .execute(params![site.as_str(), expired, now])?;
-        Ok(changed == 1)
-    }
-
     /// Sites whose session is marked expired.
     ///
     /// # Errors
@@ -656,37 +453,6 @@ impl Store {
         Ok(rows
             .map(|r| r.map(SiteKey::from_stored))
             .collect::<Result<_, _>>()?)
-    }
-
-    /// Records that the "blocked for a long time" alert was sent for the episode that began at
-    /// `since`. Returns `true` only the first time per episode.
-    ///
-    /// # Errors
-    /// On SQL failure.
-    pub fn claim_blocked_alert(&self, site: &SiteKey, since: u64) -> Result<bool, StoreError> {
-        let changed = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO sites (site, session_expired, changed_at, blocked_alert_for) VALUES (?1, 0, ?2, ?2)
-                 ON CONFLICT(site) DO UPDATE SET blocked_alert_for = excluded.blocked_alert_for
-                 WHERE sites.blocked_alert_for IS NULL OR sites.blocked_alert_for != excluded.blocked_alert_for",
-            )?
-            .execute(params![site.as_str(), since])?;
-        Ok(changed == 1)
-    }
-
-    /// Enqueues a site-level notification (blocked for long, session expired).
-    ///
-    /// # Errors
-    /// On SQL failure.
-    pub fn enqueue(
-        &self,
-        n: &Notification,
-        channels: &[ChannelName],
-        now: u64,
-    ) -> Result<(), StoreError> {
-        outbox::enqueue(&self.conn, n, channels, now)?;
-        Ok(())
     }
 
     /// The last `n` outcomes of checks on a site, oldest first (for the dashboard timeline).
@@ -738,18 +504,7 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Stores a small JSON value under a key (metrics snapshot for `notifio status`).
-    ///
-    /// # Errors
-    /// On SQL failure.
-    pub fn put_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
-            .execute(params![key, value])?;
-        Ok(())
-    }
-
-    /// Reads a value stored with [`Self::put_meta`].
+    /// Reads a value stored with [`Tx::put_meta`].
     ///
     /// # Errors
     /// On SQL failure.
@@ -759,6 +514,234 @@ impl Store {
             .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
             .query_row([key], |r| r.get(0))
             .optional()?)
+    }
+}
+
+/// An open write transaction (see [`Store::transaction`]): the database's writes. Dropped
+/// without being committed, it rolls back.
+pub struct Tx<'s>(rusqlite::Transaction<'s>);
+
+impl Tx<'_> {
+    /// [`Store::sync_searches`]'s body.
+    fn sync_searches(&self, searches: &[SearchSync]) -> Result<Vec<u32>, StoreError> {
+        let tx = &self.0;
+        let mut ids = Vec::with_capacity(searches.len());
+        for SearchSync {
+            name,
+            url,
+            site,
+            rules,
+        } in searches
+        {
+            let existing: Option<(u32, String, Option<String>)> = tx
+                .query_row(
+                    "SELECT id, url, rules FROM searches WHERE name = ?1",
+                    [name],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()?;
+            let id = match existing {
+                Some((id, old_url, old_rules)) => {
+                    if &old_url != url {
+                        // A changed URL is a different search: take a new silent baseline.
+                        tx.execute(
+                            "UPDATE searches SET url = ?2, site = ?3, baseline_at = NULL, state = 'ok', last_outcome = NULL,
+                             page_fingerprint = NULL, page_etag = NULL, page_last_modified = NULL WHERE id = ?1",
+                            params![id, url, site],
+                        )?;
+                    }
+                    if old_rules.as_deref() != Some(rules.as_str()) {
+                        // Read differently now: the same page may hold other listings.
+                        tx.execute(
+                            "UPDATE searches SET rules = ?2, page_fingerprint = NULL, page_etag = NULL, page_last_modified = NULL WHERE id = ?1",
+                            params![id, rules],
+                        )?;
+                    }
+                    id
+                }
+                None => {
+                    tx.execute(
+                        "INSERT INTO searches (name, url, site, state, rules) VALUES (?1, ?2, ?3, 'ok', ?4)",
+                        params![name, url, site, rules],
+                    )?;
+                    u32::try_from(tx.last_insert_rowid()).unwrap_or(u32::MAX)
+                }
+            };
+            ids.push(id);
+        }
+        tx.execute(
+            &format!(
+                "UPDATE searches SET active = (id IN ({}))",
+                ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+            ),
+            [],
+        )?;
+        Ok(ids)
+    }
+
+    /// Records one finished check: history row, the searches' last outcome, and — for a
+    /// successful check — the listings, which of them are new, and their notification rows.
+    ///
+    /// # Errors
+    /// On SQL failure (nothing is written then).
+    pub fn record_check(&self, rec: &CheckRecord<'_>) -> Result<Recorded, StoreError> {
+        record_check_in(&self.0, rec)
+    }
+
+    /// Writes ordinary checks' history rows (in order) and search states that were kept in
+    /// memory: one commit for many checks instead of one each (each commit appends every page
+    /// it touched to the WAL).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn record_routine(
+        &self,
+        checks: &[RoutineCheck],
+        states: &[(u32, &str, Option<u64>)],
+        history: usize,
+    ) -> Result<(), StoreError> {
+        let tx = &self.0;
+        for c in checks {
+            write_history(
+                tx,
+                c.search_id,
+                c.at,
+                c.outcome,
+                c.status,
+                c.attempts,
+                c.latency_ms,
+                0,
+                history,
+            )?;
+        }
+        let mut state =
+            tx.prepare_cached("UPDATE searches SET state = ?2, next_check_at = ?3 WHERE id = ?1")?;
+        for (id, name, next) in states {
+            state.execute(params![id, name, next])?;
+        }
+        Ok(())
+    }
+
+    /// Remembers a search's last good page.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn set_page_memo(&self, id: u32, memo: &PageMemo) -> Result<(), StoreError> {
+        self.0
+            .prepare_cached(
+                "UPDATE searches SET page_fingerprint = ?2, page_etag = ?3, page_last_modified = ?4 WHERE id = ?1",
+            )?
+            .execute(params![id, memo.fingerprint, memo.etag, memo.last_modified])?;
+        Ok(())
+    }
+
+    /// Saves the scheduler's view of a search (state name and next check time).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn set_search_state(
+        &self,
+        id: u32,
+        state: &str,
+        next_check_at: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.0
+            .prepare_cached("UPDATE searches SET state = ?2, next_check_at = ?3 WHERE id = ?1")?
+            .execute(params![id, state, next_check_at])?;
+        Ok(())
+    }
+
+    /// Writes a site's registry entry (or removes it when cleared), and whether a probe is out.
+    /// Called before the next request is issued.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn save_backoff(
+        &self,
+        site: &SiteKey,
+        entry: Option<&Entry>,
+        probing: bool,
+    ) -> Result<(), StoreError> {
+        match entry {
+            Some(e) => {
+                self.0
+                    .prepare_cached(
+                        "INSERT INTO backoff (site, entry, probing) VALUES (?1, ?2, ?3)
+                         ON CONFLICT(site) DO UPDATE SET entry = excluded.entry, probing = excluded.probing",
+                    )?
+                    .execute(params![site.as_str(), serde_json::to_string(e)?, probing])?;
+            }
+            None => {
+                self.0
+                    .prepare_cached("DELETE FROM backoff WHERE site = ?1")?
+                    .execute([site.as_str()])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks a site's session expired (or not). Returns whether this changed anything, so the
+    /// "session expired" notification goes out once per episode.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn set_session_expired(
+        &self,
+        site: &SiteKey,
+        expired: bool,
+        now: u64,
+    ) -> Result<bool, StoreError> {
+        let changed = self
+            .0
+            .prepare_cached(
+                "INSERT INTO sites (site, session_expired, changed_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(site) DO UPDATE SET session_expired = excluded.session_expired, changed_at = excluded.changed_at
+                 WHERE sites.session_expired != excluded.session_expired",
+            )?
+            .execute(params![site.as_str(), expired, now])?;
+        Ok(changed == 1)
+    }
+
+    /// Records that the "blocked for a long time" alert was sent for the episode that began at
+    /// `since`. Returns `true` only the first time per episode.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn claim_blocked_alert(&self, site: &SiteKey, since: u64) -> Result<bool, StoreError> {
+        let changed = self
+            .0
+            .prepare_cached(
+                "INSERT INTO sites (site, session_expired, changed_at, blocked_alert_for) VALUES (?1, 0, ?2, ?2)
+                 ON CONFLICT(site) DO UPDATE SET blocked_alert_for = excluded.blocked_alert_for
+                 WHERE sites.blocked_alert_for IS NULL OR sites.blocked_alert_for != excluded.blocked_alert_for",
+            )?
+            .execute(params![site.as_str(), since])?;
+        Ok(changed == 1)
+    }
+
+    /// Enqueues a site-level notification (blocked for long, session expired).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn enqueue(
+        &self,
+        n: &Notification,
+        channels: &[ChannelName],
+        now: u64,
+    ) -> Result<(), StoreError> {
+        outbox::enqueue(&self.0, n, channels, now)?;
+        Ok(())
+    }
+
+    /// Stores a small JSON value under a key (metrics snapshot for `notifio status`).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn put_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.0
+            .prepare_cached("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
+            .execute(params![key, value])?;
+        Ok(())
     }
 }
 

@@ -87,9 +87,11 @@ pub(super) async fn read_page(
     cdp: &CdpBrowser,
 ) -> Visit {
     let started = Instant::now();
-    // Read the page a little before the attempt's timeout runs out, so a page that never goes
-    // quiet (polling, a ticker) is still read.
-    let soft = budget.saturating_sub((budget / 10).min(Duration::from_secs(1)));
+    // Read the page well before the attempt's timeout runs out, so a page that never goes
+    // quiet (polling, a ticker) is still read, and one that does not answer is given up on
+    // here, as such, rather than by the timeout (a busy machine is slow to do both).
+    let margin = (budget / 10).clamp(Duration::from_millis(300), Duration::from_secs(1));
+    let soft = budget.saturating_sub(margin * 2);
     let page = tab.page.clone();
     let frame = page.target_id().inner().clone();
 
@@ -319,9 +321,7 @@ pub(super) async fn read_page(
     };
     // What is left of the attempt, less a moment to give the tab back: a page whose scripts
     // never stop cannot be read, and another attempt would not read it either.
-    let left = budget
-        .saturating_sub(started.elapsed())
-        .saturating_sub(Duration::from_millis(200));
+    let left = budget.saturating_sub(started.elapsed()).saturating_sub(margin);
     let (body, over) = match tokio::time::timeout(left, read_dom(&page, cap)).await {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => return Visit::Broken(format!("cannot read the page: {e}")),

@@ -1,0 +1,294 @@
+//! The watcher: one timer feeding the pure scheduler (DESIGN §5), quinn's `drive_timer` shape.
+//!
+//! It asks the scheduler what is due, starts those checks as tasks, sleeps until the
+//! scheduler's next deadline or until a check finishes, and feeds outcomes back. There is no
+//! task or timer per search. Each finished check is recorded in one store transaction, and every
+//! registry change is written to the store *before* the next request is issued, so a crash right
+//! after a refusal cannot lose it. `notifio check` runs the same watcher for exactly one pass, so
+//! both commands share one code path and one state.
+//!
+//! In parts, each the home of one concern:
+//! - `setup`: from the config to a running watcher (profiles, sessions, the store's plan);
+//! - `driver`: the loop: what is due, what is slow, when to wake, shutdown;
+//! - `check`: one check as a task: fetch its page, classify it, extract its listings;
+//! - `record`: what a finished check writes, in one transaction, and what it sets off;
+//! - `journal`: what the store holds and what it is still owed (rows kept back a second);
+//! - `pass`: `notifio check`'s one answer per search.
+
+mod check;
+mod driver;
+mod journal;
+mod pass;
+mod record;
+mod setup;
+
+pub use setup::browser_for;
+
+use crate::config::Config;
+use crate::fetch::Fetcher;
+use crate::listing::Listing;
+use crate::store::{PageMemo, Store};
+use check::Check;
+use journal::Journal;
+use notifio_policy::schedule::SearchState;
+use notifio_policy::{CheckId, Outcome, Reaction, Scheduler, SearchId, SiteKey, Timestamp};
+use setup::Searches;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{Notify, broadcast};
+use tokio_util::sync::CancellationToken;
+
+/// Wall-clock now in Unix epoch milliseconds: the one place the app reads the clock.
+#[must_use]
+pub fn now() -> Timestamp {
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    )
+}
+
+/// After this long refused, the user is told once per episode.
+pub const BLOCKED_ALERT_AFTER: Duration = Duration::from_secs(30 * 60);
+
+/// Something the watcher did, for logs, the demo's narrative and `check`'s progress bar.
+#[derive(Clone, Debug)]
+pub enum WatchEvent {
+    /// A check started.
+    CheckStarted {
+        /// Site.
+        site: SiteKey,
+        /// Search names.
+        searches: Vec<String>,
+        /// Whether it is the single probe after a wait.
+        probe: bool,
+    },
+    /// A check finished.
+    CheckDone {
+        /// Site.
+        site: SiteKey,
+        /// Search names.
+        searches: Vec<String>,
+        /// Outcome.
+        outcome: Outcome,
+        /// HTTP status.
+        status: Option<u16>,
+        /// Listings on the page.
+        listings: usize,
+        /// New listings (empty for a baseline).
+        new: Vec<Listing>,
+        /// Whether this was a silent baseline.
+        baseline: bool,
+    },
+    /// What the scheduler made of a check for its site or searches (a site waiting, clear
+    /// again, its session expired, a search gone), sent before the check's `CheckDone`.
+    Reaction(Reaction),
+}
+
+/// Counters the dashboard's `/metrics` shows beside the fetcher's.
+#[derive(Debug, Default)]
+pub struct AppMetrics {
+    /// Checks by outcome name.
+    pub checks: std::sync::Mutex<HashMap<&'static str, u64>>,
+    /// New listings found.
+    pub listings_found: AtomicU64,
+    /// Checks in flight.
+    pub in_flight: AtomicU64,
+}
+
+impl AppMetrics {
+    /// Prometheus text for these counters.
+    pub fn encode(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        out.push_str(
+            "# HELP notifio_checks_total Checks by outcome.\n# TYPE notifio_checks_total counter\n",
+        );
+        if let Ok(map) = self.checks.lock() {
+            let mut v: Vec<_> = map.iter().collect();
+            v.sort();
+            for (outcome, n) in v {
+                let _ = writeln!(out, "notifio_checks_total{{outcome=\"{outcome}\"}} {n}");
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP notifio_listings_found_total New listings found.\n# TYPE notifio_listings_found_total counter\nnotifio_listings_found_total {}",
+            self.listings_found.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP notifio_checks_in_flight Checks in flight.\n# TYPE notifio_checks_in_flight gauge\nnotifio_checks_in_flight {}",
+            self.in_flight.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// How long `check` runs: until every search was checked once or is parked on a waiting site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `notifio watch`: forever (until cancelled).
+    Forever,
+    /// `notifio check`: one pass.
+    OnePass,
+}
+
+pub use pass::PassResult;
+
+/// Everything a running watcher needs.
+pub struct Watcher {
+    config: Config,
+    store: Store,
+    scheduler: Scheduler,
+    fetcher: Fetcher,
+    /// The configured searches as the watcher knows them, and the channels.
+    searches: Searches,
+    /// Each search's last good page (mirrors the store; see [`PageMemo`]).
+    pages: HashMap<SearchId, PageMemo>,
+    /// What the store holds, and the rows it is still owed.
+    journal: Journal,
+    /// Checks out now.
+    running: HashMap<CheckId, Check>,
+    /// How long a check may take before it stops counting against `concurrency`.
+    slow_after: Duration,
+    mode: Mode,
+    outbox_wake: Arc<Notify>,
+    events: broadcast::Sender<WatchEvent>,
+    metrics: Arc<AppMetrics>,
+}
+
+/// Why the watcher could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// The state database failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// A search's site profile could not be built.
+    #[error("search `{search}`: {source}")]
+    Profile {
+        /// The search.
+        search: String,
+        /// Why.
+        source: crate::extract::ProfileError,
+    },
+    /// A cookies file could not be used.
+    #[error("{0}")]
+    Cookies(String),
+    /// A site that needs a logged-in session has no (usable) cookies configured.
+    #[error(
+        "search `{search}` is on {site}, which needs your logged-in session: {problem}\n  hint: export your cookies as cookies.txt (Netscape format) and add\n    [site.\"{site}\"]\n    cookies = \"~/.config/notifio/{site}.cookies.txt\""
+    )]
+    NeedsSession {
+        /// The search.
+        search: String,
+        /// Its site.
+        site: String,
+        /// What is missing.
+        problem: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot start the HTTP client: {0}")]
+    Fetch(String),
+    /// A search needs the browser and there is none to use.
+    #[error("{0}")]
+    Browser(crate::config::ConfigError),
+}
+
+impl Watcher {
+    /// Opens the store, restores the registry, and builds the scheduler for `config`.
+    ///
+    /// # Errors
+    /// Store, profile, cookies or client failures.
+    pub fn new(
+        config: Config,
+        channels: Vec<crate::notify::ChannelName>,
+        force: bool,
+    ) -> Result<Self, WatchError> {
+        Self::build(config, channels, force, Mode::Forever)
+    }
+
+    /// A watcher for one pass (`notifio check`): every search is due at once, whatever the
+    /// stored plan says, and none is due again within the pass. Waiting sites still wait.
+    ///
+    /// # Errors
+    /// Store, profile, cookies or client failures.
+    pub fn for_one_pass(
+        config: Config,
+        channels: Vec<crate::notify::ChannelName>,
+        force: bool,
+    ) -> Result<Self, WatchError> {
+        Self::build(config, channels, force, Mode::OnePass)
+    }
+
+    /// Forgets every remembered page (`check --fresh`): each page is fetched in full and read
+    /// again, and its listings are reported even if nothing changed.
+    pub fn forget_pages(&mut self) {
+        for s in &self.config.searches {
+            self.fetcher.set_validators(&s.url, None, None);
+        }
+        self.pages.clear();
+    }
+
+    /// Subscribes to the event stream (the demo narrates it).
+    #[must_use]
+    pub fn subscribe(&self) -> broadcast::Receiver<WatchEvent> {
+        self.events.subscribe()
+    }
+
+    /// Wakes the outbox sender when a notification is enqueued.
+    #[must_use]
+    pub fn outbox_wake(&self) -> Arc<Notify> {
+        self.outbox_wake.clone()
+    }
+
+    /// The fetcher (its metrics feed `/metrics`).
+    #[must_use]
+    pub fn fetcher(&self) -> &Fetcher {
+        &self.fetcher
+    }
+
+    /// App-level counters.
+    #[must_use]
+    pub fn metrics(&self) -> Arc<AppMetrics> {
+        self.metrics.clone()
+    }
+
+    /// The config in force.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Runs until `cancel` fires, or for a one-pass watcher until the pass is complete.
+    /// On cancel, in-flight checks get up to 1.5 s to finish and be recorded.
+    ///
+    /// # Errors
+    /// A store failure stops the watcher (nothing can be recorded safely any more).
+    pub async fn run(&mut self, cancel: CancellationToken) -> Result<Vec<PassResult>, WatchError> {
+        let result = self.drive(cancel).await;
+        // The browser (if one was started) closes cleanly, its cookies on disk.
+        self.fetcher.shutdown().await;
+        result
+    }
+
+    /// Sends `event` to whoever listens; without a listener it is not even built (events cost
+    /// a few allocations per check, and `watch` has no listener).
+    fn announce(&self, event: impl FnOnce() -> WatchEvent) {
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(event());
+        }
+    }
+}
+
+/// The state name the store and the status view use.
+#[must_use]
+pub const fn search_state_name(state: SearchState) -> &'static str {
+    match state {
+        SearchState::Ok => "ok",
+        SearchState::Waiting => "waiting",
+        SearchState::Probing => "probing",
+        SearchState::SessionExpired => "session_expired",
+        SearchState::SearchGone => "search_gone",
+    }
+}

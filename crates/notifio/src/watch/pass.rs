@@ -1,0 +1,160 @@
+//! `notifio check`'s answer: one [`PassResult`] per search, from the first check of it in the
+//! pass, or from its site's wait when it is parked (DESIGN §8, `check --json`).
+
+use super::check::Done;
+use super::setup::Searches;
+use crate::config::SearchConfig;
+use crate::fetch::FetchMode;
+use crate::listing::Listing;
+use notifio_policy::schedule::SearchState;
+use notifio_policy::{Outcome, Scheduler, SearchId, Timestamp};
+use std::collections::HashMap;
+
+/// The result of one search in a `check` pass.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PassResult {
+    /// Search name.
+    pub search: String,
+    /// URL.
+    pub url: String,
+    /// Site key.
+    pub site: String,
+    /// Outcome name, or `waiting`.
+    pub outcome: String,
+    /// HTTP status.
+    pub status: Option<u16>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Listings on the page.
+    pub listings: Vec<Listing>,
+    /// Ids of listings seen for the first time.
+    pub new: Vec<String>,
+    /// The page was the same as at the last good check (a 304, or the same bytes), so it was
+    /// not read again and `listings` is empty.
+    pub unchanged: bool,
+    /// When the site may be tried again, if it is waiting.
+    pub next_retry_at: Option<u64>,
+    /// How the page was (or would be) read: `http` or `browser`.
+    pub via: FetchMode,
+    /// Why the outcome is not `ok`, in a short sentence (no secrets); absent when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The pass so far: the answer for each search that has one.
+#[derive(Debug, Default)]
+pub(super) struct Pass {
+    results: HashMap<SearchId, PassResult>,
+}
+
+impl Pass {
+    /// Whether every one of `searches` has its answer.
+    pub(super) fn has_all(&self, searches: usize) -> bool {
+        self.results.len() >= searches
+    }
+
+    /// The answers, in config order.
+    pub(super) fn into_results(self) -> Vec<PassResult> {
+        let mut order: Vec<_> = self.results.into_iter().collect();
+        order.sort_by_key(|(id, _)| id.0);
+        order.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// A finished check answers each of its searches: the first answer in a pass is the one
+    /// reported (a short interval may re-check).
+    pub(super) fn checked(
+        &mut self,
+        done: &Done,
+        new: &[Listing],
+        searches: &Searches,
+        scheduler: &Scheduler,
+    ) {
+        let Done {
+            check,
+            outcome,
+            fetched,
+            listings,
+            same_page,
+            ..
+        } = done;
+        let entry = scheduler.registry().entry(&check.site);
+        for id in check.searches.iter() {
+            let Some(info) = searches.get(id) else {
+                continue;
+            };
+            self.results.entry(*id).or_insert_with(|| PassResult {
+                search: info.name.clone(),
+                url: crate::redact::url_password(&check.url).into_owned(),
+                site: check.site.to_string(),
+                outcome: outcome.as_str().to_owned(),
+                status: fetched.status,
+                attempts: fetched.attempts,
+                listings: listings.clone().unwrap_or_default(),
+                new: new.iter().map(|l| l.id.clone()).collect(),
+                unchanged: *same_page || *outcome == Outcome::Unchanged,
+                next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
+                via: fetched.via,
+                reason: crate::reason::of_check(*outcome, fetched, &info.markers),
+            });
+        }
+    }
+
+    /// Answers each search parked on a waiting or session-expired site and not being checked
+    /// (`running` says which are): it will not be checked in this pass.
+    pub(super) fn parked(
+        &mut self,
+        searches: &Searches,
+        configured: &[SearchConfig],
+        scheduler: &Scheduler,
+        running: impl Fn(&SearchId) -> bool,
+        now: Timestamp,
+    ) {
+        for (id, info) in searches.iter() {
+            if self.results.contains_key(id) {
+                continue;
+            }
+            let Some((state, next)) = scheduler.search_state(*id) else {
+                continue;
+            };
+            if !matches!(state, SearchState::Waiting | SearchState::SessionExpired) || running(id) {
+                continue;
+            }
+            let url = configured
+                .iter()
+                .find(|s| s.name == info.name)
+                .map(|s| crate::redact::url_password(&s.url).into_owned())
+                .unwrap_or_default();
+            let reason = match scheduler.registry().entry(&info.site) {
+                Some(entry) if state == SearchState::Waiting => {
+                    crate::reason::of_waiting(entry, now)
+                }
+                _ if info.fetch == FetchMode::Browser => format!(
+                    "the site's session expired: run `notifio login {}`",
+                    info.site
+                ),
+                _ => "the site's session expired: export fresh cookies".into(),
+            };
+            self.results.insert(
+                *id,
+                PassResult {
+                    search: info.name.clone(),
+                    url,
+                    site: info.site.to_string(),
+                    outcome: if state == SearchState::Waiting {
+                        "waiting".into()
+                    } else {
+                        "session_expired".into()
+                    },
+                    status: None,
+                    attempts: 0,
+                    listings: Vec::new(),
+                    new: Vec::new(),
+                    unchanged: false,
+                    next_retry_at: next.map(Timestamp::as_millis),
+                    via: info.fetch,
+                    reason: Some(reason),
+                },
+            );
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! What a finished check writes, and what it sets off.
+//!
+//! Everything a check writes is one transaction ([`Store::transaction`]): the rows the journal
+//! kept back, the site's registry entry and its searches' states (before anything else can be
+//! sent), the check with its listings and their notifications, the page's memo, and news about
+//! the site (blocked for long, session expired). Only after the commit does the check touch the
+//! world: the fetcher opens or closes the site, the sender is woken, events go out. An ordinary
+//! check (nothing new to read, nothing changed about its site) writes nothing: the journal
+//! keeps its rows for the next transaction.
+//!
+//! [`Store::transaction`]: crate::store::Store::transaction
+
+use super::check::{Check, Done};
+use super::pass::Pass;
+use super::setup::{SearchInfo, Searches};
+use super::{BLOCKED_ALERT_AFTER, Mode, WatchError, WatchEvent, Watcher, now};
+use crate::config::Config;
+use crate::fetch::{FetchMode, Fetcher};
+use crate::notify::{ChannelName, Notification};
+use crate::store::{CheckRecord, PageMemo, Recorded, RoutineCheck, StoreError, Tx};
+use notifio_policy::{Outcome, Reaction, SearchId, Timestamp};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+impl Watcher {
+    /// Records a finished check and acts on what the scheduler made of it.
+    pub(super) fn finish(&mut self, done: Done, pass: &mut Pass) -> Result<(), WatchError> {
+        self.running.remove(&done.check.id);
+        self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let t = now();
+        let reaction =
+            self.scheduler
+                .handle_outcome(done.check.id, done.outcome, done.fetched.retry_after, t);
+        let ordinary = reaction.is_none()
+            && done.listings.is_none()
+            && self
+                .journal
+                .site_clear_on_disk(&self.scheduler, &done.check.site);
+        let recorded = if ordinary {
+            self.keep(&done, t);
+            if self.journal.flush_in() == Some(Duration::ZERO) {
+                self.flush()?;
+            }
+            Recorded::default()
+        } else {
+            self.record(&done, reaction.as_ref(), t)?
+        };
+        forget_bad_page(&self.fetcher, &self.pages, &done);
+        self.count(&done, &recorded);
+        if let Some(reaction) = reaction {
+            self.react(&reaction);
+            self.announce(|| WatchEvent::Reaction(reaction));
+        }
+        self.announce(|| check_done(&done, &recorded, &self.searches));
+        if self.mode == Mode::OnePass {
+            pass.checked(&done, &recorded.new, &self.searches, &self.scheduler);
+        }
+        Ok(())
+    }
+
+    /// An ordinary check's rows go to the journal.
+    fn keep(&mut self, done: &Done, t: Timestamp) {
+        let Done {
+            check,
+            outcome,
+            fetched,
+            ..
+        } = done;
+        let latency_ms = u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX);
+        let rows = check
+            .searches
+            .iter()
+            .filter_map(|id| self.searches.get(id))
+            .map(|s| RoutineCheck {
+                search_id: s.db_id,
+                at: t.as_millis(),
+                outcome: outcome.as_str(),
+                status: fetched.status,
+                attempts: fetched.attempts,
+                latency_ms,
+            });
+        self.journal
+            .keep(rows, &self.scheduler, self.searches.on_site(&check.site));
+    }
+
+    /// Every write a check causes, in one transaction; the sender is woken after the commit
+    /// when a notification was enqueued (woken earlier, it would look before the row is
+    /// visible and go back to sleep).
+    fn record(
+        &mut self,
+        done: &Done,
+        reaction: Option<&Reaction>,
+        t: Timestamp,
+    ) -> Result<Recorded, WatchError> {
+        let history = self.config.watch.history;
+        let site = &done.check.site;
+        let (recorded, told) = self.store.transaction(|tx| {
+            self.journal.flush(tx, history)?;
+            self.journal
+                .write_site(tx, &self.scheduler, site, self.searches.on_site(site), t)?;
+            let recorded = record_check(tx, &self.searches, done, t, history)?;
+            remember_page(tx, &mut self.pages, &self.searches, done)?;
+            let told = match reaction {
+                Some(r) => site_news(tx, r, &self.searches, &self.config, t)?,
+                None => false,
+            };
+            if self.journal.meta_due() {
+                self.journal.write_meta(tx, self.fetcher.metrics())?;
+            }
+            Ok::<_, StoreError>((recorded, told))
+        })?;
+        if recorded.enqueued || told {
+            self.outbox_wake.notify_one();
+        }
+        Ok(recorded)
+    }
+
+    /// Writes the rows the journal kept, and the metrics snapshot.
+    pub(super) fn flush(&mut self) -> Result<(), WatchError> {
+        let history = self.config.watch.history;
+        Ok(self.store.transaction(|tx| {
+            self.journal.flush(tx, history)?;
+            self.journal.write_meta(tx, self.fetcher.metrics())
+        })?)
+    }
+
+    /// A probe's start on disk (see [`super::journal::Journal::write_probe`]).
+    pub(super) fn record_probe(&mut self, check: &Check) -> Result<(), WatchError> {
+        Ok(self
+            .store
+            .transaction(|tx| self.journal.write_probe(tx, &self.scheduler, check, now()))?)
+    }
+
+    /// At shutdown: the checks still out are given back to the scheduler, and their sites'
+    /// states written as the scheduler now sees them.
+    pub(super) fn abandon_running(&mut self) -> Result<(), WatchError> {
+        let running = std::mem::take(&mut self.running);
+        for id in running.keys() {
+            self.scheduler.abandon(*id);
+        }
+        let t = now();
+        Ok(self.store.transaction(|tx| {
+            for check in running.values() {
+                let site = &check.site;
+                self.journal.write_site(
+                    tx,
+                    &self.scheduler,
+                    site,
+                    self.searches.on_site(site),
+                    t,
+                )?;
+            }
+            Ok::<_, StoreError>(())
+        })?)
+    }
+
+    /// What the check's outcome means for the fetcher and the log.
+    fn react(&self, reaction: &Reaction) {
+        match reaction {
+            Reaction::SiteWaiting { site, entry, .. } => {
+                tracing::warn!(site = %site, kind = %entry.kind, failures = entry.failures, until = %notifio_policy::format_time_of_day(entry.next_retry_at), "site refused; all its searches wait");
+                self.fetcher.close_site(site.clone());
+            }
+            Reaction::SiteCleared { site, .. } => {
+                tracing::info!(site = %site, "site clear again");
+                self.fetcher.open_site(site);
+            }
+            Reaction::SessionExpired { site } => {
+                tracing::warn!(site = %site, "session expired; log in again (notifio login, or fresh cookies)");
+                self.fetcher.close_site(site.clone());
+            }
+            Reaction::SearchGone { .. } => {}
+        }
+    }
+
+    /// The `/metrics` counters, and a note when listings came back under new ids.
+    fn count(&self, done: &Done, recorded: &Recorded) {
+        if let Ok(mut m) = self.metrics.checks.lock() {
+            *m.entry(done.outcome.as_str()).or_default() += 1;
+        }
+        self.metrics
+            .listings_found
+            .fetch_add(recorded.new.len() as u64, Ordering::Relaxed);
+        if recorded.rekeyed > 0 {
+            tracing::info!(site = %done.check.site, listings = recorded.rekeyed, "listings known by their links came back under new ids; not announced");
+        }
+    }
+}
+
+/// The check with its listings, which of them are new, and their notifications.
+fn record_check(
+    tx: &Tx<'_>,
+    searches: &Searches,
+    done: &Done,
+    t: Timestamp,
+    history: usize,
+) -> Result<Recorded, StoreError> {
+    let Done {
+        check,
+        outcome,
+        fetched,
+        listings,
+        ..
+    } = done;
+    let infos: Vec<&SearchInfo> = check
+        .searches
+        .iter()
+        .filter_map(|id| searches.get(id))
+        .collect();
+    let search_rows: Vec<(u32, String, bool)> = infos
+        .iter()
+        .map(|s| (s.db_id, s.name.clone(), s.notify_existing))
+        .collect();
+    let routes: Vec<Vec<ChannelName>> = infos.iter().map(|s| s.channels.clone()).collect();
+    tx.record_check(&CheckRecord {
+        searches: &search_rows,
+        site: &check.site,
+        outcome: outcome.as_str(),
+        status: fetched.status,
+        attempts: fetched.attempts,
+        latency_ms: u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX),
+        listings: listings.as_deref(),
+        now: t.as_millis(),
+        channels: &routes,
+        history,
+    })
+}
+
+/// A page judged good (and read) becomes its searches' memo: its fingerprint and validators.
+fn remember_page(
+    tx: &Tx<'_>,
+    pages: &mut HashMap<SearchId, PageMemo>,
+    searches: &Searches,
+    done: &Done,
+) -> Result<(), StoreError> {
+    let (Outcome::Ok, Some(_), Some(fingerprint)) =
+        (done.outcome, &done.listings, &done.fingerprint)
+    else {
+        return Ok(());
+    };
+    let memo = PageMemo {
+        fingerprint: fingerprint.clone(),
+        etag: done.fetched.header("etag").map(str::to_owned),
+        last_modified: done.fetched.header("last-modified").map(str::to_owned),
+    };
+    for id in done.check.searches.iter() {
+        if pages.get(id) != Some(&memo) {
+            if let Some(info) = searches.get(id) {
+                tx.set_page_memo(info.db_id, &memo)?;
+            }
+            pages.insert(*id, memo.clone());
+        }
+    }
+    Ok(())
+}
+
+/// A 2xx that was not judged good must not be what a later 304 vouches for: the fetcher goes
+/// back to the validators of the last good page.
+fn forget_bad_page(fetcher: &Fetcher, pages: &HashMap<SearchId, PageMemo>, done: &Done) {
+    let fetched = &done.fetched;
+    let ok_2xx =
+        fetched.failure.is_none() && fetched.status.is_some_and(|s| (200..300).contains(&s));
+    if ok_2xx && !matches!(done.outcome, Outcome::Ok | Outcome::Unchanged) {
+        let memo = done.check.searches.first().and_then(|id| pages.get(id));
+        fetcher.set_validators(
+            &done.check.url,
+            memo.and_then(|m| m.etag.clone()),
+            memo.and_then(|m| m.last_modified.clone()),
+        );
+    }
+}
+
+/// What the user is told about a site, once per episode each: that it has refused for longer
+/// than [`BLOCKED_ALERT_AFTER`], or that its session expired. Whether a notification was
+/// enqueued.
+fn site_news(
+    tx: &Tx<'_>,
+    reaction: &Reaction,
+    searches: &Searches,
+    config: &Config,
+    t: Timestamp,
+) -> Result<bool, StoreError> {
+    let (site, news) = match reaction {
+        Reaction::SiteWaiting { site, entry, .. }
+            if t.saturating_since(entry.since) >= BLOCKED_ALERT_AFTER
+                && tx.claim_blocked_alert(site, entry.since.as_millis())? =>
+        {
+            let news = Notification::SiteBlocked {
+                site: site.to_string(),
+                kind: entry.kind.as_str().to_owned(),
+                since: entry.since.as_millis(),
+                searches: searches.names(searches.on_site(site)),
+            };
+            (site, news)
+        }
+        Reaction::SessionExpired { site }
+            if tx.set_session_expired(site, true, t.as_millis())? =>
+        {
+            let login = searches
+                .on_site(site)
+                .first()
+                .and_then(|id| searches.get(id))
+                .is_some_and(|s| s.fetch == FetchMode::Browser);
+            let cookies_path = config
+                .sites
+                .get(site.as_str())
+                .and_then(|s| s.cookies.as_ref())
+                .map(|p| p.display().to_string());
+            let news = Notification::SessionExpired {
+                site: site.to_string(),
+                cookies_path: if login { None } else { cookies_path },
+                login,
+            };
+            (site, news)
+        }
+        _ => return Ok(false),
+    };
+    tx.enqueue(&news, &searches.site_channels(site), t.as_millis())?;
+    Ok(true)
+}
+
+/// The event for a finished check; a baseline's listings are not "new".
+fn check_done(done: &Done, recorded: &Recorded, searches: &Searches) -> WatchEvent {
+    let listings = done.listings.as_ref().map_or(0, Vec::len);
+    WatchEvent::CheckDone {
+        site: done.check.site.clone(),
+        searches: searches.names(&done.check.searches),
+        outcome: done.outcome,
+        status: done.fetched.status,
+        listings,
+        new: if recorded.baseline && recorded.new.len() == listings {
+            Vec::new()
+        } else {
+            recorded.new.clone()
+        },
+        baseline: recorded.baseline,
+    }
+}
