@@ -10,8 +10,10 @@
 use crate::config::Config;
 use crate::extract::{self, Extraction, SiteProfile};
 use crate::fetch::{BrowserConfig, FetchConfig, FetchMode, FetchRequest, Fetched, Fetcher, Launch};
+use crate::filter::{AnnounceRules, CheckedListing};
 use crate::listing::Listing;
 use crate::notify::{ChannelName, Notification};
+use crate::price::PriceChange;
 use crate::store::{CheckRecord, PageMemo, Recorded, RoutineCheck, SearchSync, Store, StoreError};
 use notifio_policy::schedule::{SearchState, SiteState};
 use notifio_policy::{
@@ -71,10 +73,13 @@ pub enum WatchEvent {
         status: Option<u16>,
         /// Listings on the page.
         listings: usize,
-        /// New listings (empty for a baseline).
+        /// New listings that one of the searches' filters lets through (empty for a
+        /// baseline).
         new: Vec<Listing>,
         /// Whether this was a silent baseline.
         baseline: bool,
+        /// Known listings whose price changed.
+        price_changes: Vec<PriceChange>,
     },
     /// A site refused; all its searches wait.
     SiteWaiting {
@@ -174,6 +179,8 @@ struct SearchInfo {
     site: SiteKey,
     /// Over HTTP or in the browser.
     fetch: FetchMode,
+    /// What of its news is announced (filters, price rules).
+    rules: Arc<AnnounceRules>,
 }
 
 /// A finished fetch, handed back to the driver.
@@ -213,10 +220,12 @@ pub struct PassResult {
     pub status: Option<u16>,
     /// Attempts made.
     pub attempts: u32,
-    /// Listings on the page.
-    pub listings: Vec<Listing>,
-    /// Ids of listings seen for the first time.
+    /// Listings on the page, each with whether the search's filters let it through.
+    pub listings: Vec<CheckedListing>,
+    /// Ids of listings seen for the first time that the filters let through.
     pub new: Vec<String>,
+    /// Known listings on the page whose price changed since the last check that saw them.
+    pub price_changes: Vec<PriceChange>,
     /// The page was the same as at the last good check (a 304, or the same bytes), so it was
     /// not read again and `listings` is empty.
     pub unchanged: bool,
@@ -464,6 +473,7 @@ impl Watcher {
                     markers,
                     profile,
                     site: s.site.clone(),
+                    rules: Arc::new(s.announce.clone()),
                 },
             );
         }
@@ -707,6 +717,7 @@ impl Watcher {
                             attempts: 0,
                             listings: Vec::new(),
                             new: Vec::new(),
+                            price_changes: Vec::new(),
                             unchanged: false,
                             next_retry_at: next.map(Timestamp::as_millis),
                             via: info.fetch,
@@ -1043,6 +1054,7 @@ impl Watcher {
                 .map(|s| (s.db_id, s.name.clone(), s.notify_existing))
                 .collect();
             let routes: Vec<Vec<ChannelName>> = infos.iter().map(|s| s.channels.clone()).collect();
+            let rules: Vec<&AnnounceRules> = infos.iter().map(|s| &*s.rules).collect();
             self.store.record_check(&CheckRecord {
                 searches: &search_rows,
                 site: &check.site,
@@ -1054,6 +1066,7 @@ impl Watcher {
                 now: t.as_millis(),
                 channels: &routes,
                 history: self.config.watch.history,
+                rules: &rules,
             })?
         };
         if recorded.enqueued {
@@ -1136,9 +1149,21 @@ impl Watcher {
                 {
                     Vec::new()
                 } else {
-                    recorded.new.clone()
+                    recorded
+                        .new
+                        .iter()
+                        .filter(|l| {
+                            check.searches.iter().any(|id| {
+                                self.searches
+                                    .get(id)
+                                    .is_some_and(|s| s.rules.filters.matches(l))
+                            })
+                        })
+                        .cloned()
+                        .collect()
                 },
                 baseline: recorded.baseline,
+                price_changes: recorded.changes.clone(),
             });
         }
         if mode == Mode::OnePass {
@@ -1155,8 +1180,14 @@ impl Watcher {
                     outcome: outcome.as_str().to_owned(),
                     status: fetched.status,
                     attempts: fetched.attempts,
-                    listings: listings.clone().unwrap_or_default(),
-                    new: recorded.new.iter().map(|l| l.id.clone()).collect(),
+                    listings: info.rules.checked(listings.as_deref().unwrap_or_default()),
+                    new: recorded
+                        .new
+                        .iter()
+                        .filter(|l| info.rules.filters.matches(l))
+                        .map(|l| l.id.clone())
+                        .collect(),
+                    price_changes: recorded.changes.clone(),
                     unchanged: same_page || outcome == Outcome::Unchanged,
                     next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
                     via: fetched.via,

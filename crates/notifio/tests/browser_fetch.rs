@@ -111,7 +111,7 @@ fn result<'a>(results: &'a [PassResult], name: &str) -> &'a PassResult {
 }
 
 fn ids(r: &PassResult) -> Vec<String> {
-    let mut v: Vec<String> = r.listings.iter().map(|l| l.id.clone()).collect();
+    let mut v: Vec<String> = r.listings.iter().map(|l| l.listing.id.clone()).collect();
     v.sort();
     v
 }
@@ -160,7 +160,7 @@ async fn cards_built_by_a_script_are_read_in_the_browser_not_over_http() {
         .collect();
     want.sort();
     assert_eq!(ids(js), want, "every card the script built");
-    let first = &js.listings[0];
+    let first = &js.listings[0].listing;
     assert!(first.title.is_some() && first.price.is_some(), "{first:?}");
     assert!(
         first
