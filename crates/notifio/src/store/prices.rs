@@ -2,17 +2,19 @@
 //! and the listings first seen on other sites lately (for "also on …").
 //!
 //! `listings.price` is the last price a card showed (one indexed read per page finds every
-//! listing's); `prices` keeps every price it has had, with its currency and when it was first
-//! shown, so a restart loses no history and a drop is measured from the right price. A card
-//! without a price changes nothing: the last known price stays.
+//! listing's); `prices` keeps every price it has had since it first changed, with its currency
+//! and when it was first shown, so a restart loses no history and a drop is measured from the
+//! right price. A listing whose price never changed has no rows: its one price is the one it
+//! was first seen with (most never change, and a page of new listings then costs no extra
+//! writes). A card without a price changes nothing: the last known price stays.
 
 use super::StoreError;
 use crate::listing::Listing;
 use crate::price::{PriceChange, currency_code};
 use rusqlite::{Connection, params};
 
-/// Migration 5: the price history (seeded with every listing's price so far), a first-seen
-/// index for the cross-site query, and what filters let through per search.
+/// Migration 5: the price history (a listing's price so far is its first row, implicitly), a
+/// first-seen index for the cross-site query, and what filters let through per search.
 pub(super) const MIGRATE_TO_PRICE_HISTORY: &str = "
     CREATE TABLE prices (
         site TEXT NOT NULL,
@@ -22,8 +24,6 @@ pub(super) const MIGRATE_TO_PRICE_HISTORY: &str = "
         currency TEXT,
         PRIMARY KEY (site, listing_id, at)
     ) WITHOUT ROWID;
-    INSERT OR IGNORE INTO prices (site, listing_id, at, price, currency)
-        SELECT site, listing_id, first_seen, price, currency FROM listings WHERE price IS NOT NULL;
     CREATE INDEX listings_by_first_seen ON listings (first_seen);
     ALTER TABLE search_listings ADD COLUMN matched INTEGER NOT NULL DEFAULT 1;
     ALTER TABLE searches ADD COLUMN found INTEGER;
@@ -32,9 +32,10 @@ pub(super) const MIGRATE_TO_PRICE_HISTORY: &str = "
 /// Prices closer than this are one price (they are parsed from text).
 const SAME: f64 = 0.005;
 
-/// Records the prices the page shows: a listing's first price, or a new one, becomes a
-/// history row and its last price. Returns the changes against the last recorded price (not a
-/// first price, nor a switch of currency, which cannot be compared).
+/// Records the prices the page shows: a listing's new price becomes its last price and a
+/// history row (after the price it had until now, when that was only implicit). Returns the
+/// changes against the last recorded price (not a first price, nor a switch of currency,
+/// which cannot be compared).
 ///
 /// # Errors
 /// On SQL failure.
@@ -52,9 +53,8 @@ pub(super) fn record(
     let mut last = std::collections::HashMap::new();
     {
         let mut stmt = tx.prepare_cached(
-            "SELECT l.listing_id, l.price, l.currency,
-                    EXISTS (SELECT 1 FROM prices p WHERE p.site = l.site AND p.listing_id = l.listing_id)
-             FROM listings l WHERE l.site = ?1 AND l.listing_id IN (SELECT value FROM json_each(?2))",
+            "SELECT listing_id, price, currency, first_seen FROM listings
+             WHERE site = ?1 AND listing_id IN (SELECT value FROM json_each(?2))",
         )?;
         let rows = stmt.query_map(params![site, ids], |r| {
             Ok((
@@ -62,7 +62,7 @@ pub(super) fn record(
                 (
                     r.get::<_, Option<f64>>(1)?,
                     r.get::<_, Option<String>>(2)?,
-                    r.get::<_, bool>(3)?,
+                    r.get::<_, u64>(3)?,
                 ),
             ))
         })?;
@@ -71,22 +71,15 @@ pub(super) fn record(
             last.insert(id, v);
         }
     }
-    let mut add = tx.prepare_cached(
-        "INSERT OR REPLACE INTO prices (site, listing_id, at, price, currency) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
-    let mut set_last = tx.prepare_cached(
-        "UPDATE listings SET price = ?3, currency = ?4 WHERE site = ?1 AND listing_id = ?2",
-    )?;
     let mut changes = Vec::new();
     for l in priced {
         let Some(price) = l.price.filter(|p| p.is_finite()) else {
             continue;
         };
         // Not in `listings` (cannot happen: the page's listings were just written).
-        let Some((old, old_currency, has_history)) = last.get(&l.id) else {
+        let Some((old, old_currency, first_seen)) = last.get(&l.id) else {
             continue;
         };
-        let currency = l.currency.as_deref().or(old_currency.as_deref());
         let moved = match old {
             Some(old) => {
                 (old - price).abs() > SAME
@@ -95,12 +88,28 @@ pub(super) fn record(
             }
             None => true,
         };
-        if moved {
-            set_last.execute(params![site, l.id, price, currency])?;
+        if !moved {
+            continue;
         }
-        if moved || !has_history {
-            add.execute(params![site, l.id, now, price, currency])?;
+        let mut add = tx.prepare_cached(
+            "INSERT OR REPLACE INTO prices (site, listing_id, at, price, currency) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        if let Some(old) = old {
+            let written: bool = tx
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM prices WHERE site = ?1 AND listing_id = ?2)",
+                )?
+                .query_row(params![site, l.id], |r| r.get(0))?;
+            if !written {
+                add.execute(params![site, l.id, first_seen, old, old_currency])?;
+            }
         }
+        let currency = l.currency.as_deref().or(old_currency.as_deref());
+        add.execute(params![site, l.id, now, price, currency])?;
+        tx.prepare_cached(
+            "UPDATE listings SET price = ?3, currency = ?4 WHERE site = ?1 AND listing_id = ?2",
+        )?
+        .execute(params![site, l.id, price, currency])?;
         if let Some(old) = old
             && let Some(change) = PriceChange::between(
                 &l.id,
@@ -161,7 +170,8 @@ pub(super) fn elsewhere_since(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// One listing's price history, oldest first: (when, price, currency).
+/// One listing's price history, oldest first: (when, price, currency). Without rows, the
+/// price it was first seen with (if any) is its whole history.
 ///
 /// # Errors
 /// On SQL failure.
@@ -171,7 +181,12 @@ pub(super) fn history(
     id: &str,
 ) -> Result<Vec<(u64, f64, Option<String>)>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT at, price, currency FROM prices WHERE site = ?1 AND listing_id = ?2 ORDER BY at",
+        "SELECT at, price, currency FROM prices WHERE site = ?1 AND listing_id = ?2
+         UNION ALL
+         SELECT first_seen, price, currency FROM listings
+         WHERE site = ?1 AND listing_id = ?2 AND price IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM prices WHERE site = ?1 AND listing_id = ?2)
+         ORDER BY 1",
     )?;
     let rows = stmt.query_map(params![site, id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
