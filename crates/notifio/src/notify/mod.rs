@@ -558,3 +558,69 @@ pub enum NotifyError {
     #[error("{0}")]
     Channel(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::listing::Listing;
+    use crate::price::PriceChange;
+
+    /// Every channel that lays listings out its own way shows each listing's notes: the price
+    /// drop (with the subject saying so) and "Also on …" under the right title.
+    #[test]
+    fn every_channel_shows_a_listings_notes() {
+        let flat = Listing {
+            id: "7".into(),
+            title: Some("Sunny flat".into()),
+            price: Some(1050.0),
+            currency: Some("EUR".into()),
+            url: Some("https://portal.example/listing/7".into()),
+            ..Listing::default()
+        };
+        let drop = Notification::PriceChanged {
+            site: "portal.example".into(),
+            searches: vec!["Madrid".into()],
+            listings: vec![flat.clone()],
+            changes: vec![PriceChange {
+                id: "7".into(),
+                from: 1200.0,
+                to: 1050.0,
+                currency: Some("EUR".into()),
+            }],
+            found_at: 0,
+        };
+        let twin = Notification::NewListings {
+            site: "portal.example".into(),
+            searches: vec!["Madrid".into()],
+            listings: vec![flat],
+            found_at: 7_200_000,
+            also_on: vec![AlsoOn {
+                id: "7".into(),
+                site: "idealista.com".into(),
+                url: Some("https://www.idealista.com/inmueble/9/".into()),
+                seen_at: 0,
+            }],
+        };
+        for (n, note) in [
+            (&drop, "Price dropped: 1,200 → 1,050 EUR (\u{2212}12.5%)"),
+            (&twin, "Also on idealista.com, seen 2 h ago"),
+        ] {
+            let msg = render(n);
+            let outputs: Vec<(&str, String)> = vec![
+                ("text", msg.text.clone()),
+                ("telegram", telegram::texts(n, &msg).concat()),
+                ("discord", format!("{:?}", discord::bodies(n, &msg))),
+                ("slack", format!("{:?}", slack::bodies(n, &msg))),
+                ("ntfy", ntfy::texts(n, &msg).concat()),
+                ("gotify", gotify::markdown(n, &msg).replace('\\', "")),
+                ("pushover", format!("{:?}", pushover::messages(n, &msg))),
+                ("matrix", format!("{:?}", matrix::events(n, &msg))),
+                ("desktop", desktop::content(n, &msg).1),
+            ];
+            for (channel, out) in outputs {
+                assert!(out.contains(note), "{channel} lacks `{note}`: {out}");
+            }
+        }
+        assert!(render(&drop).subject.starts_with("Price dropped: "));
+    }
+}
