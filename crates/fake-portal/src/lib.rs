@@ -21,7 +21,7 @@
 mod page;
 mod server;
 
-pub use page::{CARDS_PER_PAGE, ChallengeKind, FakeListing, IMAGE_BYTES};
+pub use page::{CARDS_PER_PAGE, ChallengeKind, FakeListing, Hidden, IMAGE_BYTES};
 
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -200,7 +200,7 @@ pub(crate) struct SiteMut {
     pub(crate) set_at: Instant,
     pub(crate) script_index: Option<usize>,
     pub(crate) fail_left: u32,
-    /// Oldest first, with the time each appeared.
+    /// Oldest first, with the time each appeared or last changed.
     pub(crate) listings: Vec<(FakeListing, SystemTime)>,
     pub(crate) next_n: u64,
     pub(crate) rng: SmallRng,
@@ -453,6 +453,41 @@ impl Portal {
         let l = page::make_listing(site.spec.seed, n, &site.base_url, search);
         st.listings.push((l.clone(), SystemTime::now()));
         l
+    }
+
+    /// Adds a new listing like [`Self::add_listing`], changed by `edit` first (its title,
+    /// price, figures, description, hidden fields) — e.g. the same flat on two sites.
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    pub fn add_listing_with(
+        &self,
+        site: &str,
+        search: Option<&str>,
+        edit: impl FnOnce(&mut FakeListing),
+    ) -> FakeListing {
+        let site = self.site(site);
+        let mut st = site.lock();
+        let n = st.next_n;
+        st.next_n += 1;
+        let mut l = page::make_listing(site.spec.seed, n, &site.base_url, search);
+        edit(&mut l);
+        st.listings.push((l.clone(), SystemTime::now()));
+        l
+    }
+
+    /// Sets a listing's price (it keeps its place on the page); its pages change (new
+    /// `ETag` and `Last-Modified`). Returns the listing as it is now, or `None` for an id the
+    /// site does not have.
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    pub fn set_price(&self, site: &str, id: &str, price: u32) -> Option<FakeListing> {
+        let mut st = self.site(site).lock();
+        let (l, changed) = st.listings.iter_mut().find(|(l, _)| l.id == id)?;
+        l.price = price;
+        *changed = SystemTime::now();
+        Some(l.clone())
     }
 
     /// The listings a search's page shows right now, newest first.

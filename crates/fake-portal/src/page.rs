@@ -42,6 +42,21 @@ pub struct FakeListing {
     pub url: String,
     /// The search it appears on; `None` = every search of the site.
     pub search: Option<String>,
+    /// The card's description.
+    pub description: String,
+    /// Figures the card does not show (so a reader cannot know them).
+    pub hidden: Hidden,
+}
+
+/// Which of its figures a card leaves out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hidden {
+    /// No price on the card.
+    pub price: bool,
+    /// No rooms on the card.
+    pub rooms: bool,
+    /// No area on the card.
+    pub area: bool,
 }
 
 impl FakeListing {
@@ -109,7 +124,7 @@ pub(crate) fn make_listing(seed: u64, n: u64, base_url: &str, search: Option<&st
     let id = (40_000_000 + (seed % 1000) * 100_000 + n).to_string();
     FakeListing {
         url: format!("{base_url}/listing/{id}"),
-        id,
+        id: id.clone(),
         title: format!(
             "{} in {}",
             KINDS[kind],
@@ -119,6 +134,8 @@ pub(crate) fn make_listing(seed: u64, n: u64, base_url: &str, search: Option<&st
         rooms,
         area,
         search: search.map(str::to_owned),
+        description: description(&id),
+        hidden: Hidden::default(),
     }
 }
 
@@ -230,15 +247,26 @@ pub(crate) fn result_page(
         let _ = writeln!(
             out,
             "<article class=\"listing\" data-id=\"{id}\"><a class=\"listing-link\" href=\"/listing/{id}\">\
-             <h2 class=\"title\">{title}</h2></a><span class=\"price\">{price}</span>\
-             <span class=\"rooms\">{rooms} hab.</span><span class=\"area\">{area} m²</span>\
+             <h2 class=\"title\">{title}</h2></a>{price}{rooms}{area}\
              <p class=\"description\">{desc}</p></article>",
             id = l.id,
             title = escape(&l.title),
-            price = l.price_text(),
-            rooms = l.rooms,
-            area = l.area,
-            desc = escape(&description(&l.id)),
+            price = if l.hidden.price {
+                String::new()
+            } else {
+                format!("<span class=\"price\">{}</span>", l.price_text())
+            },
+            rooms = if l.hidden.rooms {
+                String::new()
+            } else {
+                format!("<span class=\"rooms\">{} hab.</span>", l.rooms)
+            },
+            area = if l.hidden.area {
+                String::new()
+            } else {
+                format!("<span class=\"area\">{} m²</span>", l.area)
+            },
+            desc = escape(&l.description),
         );
     }
     listings_tail(&mut out, extras, page_bytes);
@@ -269,7 +297,7 @@ fn scripted_cards(out: &mut String, listings: &[&FakeListing], after: std::time:
                 "price": l.price_text(),
                 "rooms": l.rooms,
                 "area": l.area,
-                "description": description(&l.id),
+                "description": l.description,
             })
         })
         .collect();
@@ -315,7 +343,7 @@ pub(crate) fn detail_page(site: &str, l: &FakeListing) -> String {
         price = l.price_text(),
         rooms = l.rooms,
         area = l.area,
-        desc = escape(&description(&l.id)),
+        desc = escape(&l.description),
     );
     pad_to(&mut out, 12 * 1024);
     out

@@ -484,7 +484,12 @@ fn search_page(site: &Arc<Site>, search: String, headers: &HeaderMap) -> Respons
         let visible = st.visible(&search);
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for (l, _) in &visible {
-            for b in l.id.bytes().chain(std::iter::once(b',')) {
+            // Everything a card shows: a changed price is a changed page.
+            let card = format!(
+                "{}|{}|{}|{}|{}|{:?}",
+                l.id, l.title, l.price, l.rooms, l.area, l.hidden
+            );
+            for b in card.bytes().chain(std::iter::once(b',')) {
                 h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
             }
         }

@@ -618,20 +618,32 @@ fn pass_result_text(r: &PassResult) -> String {
         .as_deref()
         .map(|why| format!(": {why}"))
         .unwrap_or_default();
+    let matched = r.listings.iter().filter(|l| l.matched).count();
+    let filtered = if matched == r.listings.len() {
+        String::new()
+    } else {
+        format!(" ({matched} match)")
+    };
     let _ = writeln!(
         out,
-        "{:<28} {:<16} {} listings{new}{status}{wait}{reason}",
+        "{:<28} {:<16} {} listings{filtered}{new}{status}{wait}{reason}",
         r.search,
         r.outcome,
         r.listings.len()
     );
-    for l in r.listings.iter().filter(|l| r.new.contains(&l.id)) {
-        let _ = writeln!(
-            out,
-            "    new: {}  {}",
-            l.title.as_deref().unwrap_or(&l.id),
-            l.url.as_deref().unwrap_or("")
-        );
+    for c in &r.listings {
+        let l = &c.listing;
+        let name = l.title.as_deref().unwrap_or(&l.id);
+        if r.new.contains(&l.id) {
+            let _ = writeln!(out, "    new: {name}  {}", l.url.as_deref().unwrap_or(""));
+        }
+        if let Some(change) = r.price_changes.iter().find(|p| p.id == l.id) {
+            let _ = writeln!(
+                out,
+                "    {}: {name}",
+                crate::notify::message::price_change(change)
+            );
+        }
     }
     out
 }

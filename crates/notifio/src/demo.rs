@@ -289,8 +289,9 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
         format_duration(s(20))
     );
     println!(
-        "New listings appear every {} or so. Ctrl-C to stop.\n",
-        format_duration(s(12))
+        "New listings appear every {} or so; after {} one of them on rentals-demo gets cheaper. Ctrl-C to stop.\n",
+        format_duration(s(12)),
+        format_duration(s(30))
     );
 
     portal.set_behaviour(
@@ -328,6 +329,22 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
             }
         })
     };
+    // One price drop: the newest flat of the first search gets 12% cheaper.
+    let dropper = {
+        let portal = portal.clone();
+        let cancel = cancel.clone();
+        let after = s(30);
+        tokio::spawn(async move {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(after) => {}
+            }
+            let (site, slug) = DEMO_SEARCHES[0].1;
+            if let Some(l) = portal.listings(site, slug).first() {
+                portal.set_price(site, &l.id, l.price * 88 / 100 / 10 * 10);
+            }
+        })
+    };
     if let Some(secs) = duration {
         let stop = cancel.clone();
         tokio::spawn(async move {
@@ -346,6 +363,7 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
     let result = run_watcher(cfg, Some(narrator), cancel.clone(), Some(on_dashboard)).await;
     cancel.cancel();
     adder.abort();
+    dropper.abort();
     portal.shutdown().await;
     println!(
         "\nStopped. State: {}  Mailbox: {}",
@@ -483,6 +501,7 @@ fn narrator(names: HashMap<String, String>, mailbox: PathBuf) -> Narrator {
                 listings,
                 new,
                 baseline,
+                price_changes,
                 ..
             } => {
                 if *baseline && new.is_empty() {
@@ -491,8 +510,6 @@ fn narrator(names: HashMap<String, String>, mailbox: PathBuf) -> Narrator {
                         searches.join("\", \""),
                         name(site)
                     ))
-                } else if new.is_empty() {
-                    None
                 } else {
                     let mut s = String::new();
                     for l in new {
@@ -508,8 +525,19 @@ fn narrator(names: HashMap<String, String>, mailbox: PathBuf) -> Narrator {
                             mailbox.display()
                         ));
                     }
+                    // The demo's searches announce every drop (no min_drop) and no rise.
+                    for c in price_changes.iter().filter(|c| c.is_drop()) {
+                        s.push_str(&format!(
+                            "price dropped on {} for \"{}\": listing {}, {}  → {}\n",
+                            name(site),
+                            searches.join("\", \""),
+                            c.id,
+                            notify::message::price_change(c).trim_start_matches("Price dropped: "),
+                            mailbox.display()
+                        ));
+                    }
                     let _ = outcome;
-                    Some(s.trim_end().to_owned())
+                    (!s.is_empty()).then(|| s.trim_end().to_owned())
                 }
             }
             WatchEvent::Reaction(Reaction::SiteWaiting {

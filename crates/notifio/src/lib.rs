@@ -5,10 +5,13 @@
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod duplicate;
 pub mod extract;
 pub mod fetch;
+pub mod filter;
 pub mod listing;
 pub mod notify;
+pub mod price;
 pub mod reason;
 pub mod redact;
 pub mod status;

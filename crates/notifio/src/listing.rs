@@ -24,6 +24,10 @@ pub struct Listing {
     pub url: Option<String>,
     /// Absolute link to the main photo.
     pub image: Option<String>,
+    /// The card's description or teaser text, where the site shows one (what `include` and
+    /// `exclude` look at besides the title).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 /// How to find listings on a page of a site without a built-in profile (`listing = {…}` in a
@@ -45,7 +49,8 @@ pub enum ListingSpec {
 /// it shows is. A field without a rule is found by default (docs/sites.md): the title is the
 /// card's first heading, else its link's `title`/`aria-label`, else its longest link text; the
 /// price is an element whose class contains `price`; rooms and area are read from the card's
-/// text by their units; the image is the card's largest picture that is not an icon.
+/// text by their units; the image is the card's largest picture that is not an icon; the
+/// description is an element whose class contains `description`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CardSpec {
     /// CSS selector of one listing card, e.g. `article.listing`.
@@ -62,6 +67,8 @@ pub struct CardSpec {
     pub area: Option<FieldSpec>,
     /// Where the main photo is.
     pub image: Option<FieldSpec>,
+    /// Where the description is.
+    pub description: Option<FieldSpec>,
 }
 
 /// Where one field of a card is: the first element inside the card matching `selector`, read

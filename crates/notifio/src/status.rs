@@ -66,8 +66,15 @@ pub struct SearchStatus {
     pub last_checked_at: Option<u64>,
     /// The last check's outcome (`ok`, `challenge`, …).
     pub last_outcome: Option<String>,
-    /// The latest listings first seen by this search (newest first, a few).
+    /// The latest listings first seen by this search that its filters let through (newest
+    /// first, a few).
     pub new_listings: Vec<NewListing>,
+    /// Listings on its last page read ("30 found"), if it was read since filters were kept.
+    #[serde(default)]
+    pub found: Option<u32>,
+    /// How many of them its filters let through ("4 match").
+    #[serde(default)]
+    pub matched: Option<u32>,
     /// A plain-language reason for its state ("idealista.com showed a challenge page; 3rd
     /// refusal; next try at …").
     #[serde(default)]
@@ -240,6 +247,8 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
             last_checked_at: row.last_checked_at,
             last_outcome: row.last_outcome.clone(),
             new_listings,
+            found: row.found,
+            matched: row.matched,
             reason,
         });
     }

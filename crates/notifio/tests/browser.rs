@@ -70,6 +70,8 @@ fn initial_view(start: u64) -> StatusView {
                 last_checked_at: Some(start - 48_000),
                 last_outcome: Some("challenge".into()),
                 new_listings: vec![],
+                found: None,
+                matched: None,
                 reason: None,
             },
             SearchStatus {
@@ -86,6 +88,8 @@ fn initial_view(start: u64) -> StatusView {
                     listing("158221", "2-Zimmer-Altbau in Kreuzberg", 1150.0, 600_000),
                     listing("158007", "Helle Wohnung am Park", 1290.0, 3_900_000),
                 ],
+                found: Some(30),
+                matched: Some(4),
                 reason: None,
             },
             SearchStatus {
@@ -105,6 +109,8 @@ fn initial_view(start: u64) -> StatusView {
                     first_seen: start - 2_000_000,
                     ..NewListing::default()
                 }],
+                found: None,
+                matched: None,
                 reason: None,
             },
         ],
@@ -382,6 +388,24 @@ async fn drive(client: &Client, addr: SocketAddr, source: &TestSource) {
     assert!(
         channel.starts_with("Failed permanently: telegram api.telegram.org: HTTP 401 Unauthorized"),
         "{channel}"
+    );
+
+    // What the page had and what the search's filters let through.
+    let found = client
+        .find(Locator::Css(r#"[data-search-id="4"] [data-testid=found]"#))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(found.trim(), "· 30 found · 4 match");
+    assert!(
+        client
+            .find_all(Locator::Css(r#"[data-search-id="3"] [data-testid=found]"#))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a search never read says nothing about it"
     );
 
     // Site-supplied markup is shown as text and a `javascript:` URL is not made a link.

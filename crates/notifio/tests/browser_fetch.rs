@@ -111,7 +111,7 @@ fn result<'a>(results: &'a [PassResult], name: &str) -> &'a PassResult {
 }
 
 fn ids(r: &PassResult) -> Vec<String> {
-    let mut v: Vec<String> = r.listings.iter().map(|l| l.id.clone()).collect();
+    let mut v: Vec<String> = r.listings.iter().map(|l| l.listing.id.clone()).collect();
     v.sort();
     v
 }
@@ -160,7 +160,7 @@ async fn cards_built_by_a_script_are_read_in_the_browser_not_over_http() {
         .collect();
     want.sort();
     assert_eq!(ids(js), want, "every card the script built");
-    let first = &js.listings[0];
+    let first = &js.listings[0].listing;
     assert!(first.title.is_some() && first.price.is_some(), "{first:?}");
     assert!(
         first
@@ -1117,7 +1117,7 @@ async fn the_real_idealista_page_reads_the_same_in_the_browser() {
     };
     assert_eq!(over_http.len(), 30);
     assert_eq!(r.listings.len(), 30, "every card, in the browser too");
-    for (b, h) in r.listings.iter().zip(&over_http) {
+    for (b, h) in r.listings.iter().map(|c| &c.listing).zip(&over_http) {
         assert_eq!(
             (
                 &b.id, &b.title, &b.price, &b.rooms, &b.area_m2, &b.url, &b.image

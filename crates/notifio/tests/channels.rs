@@ -198,6 +198,7 @@ fn listing(id: &str, title: &str, price: f64) -> Listing {
         area_m2: Some(64.0),
         url: Some(format!("https://portal.example/listing/{id}")),
         image: Some(format!("https://img.portal.example/{id}.jpg")),
+        description: None,
     }
 }
 
@@ -207,6 +208,7 @@ fn new_listings(listings: Vec<Listing>) -> Notification {
         searches: vec!["Madrid under 1200".into()],
         listings,
         found_at: 1_700_000_000_000,
+        also_on: Vec::new(),
     }
 }
 

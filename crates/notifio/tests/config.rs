@@ -1060,3 +1060,80 @@ fn dashboard_hosts_are_host_names() {
         Some("notifio.lan:8443"),
     );
 }
+
+/// Filters and price rules: `[watch]` gives defaults, each search key replaces its own.
+#[test]
+fn filters_and_price_rules_default_from_watch_and_each_search_key_replaces_one() {
+    use notifio::filter::Pattern;
+    use notifio::price::MinDrop;
+    let c = ok(
+        "[watch]\nmax_price = 1200\nexclude = [\"WG\", \"/tausch/\"]\nmin_drop = \"5%\"\n\n\
+         [[search]]\nname = \"a\"\nurl = \"https://www.idealista.com/a\"\n\n\
+         [[search]]\nname = \"b\"\nurl = \"https://www.idealista.com/b\"\nmax_price = 900.5\nmin_rooms = 2\n\
+         include = [\"Ático\"]\nexclude = []\nstrict = true\nmin_drop = 50\nnotify_price_rises = true\n\
+         skip_cross_site_duplicates = true\n",
+    );
+    let a = &c.searches[0].announce;
+    assert_eq!(a.filters.max_price, Some(1200.0));
+    assert_eq!(a.filters.exclude.len(), 2);
+    assert_eq!(a.filters.exclude[0], Pattern::Words("wg".into()));
+    assert!(matches!(a.filters.exclude[1], Pattern::Regex(_)));
+    assert_eq!(a.prices.min_drop, MinDrop::Percent(5.0));
+    assert!(a.prices.drops && !a.prices.rises && !a.skip_cross_site_duplicates);
+    let b = &c.searches[1].announce;
+    assert_eq!(b.filters.max_price, Some(900.5));
+    assert_eq!(b.filters.min_rooms, Some(2.0));
+    assert_eq!(b.filters.include, vec![Pattern::Words("atico".into())]);
+    assert!(b.filters.exclude.is_empty(), "its own (empty) list");
+    assert!(b.filters.strict);
+    assert_eq!(b.prices.min_drop, MinDrop::Amount(50.0));
+    assert!(b.prices.rises && b.skip_cross_site_duplicates);
+    assert_eq!(c.watch.announce.filters.max_price, Some(1200.0));
+    assert!(ok(MIN).searches[0].announce.filters.is_empty());
+}
+
+#[test]
+fn a_bad_filter_names_its_key() {
+    let search = "[[search]]\nname = \"s\"\nurl = \"https://www.idealista.com/a\"\n";
+    assert_err(
+        &format!("{search}min_price = 1500\nmax_price = 1000\n"),
+        "notifio.toml:5:13: `search[0].max_price`: `min_price` (1500) is above `max_price` (1000): nothing can match",
+        None,
+    );
+    // The bound from [watch] and the search's own are compared too.
+    assert_err(
+        &format!("[watch]\nmax_rooms = 2\n\n{search}min_rooms = 3\n"),
+        "notifio.toml:7:13: `search[0].min_rooms`: `min_rooms` (3) is above `max_rooms` (2): nothing can match",
+        None,
+    );
+    assert_err(
+        &format!("{search}max_area = -5\n"),
+        "notifio.toml:4:12: `search[0].max_area`: must be a number of 0 or more; got -5",
+        None,
+    );
+    assert_err(
+        &format!("{search}include = [\"balcón\", \"/(terraza/\"]\n"),
+        "notifio.toml:4:22: `search[0].include[1]`: not a valid regex: unclosed group",
+        Some("a regex between slashes"),
+    );
+    assert_err(
+        &format!("{search}exclude = [\" \"]\n"),
+        "notifio.toml:4:12: `search[0].exclude[0]`: an empty word matches everything",
+        None,
+    );
+    assert_err(
+        &format!("{search}min_drop = \"five percent\"\n"),
+        "notifio.toml:4:12: `search[0].min_drop`: `five percent` is neither an amount (50) nor a percentage (\"5%\")",
+        Some("min_drop = \"5%\""),
+    );
+    assert_err(
+        &format!("{search}min_drop = \"120%\"\n"),
+        "notifio.toml:4:12: `search[0].min_drop`: `120%`: a percentage above 0 and below 100",
+        None,
+    );
+    assert_err(
+        &format!("{search}strict = \"yes\"\n"),
+        "notifio.toml:4:10: `search[0].strict`: expected `true` or `false`, found a string",
+        None,
+    );
+}

@@ -1,7 +1,7 @@
 //! `notifio demo` as a newcomer runs it, compressed: the real binary for ~24 s at speed 6.
-//! Its narrative must show a refusal, the single probe, the recovery, and at least one
-//! notification delivered to the mbox it names; with a browser on the machine, a site whose
-//! listings are built by JavaScript read through it; without one, everything else.
+//! Its narrative must show a refusal, the single probe, the recovery, a price drop, and at
+//! least one notification delivered to the mbox it names; with a browser on the machine, a
+//! site whose listings are built by JavaScript read through it; without one, everything else.
 
 use std::process::Command;
 
@@ -54,6 +54,7 @@ fn the_demo_tells_the_whole_story_and_delivers_to_the_mailbox() {
         ("the single probe", "probe sent to idealista-demo"),
         ("the recovery", "clear: the probe succeeded"),
         ("a new listing", "new listing on"),
+        ("a price drop", "price dropped on rentals-demo"),
     ] {
         assert!(
             stdout.contains(needle),
@@ -90,6 +91,10 @@ fn the_demo_tells_the_whole_story_and_delivers_to_the_mailbox() {
     assert!(
         mbox.contains("Subject:") && mbox.contains("new listing"),
         "a delivered notification: {mbox:.400}"
+    );
+    assert!(
+        mbox.contains("\n  Price dropped: "),
+        "the price drop delivered, under its listing's title: {mbox}"
     );
     let state_dir = std::path::Path::new(mailbox).parent().unwrap();
     let _ = std::fs::remove_dir_all(state_dir);

@@ -48,6 +48,7 @@ fn listing(id: &str, title: &str, price: f64) -> Listing {
         area_m2: Some(64.0),
         url: Some(format!("https://portal.example/listing/{id}")),
         image: None,
+        description: None,
     }
 }
 
@@ -57,6 +58,7 @@ fn new_listings(searches: &[&str], listings: Vec<Listing>) -> Notification {
         searches: searches.iter().map(|s| s.to_string()).collect(),
         listings,
         found_at: 1_700_000_000_000,
+        also_on: Vec::new(),
     }
 }
 

@@ -776,14 +776,20 @@ async fn a_changed_id_rule_does_not_announce_the_page_again() {
 
     let first = pass(&by_attr).await;
     assert_eq!(first.listings.len(), 30);
-    assert!(!first.listings[0].id.starts_with("http"), "{first:?}");
+    assert!(
+        !first.listings[0].listing.id.starts_with("http"),
+        "{first:?}"
+    );
     let before = first_seen(&Store::open(dir.path()).unwrap());
 
     let second = pass(&by_link).await;
     assert_eq!(second.outcome, "ok");
     assert!(!second.unchanged, "a changed rule reads the page again");
     assert_eq!(second.listings.len(), 30);
-    assert!(second.listings[0].id.starts_with("http"), "{second:?}");
+    assert!(
+        second.listings[0].listing.id.starts_with("http"),
+        "{second:?}"
+    );
     assert_eq!(second.new, Vec::<String>::new(), "same links: nothing new");
     // Each link now has two rows (old id, new id), both first seen at the first pass.
     let after = first_seen(&Store::open(dir.path()).unwrap());
@@ -835,6 +841,7 @@ fn a_link_shared_by_several_cards_does_not_hide_a_new_listing() {
                     now,
                     channels: &[],
                     history: 10,
+                    rules: &[],
                 })
             })
             .unwrap()

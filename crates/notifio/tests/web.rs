@@ -51,6 +51,8 @@ fn sample_view() -> StatusView {
                 last_checked_at: Some(now - 60_000),
                 last_outcome: Some("challenge".into()),
                 new_listings: vec![],
+                found: None,
+                matched: None,
                 reason: None,
             },
             SearchStatus {
@@ -71,6 +73,8 @@ fn sample_view() -> StatusView {
                     url: Some("https://www.immobilienscout24.de/expose/158221".into()),
                     first_seen: now - 120_000,
                 }],
+                found: Some(30),
+                matched: Some(4),
                 reason: Some("all good".into()),
             },
         ],
@@ -171,9 +175,13 @@ async fn api_status_round_trips_the_status_view_and_is_fresh_each_call() {
         "last_checked_at",
         "last_outcome",
         "new_listings",
+        "found",
+        "matched",
     ] {
         assert!(raw["searches"][0].get(key).is_some(), "search lacks {key}");
     }
+    assert_eq!(raw["searches"][1]["found"], 30);
+    assert_eq!(raw["searches"][1]["matched"], 4);
     for key in [
         "site",
         "state",

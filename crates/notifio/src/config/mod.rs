@@ -21,6 +21,7 @@ pub use resolve::{BROWSER_ENV, DASHBOARD_TOKEN_ENV, Environment, SMTP_PASSWORD_E
 pub use starter::{STARTER, write_starter};
 
 pub use crate::fetch::FetchMode;
+pub use crate::filter::AnnounceRules;
 use crate::listing::ListingSpec;
 use notifio_policy::{BackoffPolicy, RetryPolicies, SiteKey, format_duration};
 use std::collections::BTreeMap;
@@ -78,6 +79,9 @@ pub struct WatchSettings {
     pub notify_existing: bool,
     /// Checks kept in history per search (100).
     pub history: usize,
+    /// Defaults for every search's filters and price-change keys (none: every listing is
+    /// announced, and every price drop).
+    pub announce: AnnounceRules,
 }
 
 impl fmt::Debug for WatchSettings {
@@ -95,6 +99,7 @@ impl fmt::Debug for WatchSettings {
             .field("dashboard_hosts", &self.dashboard_hosts)
             .field("notify_existing", &self.notify_existing)
             .field("history", &self.history)
+            .field("announce", &self.announce)
             .finish()
     }
 }
@@ -244,7 +249,7 @@ pub enum ServiceSettings {
 }
 
 /// One `[[search]]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SearchConfig {
     /// Unique name, shown in notifications and `status`.
     pub name: String,
@@ -267,6 +272,8 @@ pub struct SearchConfig {
     /// `notify = ["telegram", "email"]`: the channels its notifications go to; `None` (the
     /// default) is every configured channel.
     pub notify: Option<Vec<String>>,
+    /// Its filters and price-change rules, each key its own or `[watch]`'s.
+    pub announce: AnnounceRules,
 }
 
 /// One `[site."…"]`.

@@ -21,6 +21,14 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # profile = "idealista"     # idealista | immoscout24 | facebook | generic (default: by site)
 # notify_existing = false   # announce what the first check finds, instead of a silent baseline
 # notify = ["telegram", "email"]   # the channels this search notifies (default: every one in [notify])
+# Filters decide what is announced (everything is recorded); each may also go in [watch]:
+# max_price = 1200          # also min_price, min_rooms / max_rooms, min_area / max_area (m²)
+# include = ["terraza", "/balc[oó]n/"]   # at least one in the title or description (accents, case ignored)
+# exclude = ["WG", "Tausch"]             # none of these
+# strict = false            # true: an unknown price/rooms/area fails a bound set on it
+# min_drop = "5%"           # smallest price drop announced (or an amount: 50); any drop by default
+# notify_price_rises = false
+# skip_cross_site_duplicates = false   # true: do not announce a flat likely seen on another site
 
 # A site without a built-in profile: tell notifio how to find listings, in one of these ways.
 # [[search]]
@@ -28,7 +36,7 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # url = "https://agency.example/rentals?max=1200"
 # listing = { selector = "article.listing", id_attr = "data-id" }
 #   # each field a card shows may be located inside it (else it is found by default):
-#   # title / price / rooms / area / image = ".sub-selector" or { selector = "img", attr = "data-src" }
+#   # title / price / rooms / area / image / description = ".sub-selector" or { selector = "img", attr = "data-src" }
 # listing = { link = "/listing/(\\d+)" }     # a regex with one capture group: the id
 # listing = "json-ld"                        # the page's JSON-LD ItemList
 

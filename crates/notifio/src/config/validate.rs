@@ -16,7 +16,9 @@ use super::{
     BrowserSettings, Config, ConfigError, EmailSettings, FetchMode, FetchSettings, NotifySettings,
     PROFILES, SearchConfig, SiteSettings, Spot, WatchSettings, WebhookFormat, WebhookSettings,
 };
+use crate::filter::{AnnounceRules, Pattern};
 use crate::listing::{CardSpec, FieldSpec, ListingSpec};
+use crate::price::MinDrop;
 use notifio_policy::{
     BackoffConfigError, BackoffPolicy, Ladders, MAX_WAIT, RefusalKind, RequestClass,
     RetryConfigError, RetryPolicies, RetryPolicy, SiteKey,
@@ -63,6 +65,22 @@ const WATCH_KEYS: &[&str] = &[
     "notify_existing",
     "history",
 ];
+/// Filters and price-change keys: in `[watch]` (defaults) and in each `[[search]]`.
+const ANNOUNCE_KEYS: &[&str] = &[
+    "min_price",
+    "max_price",
+    "min_rooms",
+    "max_rooms",
+    "min_area",
+    "max_area",
+    "include",
+    "exclude",
+    "strict",
+    "min_drop",
+    "notify_price_drops",
+    "notify_price_rises",
+    "skip_cross_site_duplicates",
+];
 const BACKOFF_KEYS: &[&str] = &[
     "challenge",
     "rate_limited",
@@ -99,10 +117,19 @@ const SEARCH_KEYS: &[&str] = &[
 ];
 const SITE_KEYS: &[&str] = &["cookies", "spacing", "profile", "fetch", "login_url"];
 const LISTING_KEYS: &[&str] = &[
-    "selector", "id_attr", "title", "price", "rooms", "area", "image", "link", "json_ld",
+    "selector",
+    "id_attr",
+    "title",
+    "price",
+    "rooms",
+    "area",
+    "image",
+    "description",
+    "link",
+    "json_ld",
 ];
 /// The card's fields a `selector` spec may locate.
-const CARD_FIELDS: &[&str] = &["title", "price", "rooms", "area", "image"];
+const CARD_FIELDS: &[&str] = &["title", "price", "rooms", "area", "image", "description"];
 const FIELD_KEYS: &[&str] = &["selector", "attr"];
 
 /// Defaults (DESIGN §8); docs/config.md lists the same numbers.
@@ -202,7 +229,7 @@ fn profile(f: &Field<'_>) -> Result<String> {
 }
 
 fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettings> {
-    let t = section(root, "watch", WATCH_KEYS)?;
+    let t = section(root, "watch", &[WATCH_KEYS, ANNOUNCE_KEYS].concat())?;
     let Some(t) = t else {
         return Ok(WatchSettings {
             interval: DEFAULT_INTERVAL,
@@ -214,6 +241,7 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
             dashboard_hosts: Vec::new(),
             notify_existing: false,
             history: DEFAULT_HISTORY,
+            announce: AnnounceRules::default(),
         });
     };
     let interval = t.positive_duration("interval")?.unwrap_or(DEFAULT_INTERVAL);
@@ -265,6 +293,7 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
         .map(|f| usize_at_least(&f, 1))
         .transpose()?
         .unwrap_or(DEFAULT_HISTORY);
+    let announce = announce_rules(&t, &AnnounceRules::default())?;
     Ok(WatchSettings {
         interval,
         spacing,
@@ -275,6 +304,7 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
         dashboard_hosts,
         notify_existing,
         history,
+        announce,
     })
 }
 
@@ -857,7 +887,7 @@ fn searches(
     let mut per_site: HashMap<SiteKey, usize> = HashMap::new();
     for e in &elems {
         let t = e.table()?;
-        t.allow(SEARCH_KEYS)?;
+        t.allow(&[SEARCH_KEYS, ANNOUNCE_KEYS].concat())?;
         let Some((_, name_f)) = t.str("name")? else {
             return Err(t
                 .err("name", "missing `name`")
@@ -945,6 +975,7 @@ fn searches(
             .get("notify")
             .map(|f| super::channels::routes(&f, channels))
             .transpose()?;
+        let announce = announce_rules(&t, &watch.announce)?;
         out.push(SearchConfig {
             name,
             url,
@@ -955,9 +986,105 @@ fn searches(
             notify_existing,
             fetch,
             notify,
+            announce,
         });
     }
     Ok(out)
+}
+
+/// The filters and price-change keys of `t` (`[watch]` or a `[[search]]`), each key not
+/// given taken from `defaults` (`[watch]`'s, for a search).
+fn announce_rules(t: &Table<'_>, defaults: &AnnounceRules) -> Result<AnnounceRules> {
+    let mut rules = defaults.clone();
+    let bounds = [
+        ("min_price", "max_price"),
+        ("min_rooms", "max_rooms"),
+        ("min_area", "max_area"),
+    ];
+    let f = &mut rules.filters;
+    for (key, slot) in [
+        ("min_price", &mut f.min_price),
+        ("max_price", &mut f.max_price),
+        ("min_rooms", &mut f.min_rooms),
+        ("max_rooms", &mut f.max_rooms),
+        ("min_area", &mut f.min_area),
+        ("max_area", &mut f.max_area),
+    ] {
+        if let Some(field) = t.get(key) {
+            let v = field.float()?;
+            if !v.is_finite() || v < 0.0 {
+                return Err(field.err(format!("must be a number of 0 or more; got {v}")));
+            }
+            *slot = Some(v);
+        }
+    }
+    for (key, list) in [("include", &mut f.include), ("exclude", &mut f.exclude)] {
+        if let Some(field) = t.get(key) {
+            *list = field
+                .array()?
+                .iter()
+                .map(|e| {
+                    let raw = e.str()?;
+                    Pattern::parse(raw).map_err(|m| {
+                        e.err(m).with_hint(
+                            "a word or phrase (case and accents ignored), or a regex between slashes: \"/\\\\bWG\\\\b/\"",
+                        )
+                    })
+                })
+                .collect::<Result<_>>()?;
+        }
+    }
+    if let Some(strict) = t.bool("strict")? {
+        f.strict = strict;
+    }
+    let filters = f.clone();
+    for (min_key, max_key) in bounds {
+        let value = |k: &str| match k {
+            "min_price" => filters.min_price,
+            "max_price" => filters.max_price,
+            "min_rooms" => filters.min_rooms,
+            "max_rooms" => filters.max_rooms,
+            "min_area" => filters.min_area,
+            _ => filters.max_area,
+        };
+        if let (Some(lo), Some(hi)) = (value(min_key), value(max_key))
+            && lo > hi
+        {
+            // At whichever of the two this table sets (the other may come from [watch]).
+            let at = t
+                .get(max_key)
+                .or_else(|| t.get(min_key))
+                .map_or_else(|| t.err(max_key, ""), |f| f.err(""));
+            return Err(ConfigError {
+                message: format!(
+                    "`{min_key}` ({lo}) is above `{max_key}` ({hi}): nothing can match"
+                ),
+                ..at
+            });
+        }
+    }
+    if let Some(field) = t.get("min_drop") {
+        rules.prices.min_drop = match (field.as_str(), field.float()) {
+            (Some(s), _) => MinDrop::parse(s),
+            (None, Ok(a)) => MinDrop::amount(a),
+            (None, Err(_)) => Err("expected an amount (50) or a percentage (\"5%\")".to_owned()),
+        }
+        .map_err(|m| {
+            field
+                .err(m)
+                .with_hint("min_drop = 50 (in the listing's currency) or min_drop = \"5%\"")
+        })?;
+    }
+    if let Some(b) = t.bool("notify_price_drops")? {
+        rules.prices.drops = b;
+    }
+    if let Some(b) = t.bool("notify_price_rises")? {
+        rules.prices.rises = b;
+    }
+    if let Some(b) = t.bool("skip_cross_site_duplicates")? {
+        rules.skip_cross_site_duplicates = b;
+    }
+    Ok(rules)
 }
 
 const LISTING_EXPECTED: &str = "expected \"json-ld\", { selector = \"…\", id_attr = \"…\" }, { link = \"…\" } or { json_ld = true }";
@@ -992,6 +1119,7 @@ fn listing(f: &Field<'_>) -> Result<ListingSpec> {
                 rooms: field("rooms")?,
                 area: field("area")?,
                 image: field("image")?,
+                description: field("description")?,
             })))
         }
         [form] => {
@@ -1086,20 +1214,7 @@ fn link(t: &Table<'_>) -> Result<ListingSpec> {
         return Err(t.err("link", "missing `link`"));
     };
     let s = f.non_empty_str()?;
-    let re = regex::Regex::new(s).map_err(|e| {
-        // regex's syntax errors draw a caret diagram over several lines; the last line says
-        // what is wrong, and our own position prefix already says where.
-        let text = e.to_string();
-        let what = text
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("invalid")
-            .trim()
-            .trim_start_matches("error: ")
-            .to_owned();
-        f.err(format!("not a valid regex: {what}"))
-    })?;
+    let re = regex::Regex::new(s).map_err(|e| f.err(crate::filter::regex_problem(&e)))?;
     let groups = re.captures_len() - 1;
     if groups != 1 {
         return Err(f

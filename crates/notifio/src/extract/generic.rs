@@ -45,6 +45,8 @@ enum Mode {
 const DEFAULT_TITLE: &str = "h1, h2, h3, h4, h5, h6";
 /// Where the price is when the user names nothing.
 const DEFAULT_PRICE: &str = "[class*=\"price\"]";
+/// Where the description is when the user names nothing.
+const DEFAULT_DESCRIPTION: &str = "[class*=\"description\"]";
 /// Elements that may paint the picture as a CSS background.
 const BACKGROUNDS: &str = "[style*=\"url(\"]";
 
@@ -140,6 +142,7 @@ fn card_rules(spec: &CardSpec) -> Result<CardRules, ProfileError> {
         // Without a rule, rooms and area are found in the card's text by their units.
         rooms: field(&spec.rooms, None)?,
         area: field(&spec.area, None)?,
+        description: field(&spec.description, Some(DEFAULT_DESCRIPTION))?,
         details: None,
         image: Some(image),
         background: spec
@@ -235,6 +238,7 @@ fn card_listing(card: &RawCard, page_url: &url::Url, rules: &CardRules) -> Optio
         area_m2: figure(&rules.area, Field::Area, parse_area_field, parse_area),
         url,
         image: card.image().and_then(|h| absolute(page_url, h)),
+        description: card.text(Field::Description).and_then(non_empty),
     })
 }
 
@@ -411,6 +415,7 @@ fn json_ld_listing(element: &Value, page_url: &url::Url) -> Option<Listing> {
         area_m2: number(item.get("floorSize")),
         url,
         image: image.and_then(|h| absolute(page_url, &h)),
+        description: None,
     })
 }
 

@@ -27,6 +27,8 @@ pub(crate) struct CardRules {
     pub(crate) price: Option<FieldRule>,
     pub(crate) rooms: Option<FieldRule>,
     pub(crate) area: Option<FieldRule>,
+    /// The card's description or teaser.
+    pub(crate) description: Option<FieldRule>,
     /// Each match is one separate text ("2 hab.", "60 m²", "8 minutos").
     pub(crate) details: Option<Selector>,
     pub(crate) image: Option<ImageRule>,
@@ -275,9 +277,10 @@ pub(crate) enum Field {
     Price = 2,
     Rooms = 3,
     Area = 4,
+    Description = 5,
 }
 
-const FIELDS: usize = 5;
+const FIELDS: usize = 6;
 
 /// Most of a card's text that is kept for figures found by unit: they sit near the top.
 const CARD_TEXT_CAP: usize = 8 * 1024;
@@ -594,6 +597,7 @@ fn scan_all(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>, String> {
         (&rules.price, Field::Price),
         (&rules.rooms, Field::Rooms),
         (&rules.area, Field::Area),
+        (&rules.description, Field::Description),
     ] {
         let Some(rule) = rule else {
             continue;
@@ -742,6 +746,7 @@ mod tests {
             price: Some(FieldRule::text(scoped(card, ".price").parse().unwrap())),
             rooms: None,
             area: None,
+            description: None,
             details: None,
             image: None,
             background: None,

@@ -31,6 +31,7 @@ static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
         price: Some(FieldRule::text(inner("span.item-price")?)),
         rooms: None,
         area: None,
+        description: Some(FieldRule::text(inner("div.item-description")?)),
         details: Some(inner("span.item-detail")?),
         image: Some(ImageRule {
             selector: inner("img")?,
@@ -101,6 +102,7 @@ impl SiteProfile for Idealista {
                 area_m2: details.iter().find_map(|d| parse_area(d)),
                 url: absolute(page_url, href),
                 image: card.image().and_then(|h| absolute(page_url, h)),
+                description: card.text(Field::Description).and_then(non_empty),
             });
         }
         Extraction::Listings(out)

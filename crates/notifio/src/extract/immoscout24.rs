@@ -37,6 +37,7 @@ static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
         price: None,
         rooms: None,
         area: None,
+        description: None,
         // Older layout: `<dl class="result-list-entry__primary-criterion"><dd>…</dd>`; newer
         // cards list their attributes in `dd` or elements named `*attribute*`.
         details: Some(inner("dd, [class*=\"attribute\"]")?),
@@ -250,6 +251,7 @@ fn from_json(body: &[u8], page_url: &url::Url) -> Option<Extraction> {
                 .and_then(|p| p.href)
                 .and_then(|h| absolute(page_url, &h)),
             id,
+            description: None,
         });
     }
     Some(Extraction::Listings(out))
@@ -296,6 +298,7 @@ fn from_cards(body: &[u8], page_url: &url::Url) -> Extraction {
                 .or_else(|| absolute(page_url, &format!("/expose/{id}"))),
             image: card.image().and_then(|h| absolute(page_url, h)),
             id,
+            description: None,
         });
     }
     Extraction::Listings(out)

@@ -722,6 +722,7 @@ pub(crate) fn from_app_json(body: &[u8], page_url: &Url) -> Option<Extraction> {
             area_m2: figures.iter().find_map(|v| parse_area(v)),
             url: Some(format!("{EXPOSE_BASE}{id}")),
             image: picture.and_then(|h| absolute(page_url, &h)),
+            description: None,
             id,
         });
     }

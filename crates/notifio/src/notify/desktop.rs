@@ -8,7 +8,7 @@
 //! owning `org.freedesktop.Notifications`) is a permanent failure: the channel says so once and
 //! holds its rows until notifio starts again, and the other channels carry on.
 
-use super::message::{escape, facts, found_by, title};
+use super::message::{details, escape, found_by, title};
 use super::telegram::is_web;
 use super::{DeliveryError, Message, Notification};
 use notifio_policy::AttemptResult;
@@ -38,7 +38,7 @@ impl Default for Desktop {
 /// Summary, body (freedesktop markup: servers that do not render it strip it) and the link a
 /// click opens.
 pub(crate) fn content(n: &Notification, msg: &Message) -> (String, String, Option<String>) {
-    let Some((site, searches, listings)) = n.new_listings() else {
+    let Some((site, searches, listings)) = n.listings() else {
         return (msg.subject.clone(), escape(&msg.text), None);
     };
     let mut body = escape(&found_by(site, searches));
@@ -48,9 +48,8 @@ pub(crate) fn content(n: &Notification, msg: &Message) -> (String, String, Optio
             Some(u) => body.push_str(&format!("\n<b><a href=\"{}\">{name}</a></b>", escape(u))),
             None => body.push_str(&format!("\n<b>{name}</b>")),
         }
-        let f = facts(l);
-        if !f.is_empty() {
-            body.push_str(&format!(" — {}", escape(&f)));
+        for line in details(n, l) {
+            body.push_str(&format!(" — {}", escape(&line)));
         }
     }
     if listings.len() > 5 {

@@ -7,7 +7,7 @@
 //! (a deleted webhook) are permanent.
 
 use super::http::{Call, Service};
-use super::message::{facts, found_by, title, truncate};
+use super::message::{details, found_by, title, truncate};
 use super::telegram::is_web;
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use http::Method;
@@ -42,7 +42,7 @@ impl Discord {
 
 /// The JSON bodies for `n`.
 pub(crate) fn bodies(n: &Notification, msg: &Message) -> Vec<Value> {
-    let Some((site, searches, listings)) = n.new_listings() else {
+    let Some((site, searches, listings)) = n.listings() else {
         let content = truncate(&format!("**{}**\n{}", msg.subject, msg.text), MAX_CONTENT);
         return vec![json!({"content": content, "allowed_mentions": {"parse": []}})];
     };
@@ -55,7 +55,7 @@ pub(crate) fn bodies(n: &Notification, msg: &Message) -> Vec<Value> {
     let mut chars = 0;
     for l in listings {
         let name = truncate(title(l), 256);
-        let description = truncate(&facts(l), 1000);
+        let description = truncate(&details(n, l).join("\n"), 1000);
         let size = name.chars().count() + description.chars().count();
         if !embeds.is_empty() && (embeds.len() == MAX_EMBEDS || chars + size > MAX_EMBED_CHARS) {
             out.push(std::mem::take(&mut embeds));
@@ -136,6 +136,7 @@ mod tests {
             searches: vec!["A".into()],
             listings,
             found_at: 0,
+            also_on: Vec::new(),
         };
         let b = bodies(&n, &super::super::render(&n));
         let sizes: Vec<usize> = b

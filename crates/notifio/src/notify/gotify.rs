@@ -3,7 +3,7 @@
 //! (`client::notification`). One message per notification: Gotify sets no length limit.
 
 use super::http::{Call, Service};
-use super::message::{facts, found_by, title};
+use super::message::{details, found_by, title};
 use super::telegram::is_web;
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use http::Method;
@@ -38,7 +38,7 @@ pub(crate) fn md(s: &str) -> String {
 
 /// The Markdown text of `n`.
 pub(crate) fn markdown(n: &Notification, msg: &Message) -> String {
-    let Some((site, searches, listings)) = n.new_listings() else {
+    let Some((site, searches, listings)) = n.listings() else {
         return md(&msg.text);
     };
     let mut out = md(&found_by(site, searches));
@@ -49,9 +49,8 @@ pub(crate) fn markdown(n: &Notification, msg: &Message) -> String {
             Some(u) => out.push_str(&format!("\n**[{name}]({})**", u.replace(')', "%29"))),
             None => out.push_str(&format!("\n**{name}**")),
         }
-        let f = facts(l);
-        if !f.is_empty() {
-            out.push_str(&format!("  \n{}", md(&f)));
+        for line in details(n, l) {
+            out.push_str(&format!("  \n{}", md(&line)));
         }
         out.push('\n');
     }
@@ -65,7 +64,7 @@ impl Service for Gotify {
 
     fn calls(&self, n: &Notification, msg: &Message, _d: &Delivery) -> Vec<Call> {
         let mut extras = json!({"client::display": {"contentType": "text/markdown"}});
-        if let Notification::NewListings { listings, .. } = n
+        if let Some((_, _, listings)) = n.listings()
             && let Some(u) = listings
                 .iter()
                 .find_map(|l| l.url.as_deref().filter(|u| is_web(u)))

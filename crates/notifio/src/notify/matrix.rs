@@ -7,7 +7,7 @@
 //! `retry_after_ms`; 401/403 (`M_UNKNOWN_TOKEN`, `M_FORBIDDEN`) are permanent.
 
 use super::http::{Call, Service};
-use super::message::{escape, facts, found_by, pack, title, truncate};
+use super::message::{details, escape, found_by, pack, title, truncate};
 use super::telegram::is_web;
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use http::Method;
@@ -37,7 +37,7 @@ impl Matrix {
 
 /// `(body, formatted_body)` pairs for `n`.
 pub(crate) fn events(n: &Notification, msg: &Message) -> Vec<(String, String)> {
-    let Some((site, searches, listings)) = n.new_listings() else {
+    let Some((site, searches, listings)) = n.listings() else {
         let html = msg
             .text
             .lines()
@@ -57,7 +57,8 @@ pub(crate) fn events(n: &Notification, msg: &Message) -> Vec<(String, String)> {
                 Some(u) => format!("<a href=\"{}\">{name}</a>", escape(u)),
                 None => name,
             };
-            format!("<li><b>{head}</b><br>{}</li>", escape(&facts(l)))
+            let details: Vec<String> = details(n, l).iter().map(|d| escape(d)).collect();
+            format!("<li><b>{head}</b><br>{}</li>", details.join("<br>"))
         })
         .collect();
     let head = format!(
@@ -79,9 +80,8 @@ pub(crate) fn events(n: &Notification, msg: &Message) -> Vec<(String, String)> {
         for _ in 0..p.matches("<li>").count() {
             if let Some(l) = rest.next() {
                 plain.push_str(&format!("\n* {}\n", title(l)));
-                let f = facts(l);
-                if !f.is_empty() {
-                    plain.push_str(&format!("  {f}\n"));
+                for line in details(n, l) {
+                    plain.push_str(&format!("  {line}\n"));
                 }
                 if let Some(u) = &l.url {
                     plain.push_str(&format!("  {u}\n"));

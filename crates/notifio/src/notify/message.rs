@@ -1,10 +1,13 @@
 //! Turning a [`Notification`] into words: a subject, a plain-text body and a simple HTML body.
 //!
 //! One rendering for every channel, so the mbox copy, the email and the webhook's `text` say the
-//! same thing. Pure: no clock (times come from the notification), no I/O.
+//! same thing; the channels that lay listings out their own way take each listing's
+//! [`notes`] (a price change, "also on …") from here too. Pure: no clock (times come from the
+//! notification), no I/O.
 
 use super::Notification;
 use crate::listing::Listing;
+use crate::price::{PriceChange, currency_code};
 use notifio_policy::RefusalKind;
 use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
@@ -29,7 +32,24 @@ pub fn render(n: &Notification) -> Message {
             searches,
             listings,
             ..
-        } => new_listings(site, searches, listings),
+        } => {
+            let names = names(site, searches);
+            let subject = format!(
+                "{} — {names}",
+                plural(listings.len(), "new listing", "new listings")
+            );
+            listings_message(subject, n, site, searches, listings)
+        }
+        Notification::PriceChanged {
+            site,
+            searches,
+            listings,
+            changes,
+            ..
+        } => {
+            let subject = price_subject(changes, listings, &names(site, searches));
+            listings_message(subject, n, site, searches, listings)
+        }
         Notification::SiteBlocked {
             site,
             kind,
@@ -111,23 +131,127 @@ pub(crate) fn pack(
     parts
 }
 
-fn new_listings(site: &str, searches: &[String], listings: &[Listing]) -> Message {
-    let names = if searches.is_empty() {
+/// The searches a message names, or its site when it names none.
+fn names(site: &str, searches: &[String]) -> String {
+    if searches.is_empty() {
         site.to_string()
     } else {
         searches.join(", ")
+    }
+}
+
+/// "Price dropped: 1,200 → 1,050 EUR (−12.5%) — Sunny flat" for one change; "3 price drops —
+/// Madrid" for several.
+fn price_subject(changes: &[PriceChange], listings: &[Listing], names: &str) -> String {
+    if let [change] = changes {
+        let title = listings
+            .iter()
+            .find(|l| l.id == change.id)
+            .map_or("(untitled listing)", title);
+        return format!("{} — {title}", price_change(change));
+    }
+    let drops = changes.iter().filter(|c| c.is_drop()).count();
+    let what = if drops == changes.len() {
+        plural(drops, "price drop", "price drops")
+    } else if drops == 0 {
+        plural(changes.len(), "price rise", "price rises")
+    } else {
+        plural(changes.len(), "price change", "price changes")
     };
-    let subject = format!(
-        "{} — {names}",
-        plural(listings.len(), "new listing", "new listings")
-    );
+    format!("{what} — {names}")
+}
+
+/// "Price dropped: 1,200 → 1,050 EUR (−12.5%)", "Price rose: 1,050 → 1,200 EUR (+14.3%)".
+pub(crate) fn price_change(c: &PriceChange) -> String {
+    let currency = c
+        .currency
+        .as_deref()
+        .map(|cur| format!(" {}", currency_code(cur)))
+        .unwrap_or_default();
+    let pct = number((c.percent().abs() * 10.0).round() / 10.0);
+    let (what, sign) = if c.is_drop() {
+        ("dropped", '\u{2212}')
+    } else {
+        ("rose", '+')
+    };
+    format!(
+        "Price {what}: {} → {}{currency} ({sign}{pct}%)",
+        grouped(c.from),
+        grouped(c.to)
+    )
+}
+
+/// "seen 2 h ago": how long before `at` something was first seen at `seen`.
+fn seen_ago(seen: u64, at: u64) -> String {
+    let mins = at.saturating_sub(seen) / 60_000;
+    match mins {
+        0 => "seen moments ago".to_owned(),
+        1..=59 => format!("seen {mins} min ago"),
+        60..=2879 => format!("seen {} h ago", mins / 60),
+        _ => format!("seen {} days ago", mins / 1440),
+    }
+}
+
+/// What a listing's message says about it besides its facts, one line each, for every
+/// channel: its price change, or that it is likely on another site too ("Also on
+/// idealista.com, seen 2 h ago: <link>").
+pub(crate) fn notes(n: &Notification, l: &Listing) -> Vec<String> {
+    match n {
+        Notification::PriceChanged { changes, .. } => changes
+            .iter()
+            .filter(|c| c.id == l.id)
+            .map(price_change)
+            .collect(),
+        Notification::NewListings {
+            also_on, found_at, ..
+        } => also_on
+            .iter()
+            .filter(|a| a.id == l.id)
+            .map(|a| {
+                let link = a
+                    .url
+                    .as_deref()
+                    .map(|u| format!(": {u}"))
+                    .unwrap_or_default();
+                format!(
+                    "Also on {}, {}{link}",
+                    a.site,
+                    seen_ago(a.seen_at, *found_at)
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A listing's lines under its title on every channel: its [`notes`], then its [`facts`].
+pub(crate) fn details(n: &Notification, l: &Listing) -> Vec<String> {
+    let mut lines = notes(n, l);
+    let facts = facts(l);
+    if !facts.is_empty() {
+        lines.push(facts);
+    }
+    lines
+}
+
+fn listings_message(
+    subject: String,
+    n: &Notification,
+    site: &str,
+    searches: &[String],
+    listings: &[Listing],
+) -> Message {
     let found_by = found_by(site, searches);
     let mut text = format!("{found_by}\n");
     let mut html = format!("<html><body>\n<p>{}</p>\n<ul>\n", escape(&found_by));
     for l in listings {
         let title = title(l);
         let facts = facts(l);
+        let notes = notes(n, l);
         let _ = write!(text, "\n* {title}\n");
+        for note in &notes {
+            let _ = writeln!(text, "  {note}");
+        }
         if !facts.is_empty() {
             let _ = writeln!(text, "  {facts}");
         }
@@ -139,6 +263,9 @@ fn new_listings(site: &str, searches: &[String], listings: &[Listing]) -> Messag
             None => escape(title),
         };
         let _ = write!(html, "<li><b>{head}</b>");
+        for note in &notes {
+            let _ = write!(html, "<br>{}", escape(note));
+        }
         if !facts.is_empty() {
             let _ = write!(html, "<br>{}", escape(&facts));
         }
@@ -305,6 +432,7 @@ mod tests {
             area_m2: Some(85.5),
             url: Some(format!("https://example.com/flat/{id}?a=1&b=2")),
             image: None,
+            description: None,
         }
     }
 
@@ -319,6 +447,7 @@ mod tests {
                 listing("3", 990.0),
             ],
             found_at: 0,
+            also_on: Vec::new(),
         };
         let m = render(&n);
         println!("{}\n{}", m.subject, m.text);
@@ -342,6 +471,7 @@ mod tests {
             searches: vec!["A".into(), "B".into()],
             listings: vec![listing("1", 1000.0)],
             found_at: 0,
+            also_on: Vec::new(),
         };
         let m = render(&n);
         assert_eq!(m.subject, "1 new listing — A, B");
@@ -349,6 +479,114 @@ mod tests {
             m.text
                 .starts_with("Found on example.com by the searches A, B.")
         );
+    }
+
+    #[test]
+    fn a_price_drop_is_marked_in_the_subject_and_under_its_title() {
+        let mut flat = listing("7", 1050.0);
+        flat.title = Some("Sunny flat".into());
+        let change = |from: f64, to: f64| PriceChange {
+            id: "7".into(),
+            from,
+            to,
+            currency: Some("€".into()),
+        };
+        let n = Notification::PriceChanged {
+            site: "idealista.com".into(),
+            searches: vec!["Madrid".into()],
+            listings: vec![flat.clone()],
+            changes: vec![change(1200.0, 1050.0)],
+            found_at: 0,
+        };
+        let m = render(&n);
+        println!("{}\n{}", m.subject, m.text);
+        assert_eq!(
+            m.subject,
+            "Price dropped: 1,200 → 1,050 EUR (\u{2212}12.5%) — Sunny flat"
+        );
+        assert!(m.text.contains(
+            "* Sunny flat\n  Price dropped: 1,200 → 1,050 EUR (\u{2212}12.5%)\n  1,050 € · 3 rooms"
+        ));
+        assert!(m.html.contains("<br>Price dropped: 1,200 → 1,050 EUR"));
+        assert_eq!(
+            price_change(&change(1050.0, 1200.0)),
+            "Price rose: 1,050 → 1,200 EUR (+14.3%)"
+        );
+        let mut other = listing("8", 900.0);
+        other.title = Some("Other".into());
+        let two = Notification::PriceChanged {
+            site: "idealista.com".into(),
+            searches: vec!["Madrid".into()],
+            listings: vec![flat.clone(), other],
+            changes: vec![
+                change(1200.0, 1050.0),
+                PriceChange {
+                    id: "8".into(),
+                    ..change(1000.0, 900.0)
+                },
+            ],
+            found_at: 0,
+        };
+        assert_eq!(render(&two).subject, "2 price drops — Madrid");
+        let Notification::PriceChanged {
+            site,
+            searches,
+            listings,
+            found_at,
+            ..
+        } = two
+        else {
+            unreachable!()
+        };
+        let mixed = Notification::PriceChanged {
+            site,
+            searches,
+            listings,
+            found_at,
+            changes: vec![
+                change(1200.0, 1050.0),
+                PriceChange {
+                    id: "8".into(),
+                    ..change(800.0, 900.0)
+                },
+            ],
+        };
+        assert_eq!(render(&mixed).subject, "2 price changes — Madrid");
+    }
+
+    #[test]
+    fn a_likely_duplicate_is_noted_with_its_site_age_and_link() {
+        let hour = 3_600_000;
+        let n = Notification::NewListings {
+            site: "fotocasa.es".into(),
+            searches: vec!["Madrid".into()],
+            listings: vec![listing("1", 1000.0), listing("2", 1100.0)],
+            found_at: 10 * hour,
+            also_on: vec![super::super::AlsoOn {
+                id: "2".into(),
+                site: "idealista.com".into(),
+                url: Some("https://www.idealista.com/inmueble/9/".into()),
+                seen_at: 8 * hour - 60_000,
+            }],
+        };
+        let m = render(&n);
+        println!("{}", m.text);
+        assert_eq!(
+            m.text
+                .matches(
+                    "  Also on idealista.com, seen 2 h ago: https://www.idealista.com/inmueble/9/\n"
+                )
+                .count(),
+            1
+        );
+        let second = m.text.find("* Flat <2>").unwrap();
+        assert!(
+            m.text[second..].contains("Also on"),
+            "under the right listing"
+        );
+        assert_eq!(seen_ago(0, 59_000), "seen moments ago");
+        assert_eq!(seen_ago(0, 5 * 60_000), "seen 5 min ago");
+        assert_eq!(seen_ago(0, 3 * 24 * hour), "seen 3 days ago");
     }
 
     #[test]

@@ -203,6 +203,23 @@ pub enum Notification {
         listings: Vec<crate::listing::Listing>,
         /// When they were found (epoch ms).
         found_at: u64,
+        /// Those of them that are likely on another site too (by listing id).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        also_on: Vec<AlsoOn>,
+    },
+    /// Known listings whose price changed, on one site in one check: drops, and rises when
+    /// a search asks for them. Announced once per change.
+    PriceChanged {
+        /// Site key.
+        site: String,
+        /// Names of the searches it is announced to.
+        searches: Vec<String>,
+        /// The listings, with their new price.
+        listings: Vec<crate::listing::Listing>,
+        /// What changed, one per listing (by listing id).
+        changes: Vec<crate::price::PriceChange>,
+        /// When the change was seen (epoch ms).
+        found_at: u64,
     },
     /// A site has refused us for a long time (once per episode).
     SiteBlocked {
@@ -227,12 +244,34 @@ pub enum Notification {
     },
 }
 
+/// A new listing that is likely the same flat as one first seen on another site
+/// ([`crate::duplicate`]): "also on idealista.com, seen 2 h ago".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlsoOn {
+    /// The new listing's id.
+    pub id: String,
+    /// The other site.
+    pub site: String,
+    /// The other listing's link.
+    pub url: Option<String>,
+    /// When Notifio first saw the other listing (epoch ms).
+    pub seen_at: u64,
+}
+
 impl Notification {
-    /// Site, searches and listings of a [`Self::NewListings`]; `None` for the other kinds.
+    /// Site, searches and listings of a notification about listings (new ones, or price
+    /// changes); `None` for the other kinds. Every channel shows these listings one by one,
+    /// each with its [`message::notes`].
     #[must_use]
-    pub fn new_listings(&self) -> Option<(&str, &[String], &[crate::listing::Listing])> {
+    pub fn listings(&self) -> Option<(&str, &[String], &[crate::listing::Listing])> {
         match self {
             Self::NewListings {
+                site,
+                searches,
+                listings,
+                ..
+            }
+            | Self::PriceChanged {
                 site,
                 searches,
                 listings,
@@ -247,6 +286,7 @@ impl Notification {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::NewListings { .. } => "new_listings",
+            Self::PriceChanged { .. } => "price_changed",
             Self::SiteBlocked { .. } => "site_blocked",
             Self::SessionExpired { .. } => "session_expired",
         }
@@ -517,4 +557,70 @@ pub enum NotifyError {
     /// names the config key and never contains the secret.
     #[error("{0}")]
     Channel(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::listing::Listing;
+    use crate::price::PriceChange;
+
+    /// Every channel that lays listings out its own way shows each listing's notes: the price
+    /// drop (with the subject saying so) and "Also on …" under the right title.
+    #[test]
+    fn every_channel_shows_a_listings_notes() {
+        let flat = Listing {
+            id: "7".into(),
+            title: Some("Sunny flat".into()),
+            price: Some(1050.0),
+            currency: Some("EUR".into()),
+            url: Some("https://portal.example/listing/7".into()),
+            ..Listing::default()
+        };
+        let drop = Notification::PriceChanged {
+            site: "portal.example".into(),
+            searches: vec!["Madrid".into()],
+            listings: vec![flat.clone()],
+            changes: vec![PriceChange {
+                id: "7".into(),
+                from: 1200.0,
+                to: 1050.0,
+                currency: Some("EUR".into()),
+            }],
+            found_at: 0,
+        };
+        let twin = Notification::NewListings {
+            site: "portal.example".into(),
+            searches: vec!["Madrid".into()],
+            listings: vec![flat],
+            found_at: 7_200_000,
+            also_on: vec![AlsoOn {
+                id: "7".into(),
+                site: "idealista.com".into(),
+                url: Some("https://www.idealista.com/inmueble/9/".into()),
+                seen_at: 0,
+            }],
+        };
+        for (n, note) in [
+            (&drop, "Price dropped: 1,200 → 1,050 EUR (\u{2212}12.5%)"),
+            (&twin, "Also on idealista.com, seen 2 h ago"),
+        ] {
+            let msg = render(n);
+            let outputs: Vec<(&str, String)> = vec![
+                ("text", msg.text.clone()),
+                ("telegram", telegram::texts(n, &msg).concat()),
+                ("discord", format!("{:?}", discord::bodies(n, &msg))),
+                ("slack", format!("{:?}", slack::bodies(n, &msg))),
+                ("ntfy", ntfy::texts(n, &msg).concat()),
+                ("gotify", gotify::markdown(n, &msg).replace('\\', "")),
+                ("pushover", format!("{:?}", pushover::messages(n, &msg))),
+                ("matrix", format!("{:?}", matrix::events(n, &msg))),
+                ("desktop", desktop::content(n, &msg).1),
+            ];
+            for (channel, out) in outputs {
+                assert!(out.contains(note), "{channel} lacks `{note}`: {out}");
+            }
+        }
+        assert!(render(&drop).subject.starts_with("Price dropped: "));
+    }
 }

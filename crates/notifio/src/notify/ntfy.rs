@@ -5,7 +5,7 @@
 //! 4,096 bytes would arrive as a file, so longer ones are split between listings.
 
 use super::http::{Call, Service};
-use super::message::{facts, found_by, pack, title, truncate};
+use super::message::{details, found_by, pack, title, truncate};
 use super::telegram::is_web;
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use base64::Engine as _;
@@ -50,15 +50,14 @@ fn header_url(u: &str) -> Option<String> {
 /// The message bodies for `n`, each at most [`MAX_MESSAGE`] bytes.
 pub(crate) fn texts(n: &Notification, msg: &Message) -> Vec<String> {
     let shorten = |b: &str| truncate(b, MAX_MESSAGE / 4);
-    match n.new_listings() {
+    match n.listings() {
         Some((site, searches, listings)) => {
             let blocks = listings
                 .iter()
                 .map(|l| {
                     let mut b = format!("\n* {}\n", title(l));
-                    let f = facts(l);
-                    if !f.is_empty() {
-                        b.push_str(&format!("  {f}\n"));
+                    for line in details(n, l) {
+                        b.push_str(&format!("  {line}\n"));
                     }
                     if let Some(u) = &l.url {
                         b.push_str(&format!("  {u}\n"));
@@ -84,9 +83,13 @@ impl Service for Ntfy {
     }
 
     fn calls(&self, n: &Notification, msg: &Message, _d: &Delivery) -> Vec<Call> {
-        let (tags, click, attach) = match n {
-            Notification::NewListings { listings, .. } => (
-                "house",
+        let (tags, click, attach) = match n.listings() {
+            Some((_, _, listings)) => (
+                if matches!(n, Notification::PriceChanged { .. }) {
+                    "chart_with_downwards_trend"
+                } else {
+                    "house"
+                },
                 listings
                     .iter()
                     .find_map(|l| l.url.as_deref().and_then(header_url)),
@@ -94,7 +97,7 @@ impl Service for Ntfy {
                     .iter()
                     .find_map(|l| l.image.as_deref().and_then(header_url)),
             ),
-            _ => ("warning", None, None),
+            None => ("warning", None, None),
         };
         let parts = texts(n, msg);
         let total = parts.len();

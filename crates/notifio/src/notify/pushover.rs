@@ -5,7 +5,7 @@
 //! permanent; a 429 means the month's quota is spent, and waits on the ladder.
 
 use super::http::{Call, Service};
-use super::message::{escape, facts, found_by, pack, title, truncate};
+use super::message::{details, escape, found_by, pack, title, truncate};
 use super::telegram::is_web;
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use crate::fetch::Outgoing;
@@ -40,7 +40,7 @@ fn chars(s: &str) -> usize {
 /// The HTML messages for `n` with the link each one opens.
 pub(crate) fn messages(n: &Notification, msg: &Message) -> Vec<(String, Option<String>)> {
     let shorten = |b: &str| escape(&truncate(b, MAX_MESSAGE / 6));
-    let Some((site, searches, listings)) = n.new_listings() else {
+    let Some((site, searches, listings)) = n.listings() else {
         return vec![(escape(&truncate(&msg.text, MAX_MESSAGE / 6)), None)];
     };
     let blocks: Vec<String> = listings
@@ -51,7 +51,7 @@ pub(crate) fn messages(n: &Notification, msg: &Message) -> Vec<(String, Option<S
                 Some(u) => format!("<a href=\"{}\">{name}</a>", escape(u)),
                 None => name,
             };
-            format!("\n<b>{head}</b>\n{}\n", escape(&facts(l)))
+            format!("\n<b>{head}</b>\n{}\n", escape(&details(n, l).join("\n")))
         })
         .collect();
     let parts = pack(

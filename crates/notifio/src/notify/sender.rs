@@ -291,8 +291,10 @@ pub async fn send_test(
             area_m2: Some(85.0),
             url: Some("https://example.com/notifio-test".to_owned()),
             image: None,
+            description: None,
         }],
         found_at: now_ms,
+        also_on: Vec::new(),
     };
     let msg = render(&n);
     let delivery = Delivery {

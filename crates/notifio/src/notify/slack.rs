@@ -7,7 +7,7 @@
 //! permanent; a 429 carries `Retry-After`.
 
 use super::http::{Call, Service};
-use super::message::{facts, found_by, title, truncate};
+use super::message::{details, found_by, title, truncate};
 use super::telegram::is_web;
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use http::Method;
@@ -46,7 +46,7 @@ pub(crate) fn bodies(n: &Notification, msg: &Message) -> Vec<Value> {
     let header = json!({"type": "header", "text": {"type": "plain_text", "text": truncate(&msg.subject, 150)}});
     let mut first = vec![header];
     let mut rest: Vec<Value> = Vec::new();
-    match n.new_listings() {
+    match n.listings() {
         Some((site, searches, listings)) => {
             first.push(section(&esc(&found_by(site, searches))));
             for l in listings {
@@ -55,11 +55,11 @@ pub(crate) fn bodies(n: &Notification, msg: &Message) -> Vec<Value> {
                     Some(url) => format!("*<{url}|{name}>*"),
                     None => format!("*{name}*"),
                 };
-                let facts = facts(l);
-                rest.push(section(&if facts.is_empty() {
+                let details = details(n, l).join("\n");
+                rest.push(section(&if details.is_empty() {
                     head
                 } else {
-                    format!("{head}\n{}", esc(&facts))
+                    format!("{head}\n{}", esc(&details))
                 }));
             }
         }

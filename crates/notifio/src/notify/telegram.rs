@@ -6,7 +6,7 @@
 //! token) and 403 (the bot was blocked or removed) are permanent.
 
 use super::http::{Call, Service};
-use super::message::{escape, facts, found_by, pack, title, truncate};
+use super::message::{details, escape, found_by, pack, title, truncate};
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use http::Method;
 use std::time::Duration;
@@ -36,7 +36,7 @@ pub(crate) fn texts(n: &Notification, msg: &Message) -> Vec<String> {
         let plain = block.replace(['\n'], " ");
         escape(&truncate(&strip_tags(&plain), MAX_MESSAGE / 6))
     };
-    match n.new_listings() {
+    match n.listings() {
         Some((site, searches, listings)) => {
             let head = format!(
                 "<b>{}</b>\n{}\n",
@@ -51,11 +51,11 @@ pub(crate) fn texts(n: &Notification, msg: &Message) -> Vec<String> {
                         Some(url) => format!("<a href=\"{}\">{name}</a>", escape(url)),
                         None => name,
                     };
-                    let facts = facts(l);
-                    if facts.is_empty() {
+                    let details = details(n, l).join("\n");
+                    if details.is_empty() {
                         format!("\n<b>{head}</b>\n")
                     } else {
-                        format!("\n<b>{head}</b>\n{}\n", escape(&facts))
+                        format!("\n<b>{head}</b>\n{}\n", escape(&details))
                     }
                 })
                 .collect();
@@ -163,6 +163,7 @@ mod tests {
             searches: vec!["Madrid".into()],
             listings,
             found_at: 0,
+            also_on: Vec::new(),
         };
         let parts = texts(&n, &super::super::render(&n));
         println!(

@@ -165,10 +165,6 @@ impl Service for Webhook {
 }
 
 fn first_link(n: &Notification) -> Option<&str> {
-    match n {
-        Notification::NewListings { listings, .. } => {
-            listings.iter().find_map(|l| l.url.as_deref())
-        }
-        _ => None,
-    }
+    n.listings()
+        .and_then(|(_, _, listings)| listings.iter().find_map(|l| l.url.as_deref()))
 }

@@ -8,6 +8,8 @@
 //! so they can never disagree. The outbox table itself belongs to `notify::outbox`.
 
 mod lock;
+mod news;
+mod prices;
 mod schema;
 
 pub use lock::StateLock;
@@ -134,6 +136,10 @@ pub struct SearchRow {
     pub state: String,
     /// Next check time as the watcher planned it.
     pub next_check_at: Option<u64>,
+    /// Listings on its last page read (None: never read since filters were counted).
+    pub found: Option<u32>,
+    /// How many of them its filters let through.
+    pub matched: Option<u32>,
 }
 
 /// One finished check, to record.
@@ -160,6 +166,9 @@ pub struct CheckRecord<'a> {
     pub channels: &'a [Vec<ChannelName>],
     /// Check-history rows to keep per search.
     pub history: usize,
+    /// For each of `searches`, what of its news is announced (filters, price rules); a search
+    /// without an entry announces everything.
+    pub rules: &'a [&'a crate::filter::AnnounceRules],
 }
 
 /// One search's share of an ordinary check that found nothing to announce and changed no
@@ -193,6 +202,9 @@ pub struct Recorded {
     pub baseline: bool,
     /// Whether a notification was enqueued.
     pub enqueued: bool,
+    /// Known listings whose price changed since the store last saw one (announced or not,
+    /// as each search's rules say).
+    pub changes: Vec<crate::price::PriceChange>,
 }
 
 /// What the last good page of a search looked like. A page whose fingerprint matches cannot
@@ -375,7 +387,7 @@ impl Store {
     /// On SQL failure.
     pub fn searches(&self) -> Result<Vec<SearchRow>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, name, url, site, baseline_at, last_checked_at, last_outcome, state, next_check_at FROM searches WHERE active ORDER BY id",
+            "SELECT id, name, url, site, baseline_at, last_checked_at, last_outcome, state, next_check_at, found, matched FROM searches WHERE active ORDER BY id",
         )?;
         let rows = stmt.query_map([], |r| {
             Ok(SearchRow {
@@ -388,6 +400,8 @@ impl Store {
                 last_outcome: r.get(6)?,
                 state: r.get(7)?,
                 next_check_at: r.get(8)?,
+                found: r.get(9)?,
+                matched: r.get(10)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -470,7 +484,21 @@ impl Store {
         Ok(v)
     }
 
-    /// The newest listings first seen by a search (newest first).
+    /// A listing's price history, oldest first: when each price was first shown, the price
+    /// and its currency.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn price_history(
+        &self,
+        site: &str,
+        listing_id: &str,
+    ) -> Result<Vec<(u64, f64, Option<String>)>, StoreError> {
+        prices::history(&self.conn, site, listing_id)
+    }
+
+    /// The newest listings first seen by a search that its filters let through (newest
+    /// first).
     ///
     /// # Errors
     /// On SQL failure.
@@ -483,7 +511,7 @@ impl Store {
             "SELECT l.listing_id, l.title, l.price, l.currency, l.rooms, l.area_m2, l.url, l.image, l.first_seen
              FROM search_listings sl JOIN listings l ON l.site = sl.site AND l.listing_id = sl.listing_id
              JOIN searches s ON s.id = sl.search_id
-             WHERE sl.search_id = ?1 AND s.baseline_at IS NOT NULL AND l.first_seen > s.baseline_at
+             WHERE sl.search_id = ?1 AND sl.matched AND s.baseline_at IS NOT NULL AND l.first_seen > s.baseline_at
              ORDER BY l.first_seen DESC, l.rowid DESC LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![search_id, n], |r| {
@@ -497,6 +525,7 @@ impl Store {
                     area_m2: r.get(5)?,
                     url: r.get(6)?,
                     image: r.get(7)?,
+                    description: None,
                 },
                 r.get(8)?,
             ))
@@ -751,17 +780,9 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
 
     let site = rec.site.as_str();
     if let Some(listings) = rec.listings {
-        let mut announce_to = Vec::new();
-        let mut channels: Vec<&ChannelName> = Vec::new();
-        for (i, (id, name, notify_existing)) in rec.searches.iter().enumerate() {
-            let mut announce = |name: &String| {
-                announce_to.push(name.clone());
-                for c in rec.channels.get(i).into_iter().flatten() {
-                    if !channels.contains(&c) {
-                        channels.push(c);
-                    }
-                }
-            };
+        // The searches that announce (all but those taking a silent baseline).
+        let mut audience = Vec::new();
+        for (i, (id, _, notify_existing)) in rec.searches.iter().enumerate() {
             let baseline_at: Option<u64> = tx
                 .prepare_cached("SELECT baseline_at FROM searches WHERE id = ?1")?
                 .query_row([id], |r| r.get(0))?;
@@ -770,10 +791,10 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
                     .execute(params![id, rec.now])?;
                 out.baseline = true;
                 if *notify_existing {
-                    announce(name);
+                    audience.push(i);
                 }
             } else {
-                announce(name);
+                audience.push(i);
             }
         }
         {
@@ -849,21 +870,8 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
                 }
             }
         }
-        if !out.new.is_empty() && !announce_to.is_empty() && !channels.is_empty() {
-            let n = Notification::NewListings {
-                site: site.to_owned(),
-                searches: announce_to,
-                listings: out.new.clone(),
-                found_at: rec.now,
-            };
-            outbox::enqueue(
-                tx,
-                &n,
-                &channels.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
-                rec.now,
-            )?;
-            out.enqueued = true;
-        }
+        out.changes = prices::record(tx, site, listings, rec.now)?;
+        out.enqueued = news::announce(tx, rec, &audience, listings, &out.new, &out.changes)?;
     }
     for (id, _, _) in rec.searches {
         write_history(

@@ -68,6 +68,8 @@ const MIGRATIONS: &[&str] = &[
     // kinds, remembers the parts of a split message already accepted, and marks a permanent
     // failure that holds its channel. Its rows are kept, still due.
     crate::notify::outbox::MIGRATE_TO_NAMED_CHANNELS,
+    // 5: each listing's price history, and what each search's filters let through.
+    super::prices::MIGRATE_TO_PRICE_HISTORY,
 ];
 
 /// Brings the schema up to date (including the outbox's own schema).
@@ -92,4 +94,34 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     }
     conn.execute_batch(crate::notify::outbox::SCHEMA)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state database from before the price history (schema 4) keeps every price it knew:
+    /// a listing's price so far is its history, so the first drop after an upgrade is measured
+    /// right.
+    #[test]
+    fn an_older_database_keeps_its_known_prices_as_history() {
+        let conn = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..4] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 4).unwrap();
+        conn.execute_batch(
+            "INSERT INTO listings (site, listing_id, first_seen, price, currency)
+             VALUES ('a.com', '1', 5, 1200.0, 'EUR'), ('a.com', '2', 6, NULL, NULL);",
+        )
+        .unwrap();
+        migrate(&conn).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 5);
+        let history = |id| super::super::prices::history(&conn, "a.com", id).unwrap();
+        assert_eq!(history("1"), [(5, 1200.0, Some("EUR".to_owned()))]);
+        assert_eq!(history("2"), []);
+    }
 }

@@ -77,10 +77,13 @@ pub enum WatchEvent {
         status: Option<u16>,
         /// Listings on the page.
         listings: usize,
-        /// New listings (empty for a baseline).
+        /// New listings that one of the searches' filters lets through (empty for a
+        /// baseline).
         new: Vec<Listing>,
         /// Whether this was a silent baseline.
         baseline: bool,
+        /// Known listings whose price changed.
+        price_changes: Vec<crate::price::PriceChange>,
     },
     /// What the scheduler made of a check for its site or searches (a site waiting, clear
     /// again, its session expired, a search gone), sent before the check's `CheckDone`.

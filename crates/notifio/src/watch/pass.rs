@@ -5,7 +5,9 @@ use super::check::Done;
 use super::setup::Searches;
 use crate::config::SearchConfig;
 use crate::fetch::FetchMode;
-use crate::listing::Listing;
+use crate::filter::CheckedListing;
+use crate::price::PriceChange;
+use crate::store::Recorded;
 use notifio_policy::schedule::SearchState;
 use notifio_policy::{Outcome, Scheduler, SearchId, Timestamp};
 use std::collections::HashMap;
@@ -25,10 +27,12 @@ pub struct PassResult {
     pub status: Option<u16>,
     /// Attempts made.
     pub attempts: u32,
-    /// Listings on the page.
-    pub listings: Vec<Listing>,
-    /// Ids of listings seen for the first time.
+    /// Listings on the page, each with whether the search's filters let it through.
+    pub listings: Vec<CheckedListing>,
+    /// Ids of listings seen for the first time that the filters let through.
     pub new: Vec<String>,
+    /// Known listings on the page whose price changed since the last check that saw them.
+    pub price_changes: Vec<PriceChange>,
     /// The page was the same as at the last good check (a 304, or the same bytes), so it was
     /// not read again and `listings` is empty.
     pub unchanged: bool,
@@ -65,7 +69,7 @@ impl Pass {
     pub(super) fn checked(
         &mut self,
         done: &Done,
-        new: &[Listing],
+        recorded: &Recorded,
         searches: &Searches,
         scheduler: &Scheduler,
     ) {
@@ -89,8 +93,14 @@ impl Pass {
                 outcome: outcome.as_str().to_owned(),
                 status: fetched.status,
                 attempts: fetched.attempts,
-                listings: listings.clone().unwrap_or_default(),
-                new: new.iter().map(|l| l.id.clone()).collect(),
+                listings: info.rules.checked(listings.as_deref().unwrap_or_default()),
+                new: recorded
+                    .new
+                    .iter()
+                    .filter(|l| info.rules.filters.matches(l))
+                    .map(|l| l.id.clone())
+                    .collect(),
+                price_changes: recorded.changes.clone(),
                 unchanged: *same_page || *outcome == Outcome::Unchanged,
                 next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
                 via: fetched.via,
@@ -149,6 +159,7 @@ impl Pass {
                     attempts: 0,
                     listings: Vec::new(),
                     new: Vec::new(),
+                    price_changes: Vec::new(),
                     unchanged: false,
                     next_retry_at: next.map(Timestamp::as_millis),
                     via: info.fetch,

@@ -16,6 +16,7 @@ use super::setup::{SearchInfo, Searches};
 use super::{BLOCKED_ALERT_AFTER, Mode, WatchError, WatchEvent, Watcher, now};
 use crate::config::Config;
 use crate::fetch::{FetchMode, Fetcher};
+use crate::filter::AnnounceRules;
 use crate::notify::{ChannelName, Notification};
 use crate::store::{CheckRecord, PageMemo, Recorded, RoutineCheck, StoreError, Tx};
 use notifio_policy::{Outcome, Reaction, SearchId, Timestamp};
@@ -54,7 +55,7 @@ impl Watcher {
         }
         self.announce(|| check_done(&done, &recorded, &self.searches));
         if self.mode == Mode::OnePass {
-            pass.checked(&done, &recorded.new, &self.searches, &self.scheduler);
+            pass.checked(&done, &recorded, &self.searches, &self.scheduler);
         }
         Ok(())
     }
@@ -213,6 +214,7 @@ fn record_check(
         .map(|s| (s.db_id, s.name.clone(), s.notify_existing))
         .collect();
     let routes: Vec<Vec<ChannelName>> = infos.iter().map(|s| s.channels.clone()).collect();
+    let rules: Vec<&AnnounceRules> = infos.iter().map(|s| &*s.rules).collect();
     tx.record_check(&CheckRecord {
         searches: &search_rows,
         site: &check.site,
@@ -224,6 +226,7 @@ fn record_check(
         now: t.as_millis(),
         channels: &routes,
         history,
+        rules: &rules,
     })
 }
 
@@ -332,8 +335,19 @@ fn check_done(done: &Done, recorded: &Recorded, searches: &Searches) -> WatchEve
         new: if recorded.baseline && recorded.new.len() == listings {
             Vec::new()
         } else {
-            recorded.new.clone()
+            recorded
+                .new
+                .iter()
+                .filter(|l| {
+                    done.check
+                        .searches
+                        .iter()
+                        .any(|id| searches.get(id).is_some_and(|s| s.rules.filters.matches(l)))
+                })
+                .cloned()
+                .collect()
         },
         baseline: recorded.baseline,
+        price_changes: recorded.changes.clone(),
     }
 }

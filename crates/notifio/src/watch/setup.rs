@@ -9,6 +9,7 @@ use super::{Journal, Mode, WatchError, Watcher, now};
 use crate::config::Config;
 use crate::extract::{self, SharedProfile, SiteProfile};
 use crate::fetch::{BrowserConfig, FetchConfig, FetchMode, Fetcher, Launch};
+use crate::filter::AnnounceRules;
 use crate::notify::ChannelName;
 use crate::store::{SearchSync, Store};
 use notifio_policy::{
@@ -37,6 +38,8 @@ pub(super) struct SearchInfo {
     pub(super) site: SiteKey,
     /// Over HTTP or in the browser.
     pub(super) fetch: FetchMode,
+    /// What of its news is announced (filters, price rules).
+    pub(super) rules: Arc<AnnounceRules>,
 }
 
 /// The configured searches, by id and by site, and every configured channel.
@@ -327,6 +330,7 @@ fn searches(
                 markers,
                 profile,
                 site: s.site.clone(),
+                rules: Arc::new(s.announce.clone()),
             },
         );
     }

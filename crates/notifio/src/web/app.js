@@ -147,7 +147,10 @@ function renderSearch(s, site) {
   },
     el('div', { class: 'row' }, el('h3', { class: 'name' }, s.name),
       el('span', { class: 'badge state', 'data-testid': 'search-state' }, label(s.state))),
-    el('p', { class: 'meta' }, link(s.url, s.site, 'site')),
+    el('p', { class: 'meta' }, link(s.url, s.site, 'site'),
+      s.found != null
+        ? el('span', { class: 'muted', 'data-testid': 'found' }, ' · ' + s.found + ' found · ' + (s.matched != null ? s.matched : s.found) + ' match')
+        : null),
     reason ? el('p', { class: 'reason', 'data-testid': 'reason' }, ...reason) : null,
     el('p', { class: 'next' }, 'Next check: ',
       s.next_check_at ? countdown(s.next_check_at, 'countdown') : el('span', { class: 'countdown' }, 'not scheduled')),

@@ -321,7 +321,9 @@ pub(super) async fn read_page(
     };
     // What is left of the attempt, less a moment to give the tab back: a page whose scripts
     // never stop cannot be read, and another attempt would not read it either.
-    let left = budget.saturating_sub(started.elapsed()).saturating_sub(margin);
+    let left = budget
+        .saturating_sub(started.elapsed())
+        .saturating_sub(margin);
     let (body, over) = match tokio::time::timeout(left, read_dom(&page, cap)).await {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => return Visit::Broken(format!("cannot read the page: {e}")),
