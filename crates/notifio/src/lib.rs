@@ -9,6 +9,7 @@ pub mod extract;
 pub mod fetch;
 pub mod listing;
 pub mod notify;
+mod pages;
 pub mod reason;
 pub mod redact;
 pub mod status;

@@ -8,15 +8,17 @@
 //! same driver for exactly one pass, so both commands share one code path and one state.
 
 use crate::config::Config;
-use crate::extract::{self, Extraction, SiteProfile};
+use crate::extract::immoscout24_app::AppSearch;
+use crate::extract::{self, SiteProfile};
 use crate::fetch::{BrowserConfig, FetchConfig, FetchMode, FetchRequest, Fetched, Fetcher, Launch};
 use crate::listing::Listing;
 use crate::notify::{ChannelName, Notification};
+use crate::pages;
 use crate::store::{CheckRecord, PageMemo, Recorded, RoutineCheck, SearchSync, Store, StoreError};
 use notifio_policy::schedule::{SearchState, SiteState};
 use notifio_policy::{
     CheckId, Entry, Markers, Outcome, Reaction, Registry, RequestClass, Scheduler, SchedulerConfig,
-    SearchId, SearchSpec, SiteKey, Timestamp, classify,
+    SearchId, SearchSpec, SiteKey, Timestamp,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -172,8 +174,12 @@ struct SearchInfo {
     markers: Arc<Markers>,
     has_session: bool,
     site: SiteKey,
-    /// Over HTTP or in the browser.
+    /// Over HTTP, in the browser, or as the site's app asks.
     fetch: FetchMode,
+    /// Result pages a check reads at most.
+    pages: u32,
+    /// With `fetch = "app"`: the request sent instead of a GET of the search's URL.
+    app: Option<Arc<AppSearch>>,
 }
 
 /// A finished fetch, handed back to the driver.
@@ -187,6 +193,12 @@ struct Done {
     fingerprint: Option<String>,
     /// The page was byte-for-byte the last good one, so it was not parsed again.
     same_page: bool,
+    /// Result pages read.
+    pages: u32,
+    /// Where each page's listings end in `listings`.
+    page_ends: Vec<usize>,
+    /// When the check's last request after its first started, if it sent more than one.
+    last_sent: Option<Timestamp>,
 }
 
 /// How long `check` runs: until every search was checked once or is parked on a waiting site.
@@ -222,8 +234,10 @@ pub struct PassResult {
     pub unchanged: bool,
     /// When the site may be tried again, if it is waiting.
     pub next_retry_at: Option<u64>,
-    /// How the page was (or would be) read: `http` or `browser`.
+    /// How the page was (or would be) read: `http`, `browser` or `app`.
     pub via: FetchMode,
+    /// Result pages read (0 when the first was refused, or the search was not checked).
+    pub pages: u32,
     /// Why the outcome is not `ok`, in a short sentence (no secrets); absent when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -461,6 +475,8 @@ impl Watcher {
                     },
                     has_session: s.fetch == FetchMode::Browser || sessions.contains_key(&s.site),
                     fetch: s.fetch,
+                    pages: s.pages,
+                    app: s.app.clone().map(Arc::new),
                     markers,
                     profile,
                     site: s.site.clone(),
@@ -710,6 +726,7 @@ impl Watcher {
                             unchanged: false,
                             next_retry_at: next.map(Timestamp::as_millis),
                             via: info.fetch,
+                            pages: 0,
                             reason: Some(match self.scheduler.registry().entry(&info.site) {
                                 Some(entry) if state == SearchState::Waiting => {
                                     crate::reason::of_waiting(entry, now())
@@ -734,7 +751,7 @@ impl Watcher {
         slow_tx: &mpsc::UnboundedSender<CheckId>,
         cancel: &CancellationToken,
     ) -> Result<(), WatchError> {
-        let Some((profile, markers, has_session, via)) = check
+        let Some((profile, markers, has_session, via, app)) = check
             .searches
             .first()
             .and_then(|id| self.searches.get(id))
@@ -744,12 +761,22 @@ impl Watcher {
                     Arc::clone(&i.markers),
                     i.has_session,
                     i.fetch,
+                    i.app.clone(),
                 )
             })
         else {
             self.scheduler.abandon(check.id);
             return Ok(());
         };
+        // Searches sharing this URL share its pages: as many as the most of them asks for.
+        let wanted = check
+            .searches
+            .iter()
+            .filter_map(|id| self.searches.get(id))
+            .map(|i| i.pages)
+            .max()
+            .unwrap_or(1);
+        let spacing = self.scheduler.site_spacing(&check.site);
         if check.probe {
             self.store.begin()?;
             let written = self.record_start(&check);
@@ -805,34 +832,46 @@ impl Watcher {
                 via,
                 ready: match via {
                     FetchMode::Browser => profile.ready_selector().map(Arc::from),
-                    FetchMode::Http => None,
+                    FetchMode::Http | FetchMode::App => None,
                 },
                 markers: Some(Arc::clone(&markers)),
                 outgoing: None,
             };
-            let fetch = fetcher.fetch(&req, &cancel);
-            tokio::pin!(fetch);
-            let fetched = tokio::select! {
+            let req = match &app {
+                Some(app) => pages::app_request(app, req),
+                None => req,
+            };
+            let how = pages::Reading {
+                profile: &profile,
+                markers: &markers,
+                has_session,
+                expected: expected.as_deref(),
+                pages: wanted,
+                spacing,
+            };
+            let read = pages::read(&fetcher, req, how, &cancel);
+            tokio::pin!(read);
+            let read = tokio::select! {
                 biased;
-                fetched = &mut fetch => fetched,
+                read = &mut read => read,
                 () = tokio::time::sleep(slow_after) => {
                     let _ = slow_tx.send(check.id);
-                    fetch.await
+                    read.await
                 }
             };
-            if fetched.cancelled {
+            if read.fetched.cancelled {
                 return;
             }
-            let fingerprint = fingerprint(&fetched);
-            let same = expected.is_some() && fingerprint == expected;
-            let (outcome, listings) = judge(&fetched, &profile, &markers, has_session, same).await;
             let _ = tx.send(Done {
                 check,
-                outcome,
-                fetched,
-                listings,
-                fingerprint,
-                same_page: same && outcome == Outcome::Ok,
+                outcome: read.outcome,
+                fetched: read.fetched,
+                listings: read.listings,
+                fingerprint: read.fingerprint,
+                same_page: read.same_page,
+                pages: read.pages,
+                page_ends: read.page_ends,
+                last_sent: read.last_sent,
             });
         });
         Ok(())
@@ -917,6 +956,9 @@ impl Watcher {
         self.running.remove(&done.check.id);
         self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
         let t = now();
+        if let Some(at) = done.last_sent {
+            self.scheduler.handle_request_sent(done.check.id, at);
+        }
         let reaction =
             self.scheduler
                 .handle_outcome(done.check.id, done.outcome, done.fetched.retry_after, t);
@@ -1008,6 +1050,9 @@ impl Watcher {
             listings,
             fingerprint,
             same_page,
+            pages,
+            page_ends,
+            last_sent: _,
         } = done;
         // The registry change reaches the disk before anything else can be sent.
         if routine {
@@ -1051,6 +1096,7 @@ impl Watcher {
                 attempts: fetched.attempts,
                 latency_ms: u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX),
                 listings: listings.as_deref(),
+                pages: &page_ends,
                 now: t.as_millis(),
                 channels: &routes,
                 history: self.config.watch.history,
@@ -1160,6 +1206,7 @@ impl Watcher {
                     unchanged: same_page || outcome == Outcome::Unchanged,
                     next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
                     via: fetched.via,
+                    pages,
                     reason: crate::reason::of_check(outcome, &fetched, &info.markers),
                 });
             }
@@ -1303,66 +1350,6 @@ impl Watcher {
         }
         Ok(())
     }
-}
-
-/// Pages larger than this are parsed on the blocking pool. `watch` runs its checks on one
-/// worker thread (fewer thread hand-offs per check), and a huge page (up to the body cap) must
-/// not hold up other sites' checks meanwhile; an ordinary page (~300 KB) parses in ~1 ms.
-const PARSE_INLINE_MAX: usize = 1 << 20;
-
-/// Classifies a fetched page and, when it is a proper page, extracts its listings.
-///
-/// `same_page`: the bytes are those of the last page judged good, so a listing cannot be new;
-/// classification still runs (headers may differ), extraction does not.
-async fn judge(
-    fetched: &Fetched,
-    profile: &Arc<dyn SiteProfile>,
-    markers: &Markers,
-    has_session: bool,
-    same_page: bool,
-) -> (Outcome, Option<Vec<Listing>>) {
-    if let Some(site) = &fetched.held_at {
-        // The search's own site answered (with a redirect); the site it leads to is waiting.
-        // Nothing is learnt about the page and nobody refused: the search is simply due
-        // again after its interval, like an unchanged page.
-        tracing::info!(to = %site, "a redirect leads to a waiting site; not followed");
-        return (Outcome::Unchanged, None);
-    }
-    let outcome = classify(&fetched.facts(has_session), markers);
-    if outcome != Outcome::Ok || same_page {
-        return (outcome, None);
-    }
-    let Ok(url) = url::Url::parse(&fetched.final_url) else {
-        return (Outcome::LayoutUnknown, None);
-    };
-    let extraction = if fetched.body.len() <= PARSE_INLINE_MAX {
-        profile.extract(&fetched.body, &url)
-    } else {
-        let (profile, body) = (Arc::clone(profile), fetched.body.clone());
-        tokio::task::spawn_blocking(move || profile.extract(&body, &url))
-            .await
-            .unwrap_or(Extraction::LayoutUnknown)
-    };
-    match extraction {
-        Extraction::Listings(v) => (Outcome::Ok, Some(v)),
-        Extraction::NoResults => (Outcome::Ok, Some(Vec::new())),
-        Extraction::LayoutUnknown => (Outcome::LayoutUnknown, None),
-    }
-}
-
-/// A 2xx page's identity: status, final URL and body, hashed (xxh3, 128 bits, hex). Hashing
-/// 300 KB costs ~20 µs; parsing it costs a millisecond or more.
-fn fingerprint(fetched: &Fetched) -> Option<String> {
-    let status = fetched.status.filter(|s| (200..300).contains(s))?;
-    if fetched.failure.is_some() {
-        return None;
-    }
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(&status.to_le_bytes());
-    h.update(fetched.final_url.as_bytes());
-    h.update(&[0]);
-    h.update(&fetched.body);
-    Some(format!("{:032x}", h.digest128()))
 }
 
 /// The browser `[browser]` describes: the user's own (via `connect`) or one we start. A browser

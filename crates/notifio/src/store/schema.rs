@@ -68,6 +68,9 @@ const MIGRATIONS: &[&str] = &[
     // kinds, remembers the parts of a split message already accepted, and marks a permanent
     // failure that holds its channel. Its rows are kept, still due.
     crate::notify::outbox::MIGRATE_TO_NAMED_CHANNELS,
+    // 5: how many result pages a search's baseline covers (NULL: one, as before `pages`), so
+    // the listings of a page read for the first time are a baseline too, not news.
+    "ALTER TABLE searches ADD COLUMN baseline_pages INTEGER;",
 ];
 
 /// Brings the schema up to date (including the outbox's own schema).
