@@ -788,6 +788,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_user_agent_names_the_app_version_then_notifio() {
+        let (app, us) = USER_AGENT.split_once(' ').unwrap();
+        assert_eq!(app, APP_USER_AGENT);
+        assert!(
+            us.starts_with(concat!("notifio/", env!("CARGO_PKG_VERSION"), " ")),
+            "{us}"
+        );
+    }
+
+    #[test]
+    fn a_page_number_is_set_once_and_the_rest_of_the_query_kept() {
+        let u = Url::parse("http://x/search/list?a=1&pagenumber=2&b=%2Fde").unwrap();
+        assert_eq!(
+            with_page_number(&u, 3).as_str(),
+            "http://x/search/list?a=1&b=%2Fde&pagenumber=3"
+        );
+    }
+
+    #[test]
     fn bounds_and_ranges_as_the_website_writes_them() {
         for ok in ["1.0-10000.0", "-1200", "50-", "2", "1.0-1.0E7", "2-7"] {
             assert!(fits(Shape::Range, ok), "{ok}");
