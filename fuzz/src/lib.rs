@@ -16,13 +16,18 @@ pub const FB: &str = "https://www.facebook.com/marketplace/madrid/propertyrental
 /// A generic site (the fake portal).
 pub const PORTAL: &str = "http://127.0.0.1:8080/search/madrid?max=1500";
 
-/// Runs `profile.extract` on `body` and asserts every listing has a non-empty id.
+/// Runs `profile.extract` on `body` and asserts every listing has a non-empty id; then
+/// `profile.next_page`, which must be an http(s) URL other than the page itself, if any.
 pub fn check_extract(profile: &dyn SiteProfile, body: &[u8], page_url: &str) {
     let url = url::Url::parse(page_url).expect("static URL");
     if let Extraction::Listings(listings) = profile.extract(body, &url) {
         for l in &listings {
             assert!(!l.id.trim().is_empty(), "listing with an empty id: {l:?}");
         }
+    }
+    if let Some(next) = profile.next_page(body, &url, 1) {
+        assert!(matches!(next.scheme(), "http" | "https"), "next page {next}");
+        assert_ne!(next, url, "the next page is not the page itself");
     }
 }
 
@@ -36,11 +41,10 @@ pub fn generic_spec(selector: u8) -> ListingSpec {
             price: Some(FieldSpec::text(".price")),
             rooms: Some(FieldSpec::text(".rooms")),
             image: Some(FieldSpec::attr("img", "data-src")),
+            next: Some("li.next".into()),
             ..CardSpec::new("article.listing", None)
         })),
-        2 => ListingSpec::Link {
-            link: r"/listing/(\d+)".into(),
-        },
-        _ => ListingSpec::JsonLd,
+        2 => ListingSpec::link(r"/listing/(\d+)"),
+        _ => ListingSpec::json_ld(),
     }
 }

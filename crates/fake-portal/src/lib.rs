@@ -8,6 +8,13 @@
 //! login redirects, hostile bodies). Every request is recorded so tests can assert what Notifio
 //! sent and when ("no request to site X between t1 and t2").
 //!
+//! A site can spread its results over several pages (`SiteSpec::pages`): page N is
+//! `/search/{s}?page=N` or `/search/{s}/pagina-N.htm`, and each page but the last links to the
+//! next in the same form. Every site also answers ImmobilienScout24's app request
+//! (`POST /search/list?…&pagenumber=N`, the search named by the last part of `geocodes`) with
+//! the app's result-list JSON of the same listings, so the app fetch mode is tested against a
+//! server that sees (and records) exactly what Notifio sends.
+//!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
 //! use fake_portal::{Behaviour, Portal, SiteSpec};
@@ -73,6 +80,14 @@ pub struct SiteSpec {
     pub login_wall: bool,
     /// Result pages set a long-lived `visitor` cookie on a visit that sends none.
     pub visitor_cookie: bool,
+    /// Cards per result page (newest first).
+    pub per_page: usize,
+    /// Result pages a search has at most: its newest `per_page × pages` listings are shown,
+    /// the older ones are not.
+    pub pages: usize,
+    /// The link from a page to the next carries `rel="next"` (true), or only its class
+    /// `next-page` (false: what a `listing.next` selector is for).
+    pub rel_next: bool,
 }
 
 /// How a site's result pages show their cards.
@@ -102,6 +117,9 @@ impl Default for SiteSpec {
             images: 0,
             login_wall: false,
             visitor_cookie: false,
+            per_page: CARDS_PER_PAGE,
+            pages: 1,
+            rel_next: true,
         }
     }
 }
@@ -166,6 +184,9 @@ pub enum Behaviour {
     /// A timeline relative to when it is set: each `(offset, behaviour)` applies from its
     /// offset until the next; `Normal` before the first. Offsets ascending; no nested scripts.
     Script(Vec<(Duration, Self)>),
+    /// The next n requests are answered normally, then the behaviour given (a plain one: not
+    /// a script, `FailNext` or another `After`): "page 1 is fine, page 2 is refused".
+    After(u32, Box<Self>),
 }
 
 /// One request as the portal saw it.
@@ -181,6 +202,8 @@ pub struct RecordedRequest {
     pub path: String,
     /// Request headers, names lower-case, in arrival order.
     pub headers: Vec<(String, String)>,
+    /// The request body as text (invalid UTF-8 replaced; empty for a GET).
+    pub body: String,
 }
 
 impl RecordedRequest {
@@ -200,6 +223,8 @@ pub(crate) struct SiteMut {
     pub(crate) set_at: Instant,
     pub(crate) script_index: Option<usize>,
     pub(crate) fail_left: u32,
+    /// Requests still answered normally under [`Behaviour::After`].
+    pub(crate) normal_left: u32,
     /// Oldest first, with the time each appeared or last changed.
     pub(crate) listings: Vec<(FakeListing, SystemTime)>,
     pub(crate) next_n: u64,
@@ -227,10 +252,22 @@ impl SiteMut {
         };
         if index != self.script_index {
             self.script_index = index;
-            if let Behaviour::FailNext(n) | Behaviour::FailNextWith(n, _) = leaf {
-                self.fail_left = n;
+            match leaf {
+                Behaviour::FailNext(n) | Behaviour::FailNextWith(n, _) | Behaviour::After(n, _) => {
+                    self.fail_left = n;
+                    self.normal_left = n;
+                }
+                _ => {}
             }
         }
+        let leaf = match leaf {
+            Behaviour::After(..) if self.normal_left > 0 => {
+                self.normal_left -= 1;
+                Behaviour::Normal
+            }
+            Behaviour::After(_, then) => *then,
+            other => other,
+        };
         match leaf {
             Behaviour::FailNext(_) if self.fail_left > 0 => {
                 self.fail_left -= 1;
@@ -240,22 +277,34 @@ impl SiteMut {
                 self.fail_left -= 1;
                 Behaviour::ServerError(status)
             }
-            Behaviour::FailNext(_) | Behaviour::FailNextWith(..) | Behaviour::Script(_) => {
-                Behaviour::Normal
-            }
+            Behaviour::FailNext(_)
+            | Behaviour::FailNextWith(..)
+            | Behaviour::Script(_)
+            | Behaviour::After(..) => Behaviour::Normal,
             other => other,
         }
     }
 
-    /// The newest listings visible on `search`, newest first.
-    pub(crate) fn visible(&self, search: &str) -> Vec<(&FakeListing, SystemTime)> {
-        self.listings
+    /// The listings visible on result page `page` (1 = the first) of `search`, newest first,
+    /// and whether a page follows.
+    pub(crate) fn visible_on(
+        &self,
+        search: &str,
+        page: usize,
+        spec: &SiteSpec,
+    ) -> (Vec<(&FakeListing, SystemTime)>, bool) {
+        let per_page = spec.per_page.max(1);
+        let shown: Vec<(&FakeListing, SystemTime)> = self
+            .listings
             .iter()
             .rev()
             .filter(|(l, _)| l.search.as_deref().is_none_or(|s| s == search))
-            .take(CARDS_PER_PAGE)
+            .take(per_page.saturating_mul(spec.pages.max(1)))
             .map(|(l, t)| (l, *t))
-            .collect()
+            .collect();
+        let from = per_page.saturating_mul(page.saturating_sub(1));
+        let on_page = shown.iter().skip(from).take(per_page).copied().collect();
+        (on_page, shown.len() > from.saturating_add(per_page))
     }
 }
 
@@ -359,6 +408,7 @@ impl Portal {
                     set_at: Instant::now(),
                     script_index: None,
                     fail_left: 0,
+                    normal_left: 0,
                     listings,
                     next_n: spec.listings as u64,
                     rng: SmallRng::seed_from_u64(spec.seed),
@@ -426,6 +476,18 @@ impl Portal {
         format!("{}/search/{search}", self.base_url(site))
     }
 
+    /// The path of a search's result page `page` as its pages link to it: `/search/{search}`
+    /// for page 1, `/search/{search}?page=N` after (the form a request for `pagina-N.htm`
+    /// links on in is `/search/{search}/pagina-N.htm`).
+    #[must_use]
+    pub fn page_path(search: &str, page: usize) -> String {
+        if page <= 1 {
+            format!("/search/{search}")
+        } else {
+            format!("/search/{search}?page={page}")
+        }
+    }
+
     /// Changes how a site answers; takes effect on the next request.
     ///
     /// # Panics
@@ -434,6 +496,10 @@ impl Portal {
         let mut st = self.site(site).lock();
         st.fail_left = match b {
             Behaviour::FailNext(n) | Behaviour::FailNextWith(n, _) => n,
+            _ => 0,
+        };
+        st.normal_left = match b {
+            Behaviour::After(n, _) => n,
             _ => 0,
         };
         st.behaviour = b;
@@ -490,18 +556,41 @@ impl Portal {
         Some(l.clone())
     }
 
-    /// The listings a search's page shows right now, newest first.
+    /// The listings a search's (first) page shows right now, newest first.
     ///
     /// # Panics
     /// On an unknown site name.
     #[must_use]
     pub fn listings(&self, site: &str, search: &str) -> Vec<FakeListing> {
-        self.site(site)
-            .lock()
-            .visible(search)
+        self.listings_on_page(site, search, 1)
+    }
+
+    /// The listings result page `page` (1 = the first) of a search shows right now, newest
+    /// first.
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    #[must_use]
+    pub fn listings_on_page(&self, site: &str, search: &str, page: usize) -> Vec<FakeListing> {
+        let site = self.site(site);
+        site.lock()
+            .visible_on(search, page, &site.spec)
+            .0
             .into_iter()
             .map(|(l, _)| l.clone())
             .collect()
+    }
+
+    /// Takes a listing off the site (it was let): the ones after it move up, to earlier
+    /// pages. Returns whether the site had it.
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    pub fn remove_listing(&self, site: &str, id: &str) -> bool {
+        let mut st = self.site(site).lock();
+        let before = st.listings.len();
+        st.listings.retain(|(l, _)| l.id != id);
+        st.listings.len() < before
     }
 
     /// Every request so far (the last [`MAX_RECORDED`]), in arrival order.

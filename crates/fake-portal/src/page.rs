@@ -211,13 +211,24 @@ fn pad_to(out: &mut String, target: usize) {
     out.push_str("</footer></body></html>\n");
 }
 
-/// A search result page: newest listing first, padded to `page_bytes`.
+/// The link from a result page to the next.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NextLink<'a> {
+    /// Where it points (a path on the site).
+    pub(crate) href: &'a str,
+    /// With `rel="next"`; else only its class, `next-page`.
+    pub(crate) rel: bool,
+}
+
+/// A search result page: newest listing first, then the link to the next page if any, padded
+/// to `page_bytes`.
 pub(crate) fn result_page(
     site: &str,
     search: &str,
     listings: &[&FakeListing],
     page_bytes: usize,
     extras: Extras,
+    next: Option<NextLink<'_>>,
 ) -> String {
     let mut out = String::with_capacity(page_bytes + 4096);
     head(&mut out, &format!("Pisos en alquiler: {search} — {site}"));
@@ -240,7 +251,7 @@ pub(crate) fn result_page(
     out.push_str("<section class=\"results\">");
     if let Some(after) = extras.render_after {
         scripted_cards(&mut out, listings, after);
-        listings_tail(&mut out, extras, page_bytes);
+        listings_tail(&mut out, extras, page_bytes, next);
         return out;
     }
     for l in listings {
@@ -269,12 +280,21 @@ pub(crate) fn result_page(
             desc = escape(&l.description),
         );
     }
-    listings_tail(&mut out, extras, page_bytes);
+    listings_tail(&mut out, extras, page_bytes, next);
     out
 }
 
-fn listings_tail(out: &mut String, extras: Extras, page_bytes: usize) {
-    out.push_str("</section></main>");
+fn listings_tail(out: &mut String, extras: Extras, page_bytes: usize, next: Option<NextLink<'_>>) {
+    out.push_str("</section>");
+    if let Some(next) = next {
+        let rel = if next.rel { " rel=\"next\"" } else { "" };
+        let _ = write!(
+            out,
+            "<nav class=\"pagination\"><a class=\"next-page\"{rel} href=\"{}\">Siguiente</a></nav>",
+            escape(next.href)
+        );
+    }
+    out.push_str("</main>");
     if let Some(every) = extras.poll {
         let _ = write!(
             out,
@@ -327,6 +347,44 @@ fn scripted_cards(out: &mut String, listings: &[&FakeListing], after: std::time:
          }}, {});</script>",
         after.as_millis()
     );
+}
+
+/// Page `page` of an app search's result list, in the shape of ImmobilienScout24's app answer
+/// (`resultListItems` of `EXPOSE_RESULT`s with their headline figures), `total` listings in
+/// all, `per_page` a page.
+pub(crate) fn app_result_list(
+    listings: &[&FakeListing],
+    page: usize,
+    total: usize,
+    per_page: usize,
+) -> String {
+    let items: Vec<serde_json::Value> = listings
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "type": "EXPOSE_RESULT",
+                "item": {
+                    "id": l.id,
+                    "title": l.title,
+                    "titlePicture": { "full": format!("https://pictures.example/{}.jpg", l.id) },
+                    "attributes": [
+                        { "label": "", "value": format!("{} €", thousands(l.price)) },
+                        { "label": "", "value": format!("{} m²", l.area) },
+                        { "label": "", "value": format!("{} Zi.", l.rooms) },
+                    ],
+                    "realEstateType": "apartmentrent",
+                }
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "totalResults": total,
+        "pageSize": per_page,
+        "pageNumber": page,
+        "numberOfPages": total.div_ceil(per_page.max(1)).max(1),
+        "resultListItems": items,
+    })
+    .to_string()
 }
 
 /// A listing's detail page.
@@ -433,7 +491,7 @@ mod tests {
             .map(|n| make_listing(1, n, "http://x", None))
             .collect();
         let refs: Vec<&FakeListing> = ls.iter().collect();
-        let page = result_page("s", "q", &refs, 300_000, Extras::default());
+        let page = result_page("s", "q", &refs, 300_000, Extras::default(), None);
         assert!((299_000..305_000).contains(&page.len()), "{}", page.len());
         assert_eq!(page.matches("<article class=\"listing\"").count(), 30);
         assert!(page.contains(&format!("data-id=\"{}\"", ls[0].id)));
@@ -447,6 +505,7 @@ mod tests {
                 poll: Some(std::time::Duration::from_millis(200)),
                 images: 3,
             },
+            None,
         );
         assert!(!scripted.contains("<article"), "no card in the HTML itself");
         assert!(!scripted.contains("/listing/4"), "no listing link either");

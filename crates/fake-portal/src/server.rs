@@ -8,11 +8,11 @@ use crate::page::{self, ChallengeKind};
 use crate::{Behaviour, RecordedRequest, Site, now_ms};
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 use flate2::write::GzEncoder;
 use flate2::{Compress, Compression, Crc, FlushCompress};
 use futures_util::stream;
@@ -106,7 +106,9 @@ async fn connection(
 fn router(site: Arc<Site>) -> Router {
     Router::new()
         .route("/", get(index))
+        .route("/search/list", post(app_search))
         .route("/search/{search}", get(search))
+        .route("/search/{search}/{page}", get(search_pagina))
         .route("/listing/{id}", get(detail))
         .route("/login", get(login).post(log_in))
         .route("/poll", get(|| async { StatusCode::NO_CONTENT }))
@@ -161,6 +163,9 @@ async fn behave(State(site): State<Arc<Site>>, req: Request, next: Next) -> Resp
     r
 }
 
+/// The most of a request body the portal reads (and records); a larger one is cut here.
+const MAX_REQUEST_BODY: usize = 1 << 20;
+
 /// Records the request, waits the site's latency, then applies its behaviour.
 async fn behave_inner(State(site): State<Arc<Site>>, req: Request, next: Next) -> Response<Body> {
     let path = req
@@ -168,6 +173,12 @@ async fn behave_inner(State(site): State<Arc<Site>>, req: Request, next: Next) -
         .path_and_query()
         .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
     site.count.fetch_add(1, Ordering::SeqCst);
+    // The body is read here, once, so it can be recorded; the route gets the same bytes.
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, MAX_REQUEST_BODY)
+        .await
+        .unwrap_or_default();
+    let req = Request::from_parts(parts, Body::from(body.clone()));
     site.shared.record(RecordedRequest {
         at: now_ms(),
         site: site.spec.name.clone(),
@@ -183,6 +194,7 @@ async fn behave_inner(State(site): State<Arc<Site>>, req: Request, next: Next) -
                 )
             })
             .collect(),
+        body: String::from_utf8_lossy(&body).into_owned(),
     });
     if !site.spec.latency.is_zero() {
         tokio::time::sleep(site.spec.latency).await;
@@ -208,7 +220,8 @@ async fn behave_inner(State(site): State<Arc<Site>>, req: Request, next: Next) -
         Behaviour::Normal
         | Behaviour::FailNext(_)
         | Behaviour::FailNextWith(..)
-        | Behaviour::Script(_) => next.run(req).await,
+        | Behaviour::Script(_)
+        | Behaviour::After(..) => next.run(req).await,
         Behaviour::RateLimited { retry_after } => {
             let mut r = html(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -457,13 +470,72 @@ fn has_session(site: &Site, headers: &HeaderMap) -> bool {
     cookie(headers, "session").is_some_and(|t| site.lock().sessions.contains(t))
 }
 
+/// Page 1 of a search, or page N with `?page=N`.
 async fn search(
     State(site): State<Arc<Site>>,
     Path(search): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response<Body> {
-    let mut r = search_page(&site, search, &headers);
-    if site.spec.visitor_cookie && cookie(&headers, "visitor").is_none() {
+    let page = match q.get("page").map(|p| p.parse::<usize>()) {
+        None => 1,
+        Some(Ok(n)) if n >= 1 => n,
+        Some(_) => return not_found(),
+    };
+    search_response(&site, search, page, Pager::Query, &headers)
+}
+
+/// Page N of a search as `/search/{s}/pagina-N.htm` (Idealista's form).
+async fn search_pagina(
+    State(site): State<Arc<Site>>,
+    Path((search, page)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response<Body> {
+    let n = page
+        .strip_prefix("pagina-")
+        .and_then(|p| p.strip_suffix(".htm"))
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|n| *n >= 1);
+    match n {
+        Some(n) => search_response(&site, search, n, Pager::Pagina, &headers),
+        None => not_found(),
+    }
+}
+
+fn not_found() -> Response<Body> {
+    html(
+        StatusCode::NOT_FOUND,
+        page::simple_page("Not found", "<p>This search no longer exists.</p>"),
+    )
+}
+
+/// How a page links to the next: in the form it was asked for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pager {
+    /// `/search/{s}?page=N`.
+    Query,
+    /// `/search/{s}/pagina-N.htm`.
+    Pagina,
+}
+
+impl Pager {
+    fn href(self, search: &str, page: usize) -> String {
+        match self {
+            Self::Query => crate::Portal::page_path(search, page),
+            Self::Pagina => format!("/search/{search}/pagina-{page}.htm"),
+        }
+    }
+}
+
+fn search_response(
+    site: &Arc<Site>,
+    search: String,
+    page: usize,
+    pager: Pager,
+    headers: &HeaderMap,
+) -> Response<Body> {
+    let mut r = search_page(site, search, page, pager, headers);
+    if site.spec.visitor_cookie && cookie(headers, "visitor").is_none() {
         let n = {
             let mut st = site.lock();
             st.visitors += 1;
@@ -478,10 +550,25 @@ async fn search(
     r
 }
 
-fn search_page(site: &Arc<Site>, search: String, headers: &HeaderMap) -> Response<Body> {
+fn search_page(
+    site: &Arc<Site>,
+    search: String,
+    page: usize,
+    pager: Pager,
+    headers: &HeaderMap,
+) -> Response<Body> {
+    let key = if page == 1 {
+        search.clone()
+    } else {
+        format!("{search}\0{page}\0{}", pager == Pager::Pagina)
+    };
     let (etag, last_modified, plain, gz) = {
         let mut st = site.lock();
-        let visible = st.visible(&search);
+        let (visible, more) = st.visible_on(&search, page, &site.spec);
+        let next = more.then(|| pager.href(&search, page + 1));
+        if visible.is_empty() && page > 1 {
+            return not_found();
+        }
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for (l, _) in &visible {
             // Everything a card shows: a changed price is a changed page.
@@ -493,13 +580,16 @@ fn search_page(site: &Arc<Site>, search: String, headers: &HeaderMap) -> Respons
                 h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
             }
         }
+        for b in next.as_deref().unwrap_or_default().bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
         let etag = format!("\"{h:016x}\"");
         let last_modified = visible
             .iter()
             .map(|(_, t)| *t)
             .max()
             .unwrap_or(SystemTime::UNIX_EPOCH);
-        let cached = st.cache.get(&search).filter(|c| c.etag == etag);
+        let cached = st.cache.get(&key).filter(|c| c.etag == etag);
         let (plain, gz) = if let Some(c) = cached {
             (c.plain.clone(), c.gzip.clone())
         } else {
@@ -518,6 +608,10 @@ fn search_page(site: &Arc<Site>, search: String, headers: &HeaderMap) -> Respons
                 &refs,
                 site.spec.page_bytes,
                 extras,
+                next.as_deref().map(|href| page::NextLink {
+                    href,
+                    rel: site.spec.rel_next,
+                }),
             );
             let plain = Bytes::from(text);
             let gz = gzip(&plain);
@@ -525,7 +619,7 @@ fn search_page(site: &Arc<Site>, search: String, headers: &HeaderMap) -> Respons
                 st.cache.clear();
             }
             st.cache.insert(
-                search.clone(),
+                key,
                 CachedPage {
                     etag: etag.clone(),
                     plain: plain.clone(),
@@ -581,6 +675,43 @@ fn search_page(site: &Arc<Site>, search: String, headers: &HeaderMap) -> Respons
     builder.body(body).unwrap_or_else(|_| error_page(500))
 }
 
+/// ImmobilienScout24's app search (`POST /search/list?…`): the search named by the last part
+/// of `geocodes` (`/de/berlin/berlin` → `berlin`), page `pagenumber`, as the app's result-list
+/// JSON.
+async fn app_search(
+    State(site): State<Arc<Site>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response<Body> {
+    let search = q
+        .get("geocodes")
+        .and_then(|g| g.rsplit('/').find(|p| !p.is_empty()))
+        .unwrap_or("all")
+        .to_owned();
+    let page = q
+        .get("pagenumber")
+        .and_then(|p| p.parse::<usize>().ok())
+        .filter(|p| *p >= 1)
+        .unwrap_or(1);
+    let body = {
+        let st = site.lock();
+        let (visible, _) = st.visible_on(&search, page, &site.spec);
+        let total = st
+            .listings
+            .iter()
+            .filter(|(l, _)| l.search.as_deref().is_none_or(|s| s == search))
+            .count()
+            .min(site.spec.per_page.max(1) * site.spec.pages.max(1));
+        let refs: Vec<_> = visible.iter().map(|(l, _)| *l).collect();
+        page::app_result_list(&refs, page, total, site.spec.per_page.max(1))
+    };
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json;charset=UTF-8")],
+        body,
+    )
+        .into_response()
+}
+
 async fn detail(State(site): State<Arc<Site>>, Path(id): Path<String>) -> Response<Body> {
     let found = site
         .lock()
@@ -597,9 +728,7 @@ async fn detail(State(site): State<Arc<Site>>, Path(id): Path<String>) -> Respon
     }
 }
 
-async fn login(
-    axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>,
-) -> Response<Body> {
+async fn login(Query(q): Query<HashMap<String, String>>) -> Response<Body> {
     html(
         StatusCode::OK,
         page::login_page(q.get("next").map_or("/", String::as_str)),
@@ -685,6 +814,103 @@ async fn redirect(Path(n): Path<u64>) -> Response<Body> {
 mod tests {
     use super::*;
     use std::io::Read as _;
+
+    /// One request over a fresh connection: the status line and the body.
+    async fn request(base: &str, method: &str, path: &str, body: &str) -> (String, String) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let addr = base.trim_start_matches("http://");
+        let mut sock = TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        sock.write_all(head.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        sock.read_to_end(&mut out).await.unwrap();
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        (head.lines().next().unwrap().to_owned(), body.to_owned())
+    }
+
+    fn ids(page: &str) -> Vec<String> {
+        page.split("data-id=\"")
+            .skip(1)
+            .map(|s| s.split('"').next().unwrap().to_owned())
+            .collect()
+    }
+
+    /// A portal of one site `name` with `listings` listings, 5 a page, on `pages` pages.
+    async fn paged(name: &str, listings: usize, pages: usize) -> (crate::Portal, String) {
+        let portal = crate::Portal::start(vec![crate::SiteSpec {
+            listings,
+            per_page: 5,
+            pages,
+            page_bytes: 2_000,
+            ..crate::SiteSpec::new(name)
+        }])
+        .await
+        .unwrap();
+        let base = portal.base_url(name);
+        (portal, base)
+    }
+
+    #[tokio::test]
+    async fn results_spread_over_pages_that_link_to_the_next_in_their_own_form() {
+        let (portal, base) = paged("paged", 12, 3).await;
+        let (status, one) = request(&base, "GET", "/search/s", "").await;
+        assert!(status.contains("200"), "{status}");
+        let want: Vec<String> = portal
+            .listings("paged", "s")
+            .into_iter()
+            .map(|l| l.id)
+            .collect();
+        assert_eq!(ids(&one), want);
+        assert_eq!(want.len(), 5);
+        assert!(one.contains("<a class=\"next-page\" rel=\"next\" href=\"/search/s?page=2\">"));
+        let (_, two) = request(&base, "GET", "/search/s?page=2", "").await;
+        let want2: Vec<String> = portal
+            .listings_on_page("paged", "s", 2)
+            .into_iter()
+            .map(|l| l.id)
+            .collect();
+        assert_eq!(ids(&two), want2);
+        assert!(two.contains("href=\"/search/s?page=3\""));
+        let (_, three) = request(&base, "GET", "/search/s/pagina-3.htm", "").await;
+        assert_eq!(ids(&three).len(), 2, "12 listings: 5, 5, 2");
+        assert!(!three.contains("next-page"), "the last page links nowhere");
+        let (_, two_pagina) = request(&base, "GET", "/search/s/pagina-2.htm", "").await;
+        assert!(two_pagina.contains("href=\"/search/s/pagina-3.htm\""));
+        let (status, _) = request(&base, "GET", "/search/s?page=4", "").await;
+        assert!(status.contains("404"), "past the last page: {status}");
+        // Taking page 1's first listing off moves page 2's first up to page 1.
+        assert!(portal.remove_listing("paged", &want[0]));
+        assert_eq!(portal.listings("paged", "s").last().unwrap().id, want2[0]);
+    }
+
+    #[tokio::test]
+    async fn the_app_search_answers_the_app_json_and_its_request_is_recorded() {
+        let (portal, base) = paged("app", 7, 2).await;
+        let (status, body) = request(
+            &base,
+            "POST",
+            "/search/list?searchType=region&geocodes=%2Fde%2Fberlin%2Fberlin&pagenumber=2",
+            "{\"userData\":{}}",
+        )
+        .await;
+        assert!(status.contains("200"), "{status}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["pageNumber"], 2);
+        assert_eq!(v["numberOfPages"], 2);
+        let items = v["resultListItems"].as_array().unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(
+            items[0]["item"]["id"],
+            portal.listings_on_page("app", "berlin", 2)[0].id.as_str()
+        );
+        let seen = portal.requests();
+        assert_eq!(seen.last().unwrap().method, "POST");
+        assert_eq!(seen.last().unwrap().body, "{\"userData\":{}}");
+    }
 
     #[tokio::test]
     async fn the_gzip_bomb_is_a_valid_gzip_of_n_zeros() {

@@ -574,6 +574,36 @@ impl Scheduler {
         self.wheel.insert(tick, s as u32);
     }
 
+    /// Check `id`, still in flight, sent another request to its site at `now` (the next page
+    /// of its results): the site's next check starts no sooner than `now` plus its spacing,
+    /// as after a check of its own. Call it before [`Self::handle_outcome`]; an id not in
+    /// flight changes nothing.
+    pub fn handle_request_sent(&mut self, id: CheckId, now: Timestamp) {
+        let Some(site) = self.sites.get_mut(id.site()) else {
+            return;
+        };
+        if site.in_flight.is_some_and(|f| f.id == id) {
+            site.next_start = site.next_start.max(now.0.saturating_add(site.spacing_ms));
+        }
+    }
+
+    /// The spacing in force on `site` (its own, else the default): the least time between
+    /// the starts of two requests to it.
+    #[must_use]
+    pub fn site_spacing(&self, site: &SiteKey) -> Duration {
+        let ms = match self.site_index.get(site) {
+            Some(&s) => self.sites[s].spacing_ms,
+            None => millis(
+                self.config
+                    .site_spacing
+                    .get(site)
+                    .copied()
+                    .unwrap_or(self.config.spacing),
+            ),
+        };
+        Duration::from_millis(ms)
+    }
+
     /// Reports how check `id` ended at `now`. `retry_after` is the site's Retry-After, if any.
     /// Returns what changed on the site, if anything worth telling.
     pub fn handle_outcome(

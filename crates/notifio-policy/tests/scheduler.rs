@@ -8,6 +8,8 @@
 //!   `a_failed_probe_climbs_the_ladder_and_keeps_the_siblings_parked`
 //! - siblings resume spaced after the probe succeeds → `after_the_probe_succeeds_siblings_go_out_spacing_apart`
 //! - DESIGN §5 spacing + one in flight per site → `spacing_and_one_in_flight_per_site`
+//! - every result page is a request under the spacing →
+//!   `the_next_check_is_spaced_from_a_checks_last_page`
 //! - DESIGN §5 global cap → `the_concurrency_cap_holds`
 //! - DESIGN §5 single-flight → `identical_urls_are_fetched_once`
 //! - DESIGN §4 session_expired → `session_expired_parks_the_site_until_resume_site`
@@ -315,6 +317,30 @@ fn per_site_spacing_overrides_apply() {
     s.handle_outcome(a.id, Outcome::Ok, None, T0);
     assert!(s.poll_check(T0 + d(4999)).is_none());
     assert!(s.poll_check(T0 + d(5 * SEC)).is_some());
+    assert_eq!(s.site_spacing(&SiteKey::from_url(A).unwrap()), d(5 * SEC));
+    let other = SiteKey::from_url("http://127.0.0.1:1/").unwrap();
+    assert_eq!(s.site_spacing(&other), d(2 * SEC), "the default");
+}
+
+/// A check that reads more pages sends one request per page: the next check on the site
+/// starts a spacing after the *last* of them, not after the check's first.
+#[test]
+fn the_next_check_is_spaced_from_a_checks_last_page() {
+    let mut s = sched(16);
+    five_on_one_site(&mut s);
+    let a = s.poll_check(T0).unwrap();
+    // Pages 2 and 3 of a's search, spaced 2 s apart by the driver.
+    s.handle_request_sent(a.id, T0 + d(2 * SEC));
+    s.handle_request_sent(a.id, T0 + d(4 * SEC));
+    s.handle_outcome(a.id, Outcome::Ok, None, T0 + d(4 * SEC) + d(300));
+    assert!(s.poll_check(T0 + d(6 * SEC) - d(1)).is_none());
+    assert_eq!(s.poll_timeout(), Some(T0 + d(6 * SEC)));
+    let b = s.poll_check(T0 + d(6 * SEC)).unwrap();
+    // A stale id (a's, landed) and an earlier time change nothing.
+    s.handle_request_sent(a.id, T0 + d(60 * SEC));
+    s.handle_request_sent(b.id, T0);
+    s.handle_outcome(b.id, Outcome::Ok, None, T0 + d(6 * SEC));
+    assert!(s.poll_check(T0 + d(8 * SEC)).is_some());
 }
 
 #[test]

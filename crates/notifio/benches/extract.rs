@@ -111,13 +111,8 @@ fn benches(c: &mut Criterion) {
                 "selector",
                 ListingSpec::Selector(Box::new(CardSpec::new("article.listing", Some("data-id")))),
             ),
-            (
-                "link",
-                ListingSpec::Link {
-                    link: r"/listing/(\d+)".into(),
-                },
-            ),
-            ("json_ld_absent", ListingSpec::JsonLd),
+            ("link", ListingSpec::link(r"/listing/(\d+)")),
+            ("json_ld_absent", ListingSpec::json_ld()),
         ] {
             let p = profile(portal, Some(spec));
             let n = count(&p.extract(&page, &url));

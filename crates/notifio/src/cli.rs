@@ -438,9 +438,13 @@ async fn login(cfg: Config, which: &str) -> Result<(), Failure> {
         .and_then(|s| s.login_url.clone())
         .unwrap_or_else(|| first.url.clone());
     if first.fetch != crate::fetch::FetchMode::Browser {
+        let how = match first.fetch {
+            crate::fetch::FetchMode::App => "through its app's request (fetch = \"app\")",
+            _ => "over plain HTTP (fetch = \"http\")",
+        };
         eprintln!(
-            "note: {site} is read over plain HTTP (fetch = \"http\"), so checks will not use this \
-             session; set [site.\"{site}\"] fetch = \"browser\" to read it in the browser"
+            "note: {site} is read {how}, so checks will not use this session; set \
+             [site.\"{site}\"] fetch = \"browser\" to read it in the browser"
         );
     }
     let browser = crate::watch::browser_for(&cfg)?;
@@ -585,10 +589,15 @@ fn pass_result_text(r: &PassResult) -> String {
     } else {
         format!(", {} new", r.new.len())
     };
-    let via = if r.via == crate::fetch::FetchMode::Browser {
-        ", in the browser"
+    let via = match r.via {
+        crate::fetch::FetchMode::Browser => ", in the browser",
+        crate::fetch::FetchMode::App => ", through the app",
+        crate::fetch::FetchMode::Http => "",
+    };
+    let pages = if r.pages > 1 {
+        format!(" on {} pages", r.pages)
     } else {
-        ""
+        String::new()
     };
     let status = r
         .status
@@ -626,7 +635,7 @@ fn pass_result_text(r: &PassResult) -> String {
     };
     let _ = writeln!(
         out,
-        "{:<28} {:<16} {} listings{filtered}{new}{status}{wait}{reason}",
+        "{:<28} {:<16} {} listings{filtered}{pages}{new}{status}{wait}{reason}",
         r.search,
         r.outcome,
         r.listings.len()

@@ -11,6 +11,7 @@ pub mod fetch;
 pub mod filter;
 pub mod listing;
 pub mod notify;
+mod pages;
 pub mod price;
 pub mod reason;
 pub mod redact;

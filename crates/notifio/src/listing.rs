@@ -31,7 +31,7 @@ pub struct Listing {
 }
 
 /// How to find listings on a page of a site without a built-in profile (`listing = {…}` in a
-/// `[[search]]`).
+/// `[[search]]`), and where its next result page is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ListingSpec {
     /// Each element matching the card selector is one listing (see [`CardSpec`]).
@@ -40,9 +40,40 @@ pub enum ListingSpec {
     Link {
         /// A regex with one capture group, e.g. `/listing/(\d+)`.
         link: String,
+        /// Where the link to the next result page is (see [`CardSpec::next`]).
+        next: Option<String>,
     },
     /// The page's JSON-LD `ItemList` lists the results.
-    JsonLd,
+    JsonLd {
+        /// Where the link to the next result page is (see [`CardSpec::next`]).
+        next: Option<String>,
+    },
+}
+
+impl ListingSpec {
+    /// Every link whose href matches `link` is a listing; the next page by `rel="next"`.
+    #[must_use]
+    pub fn link(link: &str) -> Self {
+        Self::Link {
+            link: link.to_owned(),
+            next: None,
+        }
+    }
+
+    /// The JSON-LD `ItemList`; the next page by `rel="next"`.
+    #[must_use]
+    pub const fn json_ld() -> Self {
+        Self::JsonLd { next: None }
+    }
+
+    /// The `next` selector (`listing.next`), whatever the form.
+    #[must_use]
+    pub fn next(&self) -> Option<&str> {
+        match self {
+            Self::Selector(card) => card.next.as_deref(),
+            Self::Link { next, .. } | Self::JsonLd { next } => next.as_deref(),
+        }
+    }
 }
 
 /// One listing card of a generic site: where it is, what identifies it, and where each field
@@ -69,6 +100,9 @@ pub struct CardSpec {
     pub image: Option<FieldSpec>,
     /// Where the description is.
     pub description: Option<FieldSpec>,
+    /// Where the link to the next result page is (`listing.next`): a CSS selector matching
+    /// the link itself or an element around it. `None`: a `rel="next"` link or `<link>`.
+    pub next: Option<String>,
 }
 
 /// Where one field of a card is: the first element inside the card matching `selector`, read

@@ -505,16 +505,14 @@ fn listing_of(l: &str) -> Result<Option<ListingSpec>, String> {
 
 #[test]
 fn listing_forms() {
-    assert_eq!(listing_of("\"json-ld\""), Ok(Some(ListingSpec::JsonLd)));
+    assert_eq!(listing_of("\"json-ld\""), Ok(Some(ListingSpec::json_ld())));
     assert_eq!(
         listing_of("{ json_ld = true }"),
-        Ok(Some(ListingSpec::JsonLd))
+        Ok(Some(ListingSpec::json_ld()))
     );
     assert_eq!(
         listing_of(r#"{ link = "/listing/(\\d+)" }"#),
-        Ok(Some(ListingSpec::Link {
-            link: r"/listing/(\d+)".into()
-        }))
+        Ok(Some(ListingSpec::link(r"/listing/(\d+)")))
     );
     assert_eq!(
         listing_of(r#"{ selector = "article.card", title = "h2 a", price = ".price" }"#),
@@ -1135,5 +1133,145 @@ fn a_bad_filter_names_its_key() {
         &format!("{search}strict = \"yes\"\n"),
         "notifio.toml:4:10: `search[0].strict`: expected `true` or `false`, found a string",
         None,
+    );
+}
+
+// ---- pages, app fetch, app_api ----
+
+const IS24_SEARCH: &str =
+    "https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten?price=-1200.0";
+
+#[test]
+fn pages_default_to_one_and_are_one_to_ten() {
+    assert_eq!(ok(MIN).searches[0].pages, 1);
+    let c = ok("[[search]]\nname = \"x\"\nurl = \"https://www.idealista.com/x\"\npages = 3\n");
+    assert_eq!(c.searches[0].pages, 3);
+    assert_err(
+        "[[search]]\nname = \"x\"\nurl = \"https://www.idealista.com/x\"\npages = 11\n",
+        "notifio.toml:4:9: `search[0].pages`: 11 pages is more than 10",
+        Some("each page is a request under the site's spacing"),
+    );
+    assert_err(
+        "[[search]]\nname = \"x\"\nurl = \"https://www.idealista.com/x\"\npages = 0\n",
+        "notifio.toml:4:9: `search[0].pages`: must be at least 1; got 0",
+        None,
+    );
+    // Facebook Marketplace has no pages to follow.
+    let fb = "[site.\"facebook.com\"]\ncookies = \"fb.txt\"\n\n[[search]]\nname = \"fb\"\nurl = \"https://www.facebook.com/marketplace/madrid/propertyrentals\"\npages = 2\n";
+    assert_err(
+        fb,
+        "notifio.toml:7:9: `search[0].pages`: search `fb` is read with the facebook profile, which reads one page: its site shows more results as you scroll, not on pages",
+        Some("remove `pages`"),
+    );
+}
+
+#[test]
+fn a_listing_may_say_where_its_next_page_is() {
+    assert_eq!(
+        listing_of(r#"{ link = "/l/(\\d+)", next = "a.next" }"#),
+        Ok(Some(ListingSpec::Link {
+            link: r"/l/(\d+)".into(),
+            next: Some("a.next".into())
+        }))
+    );
+    assert_eq!(
+        listing_of(r#"{ json_ld = true, next = "li.next" }"#),
+        Ok(Some(ListingSpec::JsonLd {
+            next: Some("li.next".into())
+        }))
+    );
+    let Ok(Some(ListingSpec::Selector(card))) =
+        listing_of(r#"{ selector = "article", id_attr = "data-id", next = "nav a.more" }"#)
+    else {
+        panic!("a selector spec");
+    };
+    assert_eq!(card.next.as_deref(), Some("nav a.more"));
+    let e = listing_of(r#"{ selector = "article", next = "a[" }"#).unwrap_err();
+    assert!(
+        e.contains("`search[0].listing.next`: `a[` is not a CSS selector"),
+        "{e}"
+    );
+}
+
+/// ImmobilienScout24 is read through its app's request by default; the request is worked out
+/// at start, and the endpoint can be moved.
+#[test]
+fn is24_searches_use_the_app_by_default_worked_out_at_start() {
+    let c = ok(&format!(
+        "[[search]]\nname = \"b\"\nurl = \"{IS24_SEARCH}\"\n"
+    ));
+    let s = &c.searches[0];
+    assert_eq!(s.fetch, config::FetchMode::App);
+    let app = s.app.as_ref().expect("the app request");
+    assert_eq!(app.url.host_str(), Some("api.mobile.immobilienscout24.de"));
+    assert!(app.url.as_str().contains("price=-1200.0"), "{}", app.url);
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+
+    let c = ok(&format!(
+        "[site.\"immobilienscout24.de\"]\napp_api = \"http://127.0.0.1:8099/is24/\"\n\n[[search]]\nname = \"b\"\nurl = \"{IS24_SEARCH}&listingtags=holzbalken\"\n"
+    ));
+    let app = c.searches[0].app.as_ref().unwrap();
+    assert_eq!(
+        app.url.as_str().split('?').next(),
+        Some("http://127.0.0.1:8099/is24/search/list")
+    );
+    assert_eq!(
+        c.sites["immobilienscout24.de"]
+            .app_api
+            .as_ref()
+            .map(url::Url::as_str),
+        Some("http://127.0.0.1:8099/is24/")
+    );
+    // What the app leaves out: one warning for the search, naming it.
+    let w = c.warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("search \"b\": ImmobilienScout24's app search leaves out `listingtags=holzbalken` (not understood)"),
+        "{}",
+        w[0]
+    );
+
+    // http and browser stay available, and then there is no app request.
+    for mode in ["http", "browser"] {
+        let c = ok(&format!(
+            "[site.\"immobilienscout24.de\"]\nfetch = \"{mode}\"\n\n[[search]]\nname = \"b\"\nurl = \"{IS24_SEARCH}\"\n"
+        ));
+        assert_eq!(c.searches[0].fetch.as_str(), mode);
+        assert!(c.searches[0].app.is_none());
+    }
+}
+
+#[test]
+fn an_app_search_that_cannot_be_translated_is_an_error_at_its_url() {
+    assert_err(
+        "[[search]]\nname = \"b\"\nurl = \"https://www.immobilienscout24.de/expose/150000001\"\n",
+        "notifio.toml:3:7: `search[0].url`: `/expose/150000001` is not an ImmobilienScout24 search: copy the address of a result page, which looks like https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten?…",
+        None,
+    );
+    assert_err(
+        "[[search]]\nname = \"b\"\nurl = \"https://www.immobilienscout24.de/Suche/de/berlin/berlin/gewerbeflaeche-mieten\"\n",
+        "notifio.toml:3:7: `search[0].url`: ImmobilienScout24 search `gewerbeflaeche-mieten`: Notifio cannot translate this kind of search for the app; use a search for one kind of property (e.g. wohnung-mieten, haus-kaufen, wg-zimmer) or fetch = \"browser\"",
+        None,
+    );
+    assert_err(
+        &format!(
+            "[site.\"immobilienscout24.de\"]\napp_api = \"ftp://x/\"\n\n[[search]]\nname = \"b\"\nurl = \"{IS24_SEARCH}\"\n"
+        ),
+        "notifio.toml:2:11: `site.\"immobilienscout24.de\".app_api`: `ftp://x/` is not an http(s) URL",
+        Some("https://api.mobile.immobilienscout24.de/"),
+    );
+}
+
+#[test]
+fn the_app_fetch_mode_is_for_immobilienscout24_only() {
+    assert_err(
+        "[site.\"idealista.com\"]\nfetch = \"app\"\n\n[[search]]\nname = \"x\"\nurl = \"https://www.idealista.com/x\"\n",
+        "notifio.toml:2:9: `site.\"idealista.com\".fetch`: search `x` is read with the idealista profile, which has no app request: fetch = \"app\" is for ImmobilienScout24 (the immoscout24 profile)",
+        Some("fetch = \"http\" or \"browser\""),
+    );
+    assert_err(
+        "[site.\"idealista.com\"]\nfetch = \"apps\"\n\n[[search]]\nname = \"x\"\nurl = \"https://www.idealista.com/x\"\n",
+        "notifio.toml:2:9: `site.\"idealista.com\".fetch`: unknown fetch mode `apps`",
+        Some("`app`"),
     );
 }

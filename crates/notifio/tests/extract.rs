@@ -467,10 +467,16 @@ fn is24_web_search_becomes_the_app_request() {
         "{}",
         s.url
     );
+    // The app version the endpoint needs, then an honest product token: never hidden.
+    let ua = concat!(
+        "ImmoScout_28.1_26.5.2_._ notifio/",
+        env!("CARGO_PKG_VERSION"),
+        " (rental search watcher)"
+    );
     assert_eq!(
         s.headers,
         [
-            ("User-Agent", "ImmoScout_28.1_26.5.2_._"),
+            ("User-Agent", ua),
             ("Accept", "application/json"),
             ("Content-Type", "application/json"),
         ]
@@ -1118,9 +1124,7 @@ fn generic_sub_selectors_may_name_an_attribute() {
 
 #[test]
 fn generic_link_regex() {
-    let spec = ListingSpec::Link {
-        link: r"/listing/(\d+)".into(),
-    };
+    let spec = ListingSpec::link(r"/listing/(\d+)");
     let p = profile(PORTAL, Some(spec));
     let got = listings(p.extract(&own("generic_links.html"), &Url::parse(PORTAL).unwrap()));
     let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
@@ -1138,7 +1142,7 @@ fn generic_link_regex() {
 
 #[test]
 fn generic_json_ld_item_list() {
-    let p = profile(PORTAL, Some(ListingSpec::JsonLd));
+    let p = profile(PORTAL, Some(ListingSpec::json_ld()));
     let url = Url::parse("https://portal.example/search").unwrap();
     let got = listings(p.extract(&own("generic_jsonld.html"), &url));
     let ids: Vec<&str> = got.iter().map(|l| l.id.as_str()).collect();
@@ -1162,10 +1166,8 @@ fn no_results_page_versus_unknown_layout() {
     let url = Url::parse(PORTAL).unwrap();
     let specs = [
         selector_spec(),
-        ListingSpec::Link {
-            link: r"/listing/(\d+)".into(),
-        },
-        ListingSpec::JsonLd,
+        ListingSpec::link(r"/listing/(\d+)"),
+        ListingSpec::json_ld(),
     ];
     let body = own("no_results.html");
     for spec in &specs {
@@ -1194,13 +1196,8 @@ fn garbage_and_invalid_utf8_never_panic() {
         .collect();
     let profiles = [
         profile(PORTAL, Some(selector_spec())),
-        profile(
-            PORTAL,
-            Some(ListingSpec::Link {
-                link: r"/listing/(\d+)".into(),
-            }),
-        ),
-        profile(PORTAL, Some(ListingSpec::JsonLd)),
+        profile(PORTAL, Some(ListingSpec::link(r"/listing/(\d+)"))),
+        profile(PORTAL, Some(ListingSpec::json_ld())),
         profile(IDEALISTA, None),
         profile(IS24, None),
         profile(FB, None),
@@ -1269,12 +1266,7 @@ fn listing_links_are_http_or_nothing() {
         ]
     );
     // Link mode: a `javascript:` href matching the pattern is a listing without a link.
-    let p = profile(
-        url.as_str(),
-        Some(ListingSpec::Link {
-            link: r"(\d+)".into(),
-        }),
-    );
+    let p = profile(url.as_str(), Some(ListingSpec::link(r"(\d+)")));
     let got = listings(p.extract(
         br#"<a href="javascript:open(77)">x</a><a href="/flat/78">y</a>"#,
         &url,
@@ -1290,4 +1282,183 @@ fn listing_links_are_http_or_nothing() {
             ("78", Some("https://rentals.example/flat/78"))
         ]
     );
+}
+
+// ---- the next result page ------------------------------------------------------------------
+
+fn next(p: &dyn SiteProfile, body: &[u8], url: &str, page: u32) -> Option<String> {
+    p.next_page(body, &Url::parse(url).unwrap(), page)
+        .map(String::from)
+}
+
+/// Idealista's pager ("Siguiente") on the real page: page 2 is `…/pagina-2.htm`, with the
+/// search's own path.
+#[test]
+fn idealista_next_page_is_the_pagers_siguiente() {
+    let Some(body) = shared("idealista_es_search.html") else {
+        return;
+    };
+    let url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/";
+    let p = profile(url, None);
+    assert_eq!(
+        next(p.as_ref(), &body, url, 1).as_deref(),
+        Some("https://www.idealista.com/alquiler-viviendas/madrid-madrid/pagina-2.htm")
+    );
+    // A page of our own: the pager's "next" wins over a page-number link; the last page has
+    // no "next"; a pager that points at the page itself is no next page.
+    let page = |pager: &str| {
+        format!("<html><body><div class=\"pagination\"><ul>{pager}</ul></div></body></html>")
+    };
+    let third = page(
+        "<li><a href=\"/alquiler-viviendas/madrid-madrid/pagina-2.htm\">2</a></li><li class=\"selected\"><span>3</span></li>\
+         <li><a href=\"/alquiler-viviendas/madrid-madrid/pagina-4.htm\">4</a></li>\
+         <li class=\"next\"><a class=\"icon-arrow-right-after\" href=\"/alquiler-viviendas/madrid-madrid/pagina-4.htm?ordenado-por=precios-asc\"><span>Siguiente</span></a></li>",
+    );
+    let on = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/pagina-3.htm";
+    assert_eq!(
+        next(p.as_ref(), third.as_bytes(), on, 3).as_deref(),
+        Some(
+            "https://www.idealista.com/alquiler-viviendas/madrid-madrid/pagina-4.htm?ordenado-por=precios-asc"
+        )
+    );
+    let last =
+        page("<li><a href=\"pagina-3.htm\">3</a></li><li class=\"selected\"><span>4</span></li>");
+    assert_eq!(next(p.as_ref(), last.as_bytes(), on, 4), None);
+    let itself = page("<li class=\"next\"><a href=\"pagina-3.htm\">Siguiente</a></li>");
+    assert_eq!(next(p.as_ref(), itself.as_bytes(), on, 3), None);
+}
+
+/// ImmobilienScout24 pages by `pagenumber`, web and app alike: the web page's embedded result
+/// JSON and the app's answer say how many pages there are.
+#[test]
+fn is24_next_page_by_pagenumber_web_and_app() {
+    let p = profile(IS24, None);
+    if let Some(json) = shared("immoscout24_resultlist_2020.json") {
+        // `numberOfPages: 2`: page 1 has a next, page 2 does not.
+        let web = "https://www.immobilienscout24.de/Suche/radius/wohnung-mieten?geocoordinates=52.51051;13.43068;5.0&price=-500.0";
+        let second = next(p.as_ref(), &json, web, 1).unwrap();
+        let second = Url::parse(&second).unwrap();
+        let q: Vec<(String, String)> = second
+            .query_pairs()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        assert_eq!(q.last(), Some(&("pagenumber".to_owned(), "2".to_owned())));
+        assert!(
+            q.iter().any(|(k, v)| k == "price" && v == "-500.0"),
+            "{second}"
+        );
+        assert_eq!(second.path(), "/Suche/radius/wohnung-mieten");
+        assert_eq!(next(p.as_ref(), &json, second.as_str(), 2), None);
+    }
+    // The app's answer: page 1 of 11, asked of the app endpoint; the next is the same request
+    // with `pagenumber=2` (replaced, never repeated).
+    let app = own("is24_app_list.json");
+    let api = "http://127.0.0.1:9/search/list?searchType=region&geocodes=%2Fde%2Fberlin&sorting=-firstactivation";
+    assert_eq!(
+        next(p.as_ref(), &app, api, 1).as_deref(),
+        Some(
+            "http://127.0.0.1:9/search/list?searchType=region&geocodes=%2Fde%2Fberlin&sorting=-firstactivation&pagenumber=2"
+        )
+    );
+    let on_2 = format!("{api}&pagenumber=2");
+    let last = String::from_utf8(app.clone())
+        .unwrap()
+        .replace("\"pageNumber\": 1", "\"pageNumber\": 11");
+    assert_eq!(next(p.as_ref(), last.as_bytes(), &on_2, 11), None);
+    let third = next(
+        p.as_ref(),
+        &String::from_utf8(app)
+            .unwrap()
+            .replace("\"pageNumber\": 1", "\"pageNumber\": 2")
+            .into_bytes(),
+        &on_2,
+        2,
+    )
+    .unwrap();
+    assert_eq!(third.matches("pagenumber=").count(), 1, "{third}");
+    assert!(third.ends_with("&pagenumber=3"), "{third}");
+    // An older HTML page: its pager links to `pagenumber=2` (not `…=20`).
+    let cards = b"<div data-obid=\"1\"><a href=\"/expose/1\">x</a></div><a href=\"/Suche/de/berlin/berlin/wohnung-mieten?pagenumber=2\">2</a>";
+    let web = "https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten";
+    assert_eq!(
+        next(p.as_ref(), cards, web, 1).as_deref(),
+        Some("https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten?pagenumber=2")
+    );
+    let only_20 = b"<a href=\"?pagenumber=20\">20</a>";
+    assert_eq!(next(p.as_ref(), only_20, web, 1), None);
+}
+
+/// A generic site's next page: `rel="next"` (a `<link>` or an `<a>`) by default, the
+/// `listing.next` selector when given (the link, or an element around it); never a
+/// `javascript:` link, never the page itself.
+#[test]
+fn generic_next_page_by_rel_next_or_the_next_selector() {
+    let cards =
+        || ListingSpec::Selector(Box::new(CardSpec::new("article.listing", Some("data-id"))));
+    let p = profile(PORTAL, Some(cards()));
+    let url = "http://127.0.0.1:8080/search/flats";
+    let head = b"<html><head><link rel=\"prev\" href=\"/p0\"><link rel=\"next\" href=\"/search/flats?page=2\"></head><body></body></html>";
+    assert_eq!(
+        next(p.as_ref(), head, url, 1).as_deref(),
+        Some("http://127.0.0.1:8080/search/flats?page=2")
+    );
+    let anchor = b"<nav><a rel=\"nofollow next\" href=\"?page=3&amp;sort=new\">Next</a></nav>";
+    assert_eq!(
+        next(p.as_ref(), anchor, url, 2).as_deref(),
+        Some("http://127.0.0.1:8080/search/flats?page=3&sort=new")
+    );
+    let none = b"<nav><a class=\"next-page\" href=\"?page=2\">Next</a></nav>";
+    assert_eq!(
+        next(p.as_ref(), none, url, 1),
+        None,
+        "no rel=next, no selector"
+    );
+    let script = b"<a rel=\"next\" href=\"javascript:more()\">Next</a>";
+    assert_eq!(next(p.as_ref(), script, url, 1), None);
+    let itself = b"<a rel=\"next\" href=\"/search/flats\">Next</a>";
+    assert_eq!(next(p.as_ref(), itself, url, 1), None);
+
+    let with_next = |next: &str| {
+        let mut card = CardSpec::new("article.listing", Some("data-id"));
+        card.next = Some(next.to_owned());
+        profile(PORTAL, Some(ListingSpec::Selector(Box::new(card))))
+    };
+    // The selector names the link itself, or the element holding it.
+    let page = b"<a rel=\"next\" href=\"/elsewhere\">x</a><ul class=\"pager\"><li class=\"nxt\"><a href=\"/search/flats/pagina-2.htm\">&gt;</a></li></ul>";
+    for sel in ["li.nxt", "ul.pager li.nxt a"] {
+        assert_eq!(
+            next(with_next(sel).as_ref(), page, url, 1).as_deref(),
+            Some("http://127.0.0.1:8080/search/flats/pagina-2.htm"),
+            "{sel}"
+        );
+    }
+    assert_eq!(
+        next(with_next("a.missing").as_ref(), page, url, 1),
+        None,
+        "the selector, not rel=next"
+    );
+    // The link and JSON-LD forms take `next` too.
+    let link = ListingSpec::Link {
+        link: r"/listing/(\d+)".into(),
+        next: Some("li.nxt".into()),
+    };
+    assert_eq!(
+        next(profile(PORTAL, Some(link)).as_ref(), page, url, 1).as_deref(),
+        Some("http://127.0.0.1:8080/search/flats/pagina-2.htm")
+    );
+    let json_ld = ListingSpec::JsonLd {
+        next: Some("li.nxt".into()),
+    };
+    assert!(next(profile(PORTAL, Some(json_ld)).as_ref(), page, url, 1).is_some());
+}
+
+/// Facebook Marketplace has no pages: it loads more as one scrolls.
+#[test]
+fn facebook_reads_one_page() {
+    let url = "https://www.facebook.com/marketplace/madrid/propertyrentals";
+    let p = profile(url, None);
+    assert!(!p.paged());
+    let body = b"<a rel=\"next\" href=\"/marketplace/madrid/propertyrentals?page=2\">next</a>";
+    assert_eq!(next(p.as_ref(), body, url, 1), None);
+    assert!(profile(PORTAL, Some(ListingSpec::json_ld())).paged());
 }

@@ -15,9 +15,10 @@ const IS24: &str = "https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohn
 const FB: &str = "https://www.facebook.com/marketplace/madrid/propertyrentals";
 const PORTAL: &str = "http://127.0.0.1:8080/search/madrid?max=1500";
 
-/// Runs an extractor and checks the fuzz targets' property on the way.
+/// Runs an extractor and checks the fuzz targets' properties on the way (with the next page's).
 fn extract(profile: &dyn SiteProfile, body: &[u8], page_url: &str) -> Extraction {
-    let got = profile.extract(body, &Url::parse(page_url).unwrap());
+    let url = Url::parse(page_url).unwrap();
+    let got = profile.extract(body, &url);
     if let Extraction::Listings(ls) = &got {
         for l in ls {
             assert!(
@@ -26,6 +27,10 @@ fn extract(profile: &dyn SiteProfile, body: &[u8], page_url: &str) -> Extraction
                 String::from_utf8_lossy(body)
             );
         }
+    }
+    if let Some(next) = profile.next_page(body, &url, 1) {
+        assert!(matches!(next.scheme(), "http" | "https"), "{next}");
+        assert_ne!(next, url);
     }
     got
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 use tokio::sync::broadcast::Receiver;
 use tokio_util::sync::CancellationToken;
-use util::{RawServer, raw_response};
+use util::{RawServer, next_matching, raw_response};
 
 fn config_text(
     state_dir: &Path,
@@ -49,24 +49,6 @@ fn load(dir: &Path, text: &str) -> config::Config {
     let path = dir.join("notifio.toml");
     std::fs::write(&path, text).unwrap();
     config::load(&path).unwrap_or_else(|e| panic!("config: {e}\n{text}"))
-}
-
-async fn next_matching(
-    rx: &mut Receiver<WatchEvent>,
-    limit: Duration,
-    mut f: impl FnMut(&WatchEvent) -> bool,
-) -> WatchEvent {
-    tokio::time::timeout(limit, async {
-        loop {
-            match rx.recv().await {
-                Ok(ev) if f(&ev) => return ev,
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(e) => panic!("event stream ended: {e}"),
-            }
-        }
-    })
-    .await
-    .expect("timed out waiting for an event")
 }
 
 /// A watcher running in the background.
@@ -838,6 +820,7 @@ fn a_link_shared_by_several_cards_does_not_hide_a_new_listing() {
                     attempts: 1,
                     latency_ms: 1,
                     listings: Some(listings),
+                    pages: &[],
                     now,
                     channels: &[],
                     history: 10,

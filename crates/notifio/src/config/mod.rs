@@ -13,13 +13,14 @@ mod raw;
 mod resolve;
 mod starter;
 mod validate;
-pub use validate::{BLOCKABLE, MAX_SEARCHES_PER_SITE};
+pub use validate::{BLOCKABLE, MAX_PAGES, MAX_SEARCHES_PER_SITE};
 
 pub use duration::{DURATION_EXPECTED, SIZE_EXPECTED, parse_duration, parse_size};
 pub use error::{ConfigError, Spot};
 pub use resolve::{BROWSER_ENV, DASHBOARD_TOKEN_ENV, Environment, SMTP_PASSWORD_ENV, default_path};
 pub use starter::{STARTER, write_starter};
 
+use crate::extract::immoscout24_app::AppSearch;
 pub use crate::fetch::FetchMode;
 pub use crate::filter::AnnounceRules;
 use crate::listing::ListingSpec;
@@ -274,6 +275,11 @@ pub struct SearchConfig {
     pub notify: Option<Vec<String>>,
     /// Its filters and price-change rules, each key its own or `[watch]`'s.
     pub announce: AnnounceRules,
+    /// How many result pages a check reads: 1 (the default) to [`MAX_PAGES`].
+    pub pages: u32,
+    /// With `fetch = "app"`: the app's request for this search, worked out from `url` at
+    /// start (ImmobilienScout24).
+    pub app: Option<AppSearch>,
 }
 
 /// One `[site."…"]`.
@@ -285,10 +291,13 @@ pub struct SiteSettings {
     pub spacing: Option<Duration>,
     /// Profile for this site's searches that name none.
     pub profile: Option<String>,
-    /// `fetch = "http" | "browser"`; `None` = by profile (see [`SearchConfig::fetch`]).
+    /// `fetch = "http" | "browser" | "app"`; `None` = by profile (see
+    /// [`SearchConfig::fetch`]).
     pub fetch: Option<FetchMode>,
     /// Where `notifio login` opens the site (else its first search's URL).
     pub login_url: Option<String>,
+    /// With `fetch = "app"`: the app endpoint's base URL instead of the app's own.
+    pub app_api: Option<url::Url>,
 }
 
 /// Profiles a search or site may name.
@@ -296,7 +305,8 @@ pub const PROFILES: [&str; 4] = ["idealista", "immoscout24", "facebook", "generi
 
 impl Config {
     /// Things that are allowed but probably unwise, one line each, for the log at start:
-    /// intervals below 10s on real sites (loopback is exempt: that is tests and `demo`), and
+    /// intervals below 10s on real sites (loopback is exempt: that is tests and `demo`), the
+    /// parameters of a search URL an app request leaves out (one line per search), and
     /// `[site]` tables no search uses.
     #[must_use]
     pub fn warnings(&self) -> Vec<String> {
@@ -308,6 +318,9 @@ impl Config {
                     format_duration(s.interval),
                     s.name
                 ));
+            }
+            if let Some(w) = s.app.as_ref().and_then(AppSearch::warning) {
+                out.push(format!("search \"{}\": {w}", s.name));
             }
         }
         for (site, settings) in &self.sites {

@@ -29,6 +29,12 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # min_drop = "5%"           # smallest price drop announced (or an amount: 50); any drop by default
 # notify_price_rises = false
 # skip_cross_site_duplicates = false   # true: do not announce a flat likely seen on another site
+# pages = 1                 # result pages to read per check, 1 to 10, each a request under the spacing
+
+# ImmobilienScout24: paste the web search URL; it is read through the request IS24's app sends.
+# [[search]]
+# name = "Berlin 2 rooms"
+# url = "https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten?numberofrooms=2.0-"
 
 # A site without a built-in profile: tell notifio how to find listings, in one of these ways.
 # [[search]]
@@ -39,6 +45,7 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 #   # title / price / rooms / area / image / description = ".sub-selector" or { selector = "img", attr = "data-src" }
 # listing = { link = "/listing/(\\d+)" }     # a regex with one capture group: the id
 # listing = "json-ld"                        # the page's JSON-LD ItemList
+#   # with `pages`, the next page is its rel="next" link, or: next = "li.pagination-next"
 
 [watch]
 # interval = "30s"          # default interval per search, ±10% jitter; below 10s portals block you
@@ -97,6 +104,9 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # cookies = "~/.config/notifio/facebook.cookies.txt"   # a Netscape cookies.txt export
 # spacing = "5s"
 # profile = "facebook"
+# fetch = "browser"        # http | browser | app (default: browser for idealista and facebook, app for IS24)
+# [site."immobilienscout24.de"]
+# app_api = "https://api.mobile.immobilienscout24.de/"   # where the app requests go
 "#;
 
 /// Writes [`STARTER`] to `path`, creating its directory; never overwrites an existing file.

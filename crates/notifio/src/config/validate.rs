@@ -114,8 +114,16 @@ const SEARCH_KEYS: &[&str] = &[
     "listing",
     "notify_existing",
     "notify",
+    "pages",
 ];
-const SITE_KEYS: &[&str] = &["cookies", "spacing", "profile", "fetch", "login_url"];
+const SITE_KEYS: &[&str] = &[
+    "cookies",
+    "spacing",
+    "profile",
+    "fetch",
+    "login_url",
+    "app_api",
+];
 const LISTING_KEYS: &[&str] = &[
     "selector",
     "id_attr",
@@ -127,7 +135,11 @@ const LISTING_KEYS: &[&str] = &[
     "description",
     "link",
     "json_ld",
+    "next",
 ];
+/// The most result pages a search may read per check (`pages`): each is a request under the
+/// site's spacing, so ten pages at the default 2 s already make a check of 18 s.
+pub const MAX_PAGES: u32 = 10;
 /// The card's fields a `selector` spec may locate.
 const CARD_FIELDS: &[&str] = &["title", "price", "rooms", "area", "image", "description"];
 const FIELD_KEYS: &[&str] = &["selector", "attr"];
@@ -170,8 +182,15 @@ pub(crate) fn config_and_checks(
     let fetch = fetch(&root)?;
     let notify = notify(&root, &watch, &base, env, &mut pending)?;
     let browser = browser(&root, &watch, &base, env)?;
-    let sites = sites(&root, &base, env, &mut pending)?;
-    let searches = searches(&root, &watch, &sites, &notify.channel_names(), &mut pending)?;
+    let (sites, fetch_keys) = sites(&root, &base, env, &mut pending)?;
+    let searches = searches(
+        &root,
+        &watch,
+        &sites,
+        &fetch_keys,
+        &notify.channel_names(),
+        &mut pending,
+    )?;
     let config = Config {
         path: path.to_owned(),
         watch,
@@ -786,15 +805,19 @@ fn site_key(name: &str) -> std::result::Result<SiteKey, String> {
     })
 }
 
+/// Where each `[site]` table sets `fetch` (an error there, for a search that cannot use it).
+type FetchKeys = HashMap<String, ConfigError>;
+
 fn sites(
     root: &Table<'_>,
     base: &Path,
     env: &Environment,
     pending: &mut Vec<Pending>,
-) -> Result<BTreeMap<String, SiteSettings>> {
+) -> Result<(BTreeMap<String, SiteSettings>, FetchKeys)> {
     let mut out: BTreeMap<String, SiteSettings> = BTreeMap::new();
+    let mut fetch_keys = FetchKeys::new();
     let Some(f) = root.get("site") else {
-        return Ok(out);
+        return Ok((out, fetch_keys));
     };
     let mut first_name: HashMap<String, String> = HashMap::new();
     for (name, f) in f.table()?.entries() {
@@ -821,11 +844,15 @@ fn sites(
                 at: f.err(""),
             });
         }
+        if let Some(f) = t.get("fetch") {
+            fetch_keys.insert(key.as_str().to_owned(), f.err(""));
+        }
         let settings = SiteSettings {
             cookies,
             spacing: t.duration("spacing")?,
             profile: t.get("profile").map(|p| profile(&p)).transpose()?,
             fetch: t.get("fetch").map(|m| fetch_mode(&m)).transpose()?,
+            app_api: t.get("app_api").map(|u| app_api(&u)).transpose()?,
             login_url: t
                 .get("login_url")
                 .map(|u| {
@@ -846,7 +873,35 @@ fn sites(
         };
         out.insert(key.as_str().to_owned(), settings);
     }
-    Ok(out)
+    Ok((out, fetch_keys))
+}
+
+/// `app_api`: the base URL the app's requests go to instead of the app's own endpoint.
+fn app_api(f: &Field<'_>) -> Result<url::Url> {
+    let raw = f.non_empty_str()?.trim();
+    url::Url::parse(raw)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+        .ok_or_else(|| {
+            f.err(format!("`{raw}` is not an http(s) URL"))
+                .with_hint(format!(
+                    "the app endpoint's base URL, e.g. \"{}\"",
+                    crate::extract::immoscout24_app::DEFAULT_APP_API
+                ))
+        })
+}
+
+/// `pages`: how many result pages a check reads, 1 to [`MAX_PAGES`].
+fn pages(f: &Field<'_>) -> Result<u32> {
+    let n = f.integer_at_least(1)?;
+    match u32::try_from(n) {
+        Ok(n) if n <= MAX_PAGES => Ok(n),
+        _ => Err(f
+            .err(format!("{n} pages is more than {MAX_PAGES}"))
+            .with_hint(format!(
+                "each page is a request under the site's spacing; read at most {MAX_PAGES}, or sort the search by date so new listings come first"
+            ))),
+    }
 }
 
 /// Searches one site may have: it gets one request per `spacing`, so 1,000 searches already
@@ -859,6 +914,7 @@ fn searches(
     root: &Table<'_>,
     watch: &WatchSettings,
     sites: &BTreeMap<String, SiteSettings>,
+    fetch_keys: &FetchKeys,
     channels: &[String],
     pending: &mut [Pending],
 ) -> Result<Vec<SearchConfig>> {
@@ -939,6 +995,10 @@ fn searches(
                     ..at
                 }
             })?;
+        let profile_name = shared.profile.name();
+        let fetch = site_settings
+            .and_then(|s| s.fetch)
+            .unwrap_or_else(|| FetchMode::default_for_profile(profile_name));
         if shared.profile.needs_cookies() {
             let has_file = site_settings.is_some_and(|s| s.cookies.is_some());
             if !has_file {
@@ -965,12 +1025,45 @@ fn searches(
             }
         }
         let notify_existing = t.bool("notify_existing")?.unwrap_or(watch.notify_existing);
-        let fetch = site_settings.and_then(|s| s.fetch).unwrap_or_else(|| {
-            let name = profile
-                .as_deref()
-                .unwrap_or_else(|| crate::extract::default_profile(&site));
-            FetchMode::default_for_profile(name)
-        });
+        if !fetch.fits_profile(profile_name) {
+            let message = format!(
+                "search `{name}` is read with the {profile_name} profile, which has no app request: fetch = \"{fetch}\" is for ImmobilienScout24 (the immoscout24 profile)"
+            );
+            let at = fetch_keys
+                .get(site.as_str())
+                .cloned()
+                .unwrap_or_else(|| url_f.err(""));
+            return Err(ConfigError { message, ..at }
+                .with_hint("use fetch = \"http\" or \"browser\" for this site"));
+        }
+        // The app's request is worked out once, here: a search it cannot express is refused
+        // at start, and what it leaves out is one warning at start (`Config::warnings`).
+        let app = if fetch == FetchMode::App {
+            let web = url::Url::parse(&url).map_err(|e| url_f.err(e.to_string()))?;
+            let api = match site_settings.and_then(|s| s.app_api.clone()) {
+                Some(api) => api,
+                None => url::Url::parse(crate::extract::immoscout24_app::DEFAULT_APP_API)
+                    .map_err(|e| url_f.err(e.to_string()))?,
+            };
+            let search = crate::extract::immoscout24_app::app_search(&web, &api)
+                .map_err(|e| url_f.err(e.to_string()))?;
+            Some(search)
+        } else {
+            None
+        };
+        let pages = t.get("pages").map(|p| pages(&p)).transpose()?.unwrap_or(1);
+        if pages > 1 && !shared.profile.paged() {
+            let at = t
+                .get("pages")
+                .map_or_else(|| t.err("pages", ""), |p| p.err(""));
+            return Err(ConfigError {
+                message: format!(
+                    "search `{name}` is read with the {profile_name} profile, which reads one page: its site shows more results as you scroll, not on pages"
+                ),
+                ..at
+            }
+            .with_hint("remove `pages` from this search"));
+        }
         let notify = t
             .get("notify")
             .map(|f| super::channels::routes(&f, channels))
@@ -987,6 +1080,8 @@ fn searches(
             fetch,
             notify,
             announce,
+            pages,
+            app,
         });
     }
     Ok(out)
@@ -1092,7 +1187,7 @@ const LISTING_EXPECTED: &str = "expected \"json-ld\", { selector = \"…\", id_a
 fn listing(f: &Field<'_>) -> Result<ListingSpec> {
     if let Some(s) = f.as_str() {
         return match s.trim() {
-            "json-ld" | "json_ld" => Ok(ListingSpec::JsonLd),
+            "json-ld" | "json_ld" => Ok(ListingSpec::json_ld()),
             _ => Err(f.err(LISTING_EXPECTED)),
         };
     }
@@ -1105,6 +1200,7 @@ fn listing(f: &Field<'_>) -> Result<ListingSpec> {
         .into_iter()
         .filter(|k| t.get(k).is_some())
         .collect();
+    let next = css(&t, "next")?;
     match forms.as_slice() {
         [] => Err(f.err(LISTING_EXPECTED)),
         ["selector"] => {
@@ -1120,6 +1216,7 @@ fn listing(f: &Field<'_>) -> Result<ListingSpec> {
                 area: field("area")?,
                 image: field("image")?,
                 description: field("description")?,
+                next,
             })))
         }
         [form] => {
@@ -1131,11 +1228,11 @@ fn listing(f: &Field<'_>) -> Result<ListingSpec> {
                 }
             }
             if *form == "link" {
-                link(&t)
+                link(&t, next)
             } else {
                 let j = t.get("json_ld").ok_or_else(|| f.err(LISTING_EXPECTED))?;
                 if j.bool()? {
-                    Ok(ListingSpec::JsonLd)
+                    Ok(ListingSpec::JsonLd { next })
                 } else {
                     Err(j
                         .err("`json_ld = false` describes no listings")
@@ -1209,7 +1306,7 @@ fn attr_name(f: &Field<'_>) -> Result<String> {
     Ok(name.to_owned())
 }
 
-fn link(t: &Table<'_>) -> Result<ListingSpec> {
+fn link(t: &Table<'_>, next: Option<String>) -> Result<ListingSpec> {
     let Some(f) = t.get("link") else {
         return Err(t.err("link", "missing `link`"));
     };
@@ -1225,5 +1322,8 @@ fn link(t: &Table<'_>) -> Result<ListingSpec> {
                 "e.g. link = \"/listing/(\\\\d+)\"; write (?:…) for groups that are not the id",
             ));
     }
-    Ok(ListingSpec::Link { link: s.to_owned() })
+    Ok(ListingSpec::Link {
+        link: s.to_owned(),
+        next,
+    })
 }

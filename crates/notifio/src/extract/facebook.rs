@@ -42,6 +42,11 @@ impl SiteProfile for Facebook {
         Some("a[href*=\"/marketplace/item/\"]")
     }
 
+    /// Marketplace loads more results as one scrolls; there is no page 2 to ask for.
+    fn paged(&self) -> bool {
+        false
+    }
+
     fn required_cookies(&self) -> &'static [&'static str] {
         &["c_user", "xs"]
     }

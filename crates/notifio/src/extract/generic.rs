@@ -32,6 +32,8 @@ pub struct Generic {
     mode: Mode,
     /// The card selector, for a browser check to know when the cards are there.
     ready: Option<String>,
+    /// Where the next page's link is, best first (`listing.next`, else none: `rel="next"`).
+    next: Vec<Selector>,
 }
 
 #[derive(Debug, Clone)]
@@ -72,7 +74,7 @@ impl Generic {
     pub fn new(spec: &ListingSpec) -> Result<Self, ProfileError> {
         let mode = match spec {
             ListingSpec::Selector(card) => Mode::Cards(Box::new(card_rules(card)?)),
-            ListingSpec::Link { link } => {
+            ListingSpec::Link { link, .. } => {
                 let re = Regex::new(link).map_err(|e| ProfileError::InvalidRegex {
                     regex: link.clone(),
                     reason: e.to_string(),
@@ -86,13 +88,18 @@ impl Generic {
                 }
                 Mode::Link(re)
             }
-            ListingSpec::JsonLd => Mode::JsonLd,
+            ListingSpec::JsonLd { .. } => Mode::JsonLd,
         };
         let ready = match spec {
             ListingSpec::Selector(card) => Some(card.selector.clone()),
             _ => None,
         };
-        Ok(Self { mode, ready })
+        // The element `next` names may be the link itself or hold it (`li.next`).
+        let next = match spec.next() {
+            Some(next) => vec![selector(next)?, selector(&scoped(next, "a[href]"))?],
+            None => Vec::new(),
+        };
+        Ok(Self { mode, ready, next })
     }
 }
 
@@ -165,6 +172,15 @@ impl SiteProfile for Generic {
 
     fn ready_selector(&self) -> Option<&str> {
         self.ready.as_deref()
+    }
+
+    fn next_page(&self, body: &[u8], page_url: &url::Url, _page: u32) -> Option<url::Url> {
+        let rel_next = super::REL_NEXT.as_ref()?;
+        let ways: Vec<&Selector> = match self.next.as_slice() {
+            [] => vec![rel_next],
+            given => given.iter().collect(),
+        };
+        super::linked_next_page(body, page_url, &ways)
     }
 
     fn extract(&self, body: &[u8], page_url: &url::Url) -> Extraction {

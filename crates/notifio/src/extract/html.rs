@@ -700,6 +700,37 @@ pub(crate) fn visible_text(body: &[u8], cap: usize) -> String {
     out.take()
 }
 
+/// The `href` of the first element (in page order) that matches `selectors[i]` and has one,
+/// for the smallest such `i`: a list of ways to find one link, best first. The pass stops as
+/// soon as the best way has matched. Used once per further result page, to find the next.
+pub(crate) fn first_href(body: &[u8], selectors: &[&Selector]) -> Option<String> {
+    let found: Rc<RefCell<Vec<Option<String>>>> =
+        Rc::new(RefCell::new(vec![None; selectors.len()]));
+    let handlers = selectors
+        .iter()
+        .enumerate()
+        .map(|(i, sel)| {
+            let found = Rc::clone(&found);
+            let handler =
+                ElementContentHandlers::default().element(move |el: &mut Element<'_, '_>| {
+                    let mut found = found.borrow_mut();
+                    if found[i].is_none() {
+                        found[i] = attr(el, "href").filter(|h| !h.trim().is_empty());
+                    }
+                    // The best way matched: nothing later can win.
+                    if i == 0 && found[0].is_some() {
+                        return Err("found".into());
+                    }
+                    Ok(())
+                });
+            (Cow::Borrowed(*sel), handler)
+        })
+        .collect();
+    // Stopping early is an error to the rewriter; either way what was found stands.
+    let _ = run(body, handlers, Vec::new());
+    found.take().into_iter().flatten().next()
+}
+
 fn run<'h, 's>(
     body: &[u8],
     element_content_handlers: Vec<(Cow<'s, Selector>, ElementContentHandlers<'h>)>,

@@ -46,9 +46,18 @@ static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
     })
 });
 
+/// The pager's "Siguiente" (next) link: `…/pagina-N.htm`, with the search's own filters.
+static NEXT: LazyLock<Option<lol_html::Selector>> =
+    LazyLock::new(|| ".pagination li.next a[href]".parse().ok());
+
 impl SiteProfile for Idealista {
     fn name(&self) -> &'static str {
         "idealista"
+    }
+
+    fn next_page(&self, body: &[u8], page_url: &url::Url, _page: u32) -> Option<url::Url> {
+        let ways = [NEXT.as_ref()?, super::REL_NEXT.as_ref()?];
+        super::linked_next_page(body, page_url, &ways)
     }
 
     fn ready_selector(&self) -> Option<&str> {

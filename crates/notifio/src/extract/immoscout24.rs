@@ -12,7 +12,7 @@
 use super::html::{
     CardMark, CardRules, Field, FieldRule, ImagePick, ImageRule, scan_cards, scoped,
 };
-use super::immoscout24_app::from_app_json;
+use super::immoscout24_app::{from_app_json, next_app_page, with_page_number};
 use super::parse::{clean_text, non_empty, parse_area, parse_number, parse_price, parse_rooms};
 use super::{Extraction, SiteProfile, absolute, nothing_found};
 use crate::listing::Listing;
@@ -70,6 +70,26 @@ impl SiteProfile for ImmoScout24 {
             "awswaf-captcha",
             "/fro/imperva/",
         ])
+    }
+
+    /// The app's answer and the web page's embedded result JSON say how many pages there are;
+    /// older HTML pages link to the next with `rel="next"` or a pager link. Both page by
+    /// `pagenumber`.
+    fn next_page(&self, body: &[u8], page_url: &url::Url, page: u32) -> Option<url::Url> {
+        if let Some(next) = next_app_page(body, page_url, page) {
+            return next;
+        }
+        let next = page.checked_add(1)?;
+        if let Some(total) = number_of_pages(body) {
+            return (page < total).then(|| with_page_number(page_url, next));
+        }
+        if let Some(linked) = super::REL_NEXT
+            .as_ref()
+            .and_then(|rel| super::linked_next_page(body, page_url, &[rel]))
+        {
+            return Some(linked);
+        }
+        links_to_page(body, next).then(|| with_page_number(page_url, next))
     }
 
     fn extract(&self, body: &[u8], page_url: &url::Url) -> Extraction {
@@ -255,6 +275,29 @@ fn from_json(body: &[u8], page_url: &url::Url) -> Option<Extraction> {
         });
     }
     Some(Extraction::Listings(out))
+}
+
+/// `"numberOfPages": N` in the page's embedded result JSON.
+fn number_of_pages(body: &[u8]) -> Option<u32> {
+    const KEY: &[u8] = b"\"numberOfPages\"";
+    let at = memmem::find(body, KEY)? + KEY.len();
+    let rest = body.get(at..)?;
+    let rest = &rest[rest.iter().position(|b| !b.is_ascii_whitespace())?..];
+    let rest = rest.strip_prefix(b":")?;
+    let digits: Vec<u8> = rest
+        .iter()
+        .skip_while(|b| b.is_ascii_whitespace())
+        .take_while(|b| b.is_ascii_digit())
+        .copied()
+        .collect();
+    std::str::from_utf8(&digits).ok()?.parse().ok()
+}
+
+/// Whether the page links to result page `page` (`pagenumber=N` in a pager link).
+fn links_to_page(body: &[u8], page: u32) -> bool {
+    let needle = format!("pagenumber={page}");
+    memmem::find_iter(body, needle.as_bytes())
+        .any(|at| !body.get(at + needle.len()).is_some_and(u8::is_ascii_digit))
 }
 
 fn from_cards(body: &[u8], page_url: &url::Url) -> Extraction {

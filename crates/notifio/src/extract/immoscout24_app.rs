@@ -27,9 +27,19 @@ pub const DEFAULT_APP_API: &str = "https://api.mobile.immobilienscout24.de/";
 const EXPOSE_BASE: &str = "https://www.immobilienscout24.de/expose/";
 
 /// The app version the search endpoint answers (it refuses clients that name none); the
-/// current app's, as fredy sends it. It says which protocol we speak, not who we are: the
-/// request is still one per check under the site's spacing, ladders and single probe.
+/// current app's, as fredy sends it. It says which protocol we speak, not who we are: that is
+/// [`USER_AGENT`]'s second token.
 pub const APP_USER_AGENT: &str = "ImmoScout_28.1_26.5.2_._";
+
+/// What Notifio sends as `User-Agent` to the app endpoint: the app version the endpoint
+/// expects, then an honest product token naming Notifio and its version. Notifio never hides
+/// that it is an automated watcher (docs/sites.md says exactly what is sent and why); the
+/// request is still one per check under the site's spacing, ladders and single probe.
+pub const USER_AGENT: &str = concat!(
+    "ImmoScout_28.1_26.5.2_._ notifio/",
+    env!("CARGO_PKG_VERSION"),
+    " (rental search watcher)"
+);
 
 /// The body the app posts with every search: no ad slots, no user data.
 pub const APP_BODY: &str = r#"{"supportedResultListTypes":[],"userData":{}}"#;
@@ -620,13 +630,58 @@ pub fn app_search(web: &Url, app_api: &Url) -> Result<AppSearch, AppSearchError>
         method: "POST",
         url,
         headers: [
-            ("User-Agent", APP_USER_AGENT),
+            ("User-Agent", USER_AGENT),
             ("Accept", "application/json"),
             ("Content-Type", "application/json"),
         ],
         body: APP_BODY,
         left_out,
     })
+}
+
+/// `url` asking for result page `page`: its `pagenumber` set (the web search and the app
+/// request both page this way), every other parameter kept in order.
+pub(crate) fn with_page_number(url: &Url, page: u32) -> Url {
+    let kept: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(k, _)| k != "pagenumber")
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let mut out = url.clone();
+    out.set_query(None);
+    out.query_pairs_mut()
+        .extend_pairs(kept)
+        .append_pair("pagenumber", &page.to_string());
+    out
+}
+
+/// Where the app's answer says it is in the result list.
+#[derive(Deserialize)]
+struct Paging {
+    #[serde(rename = "pageNumber")]
+    page_number: Option<u32>,
+    #[serde(rename = "numberOfPages")]
+    number_of_pages: Option<u32>,
+}
+
+/// After page `page` of the app's result list: `Some(next)` when `body` is one (`None` in it
+/// on the last page, or when it does not say how many pages there are), `None` when `body` is
+/// not the app's answer at all.
+pub(crate) fn next_app_page(body: &[u8], page_url: &Url, page: u32) -> Option<Option<Url>> {
+    if !is_app_json(body) {
+        return None;
+    }
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    let Ok(paging) = serde_json::from_slice::<Paging>(body) else {
+        return Some(None);
+    };
+    let current = paging.page_number.unwrap_or(page);
+    Some(
+        paging
+            .number_of_pages
+            .filter(|total| current < *total)
+            .map(|_| with_page_number(page_url, current.saturating_add(1))),
+    )
 }
 
 #[derive(Deserialize)]
@@ -732,6 +787,25 @@ pub(crate) fn from_app_json(body: &[u8], page_url: &Url) -> Option<Extraction> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_user_agent_names_the_app_version_then_notifio() {
+        let (app, us) = USER_AGENT.split_once(' ').unwrap();
+        assert_eq!(app, APP_USER_AGENT);
+        assert!(
+            us.starts_with(concat!("notifio/", env!("CARGO_PKG_VERSION"), " ")),
+            "{us}"
+        );
+    }
+
+    #[test]
+    fn a_page_number_is_set_once_and_the_rest_of_the_query_kept() {
+        let u = Url::parse("http://x/search/list?a=1&pagenumber=2&b=%2Fde").unwrap();
+        assert_eq!(
+            with_page_number(&u, 3).as_str(),
+            "http://x/search/list?a=1&b=%2Fde&pagenumber=3"
+        );
+    }
 
     #[test]
     fn bounds_and_ranges_as_the_website_writes_them() {

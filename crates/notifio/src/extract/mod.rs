@@ -64,6 +64,18 @@ pub trait SiteProfile: Send + Sync + std::fmt::Debug {
     fn ready_selector(&self) -> Option<&str> {
         None
     }
+    /// The URL of the result page after this one, which is page `page` (1 = the first) of
+    /// its search, as the page itself shows it; `None` on the last page, or when the site has
+    /// no pages ([`Self::paged`]). `page_url` is the page's own URL, after redirects.
+    fn next_page(&self, body: &[u8], page_url: &url::Url, page: u32) -> Option<url::Url> {
+        let _ = (body, page_url, page);
+        None
+    }
+    /// Whether the site's results come on numbered pages a search may follow (`pages`):
+    /// not Facebook's, which load as one scrolls.
+    fn paged(&self) -> bool {
+        true
+    }
 }
 
 /// The profile names a config may force.
@@ -268,6 +280,30 @@ pub(crate) fn absolute(page_url: &url::Url, href: &str) -> Option<String> {
     Some(u.into())
 }
 
+/// Where a page links to its next page by the standards: `<link rel="next">` in its head, or
+/// an `<a rel="next">`.
+pub(crate) static REL_NEXT: LazyLock<Option<lol_html::Selector>> = LazyLock::new(|| {
+    "link[rel~=\"next\"][href], a[rel~=\"next\"][href]"
+        .parse()
+        .ok()
+});
+
+/// The next page as `selectors` find it (the first of them that matches anything wins),
+/// resolved against `page_url`; never the page itself, never anything but http(s). Unlike a
+/// listing's link, a relative one keeps the search URL's own `user:password@`, as a relative
+/// redirect does: the next page is part of the same search.
+pub(crate) fn linked_next_page(
+    body: &[u8],
+    page_url: &url::Url,
+    selectors: &[&lol_html::Selector],
+) -> Option<url::Url> {
+    let href = html::first_href(body, selectors)?;
+    page_url
+        .join(href.trim())
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u != page_url)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,9 +359,7 @@ mod tests {
 
     #[test]
     fn profile_by_site_and_forced() {
-        let spec = ListingSpec::Link {
-            link: r"/listing/(\d+)".into(),
-        };
+        let spec = ListingSpec::link(r"/listing/(\d+)");
         for (url, want) in [
             ("https://www.idealista.com/alquiler-viviendas/", "idealista"),
             ("https://www.idealista.it/affitto-case/", "idealista"),
@@ -358,16 +392,12 @@ mod tests {
         let bad = ListingSpec::Selector(Box::new(CardSpec::new("article[", None)));
         let err = profile_for(&site, None, Some(&bad)).unwrap_err();
         assert!(err.to_string().contains("`article[`"), "{err}");
-        let bad = ListingSpec::Link {
-            link: "/listing/(\\d+".into(),
-        };
+        let bad = ListingSpec::link("/listing/(\\d+");
         assert!(matches!(
             profile_for(&site, None, Some(&bad)).unwrap_err(),
             ProfileError::InvalidRegex { .. }
         ));
-        let no_group = ListingSpec::Link {
-            link: "/listing/\\d+".into(),
-        };
+        let no_group = ListingSpec::link("/listing/\\d+");
         let err = profile_for(&site, None, Some(&no_group)).unwrap_err();
         assert!(err.to_string().contains("capture group"), "{err}");
     }

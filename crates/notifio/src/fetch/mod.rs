@@ -53,8 +53,9 @@ const RETRY_COUNT: header::HeaderName = header::HeaderName::from_static("x-retry
 /// pages tend to be alike in size), so that a host's key is not a URL's key.
 const HOST_SIZE_SEED: u64 = 0x5173_e5ee_d0f0_5175;
 
-/// How a check reads its page (`[site."…"] fetch`): one attempt over plain HTTP, or in the
-/// browser. Everything around an attempt (retry, budget, metrics, classification) is the same.
+/// How a check reads its page (`[site."…"] fetch`): one attempt over plain HTTP, in the
+/// browser, or as the site's own app asks for it. Everything around an attempt (retry, budget,
+/// metrics, classification) is the same.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FetchMode {
@@ -63,11 +64,15 @@ pub enum FetchMode {
     Http,
     /// A real browser with the user's profile ([`browser`]).
     Browser,
+    /// The request the site's mobile app sends for the same search (ImmobilienScout24:
+    /// `extract::immoscout24_app`), over this module's HTTP client: a POST with its own
+    /// headers and body ([`FetchRequest::outgoing`]), no cookies, no redirects.
+    App,
 }
 
 impl FetchMode {
     /// The names a config may give.
-    pub const NAMES: [&'static str; 2] = ["http", "browser"];
+    pub const NAMES: [&'static str; 3] = ["http", "browser", "app"];
 
     /// The name in config and JSON.
     #[must_use]
@@ -75,6 +80,7 @@ impl FetchMode {
         match self {
             Self::Http => "http",
             Self::Browser => "browser",
+            Self::App => "app",
         }
     }
 
@@ -84,19 +90,29 @@ impl FetchMode {
         match s.trim().to_ascii_lowercase().as_str() {
             "http" => Some(Self::Http),
             "browser" => Some(Self::Browser),
+            "app" => Some(Self::App),
             _ => None,
         }
     }
 
     /// The mode a site gets when its config names none: the browser for the profiles whose
-    /// sites refuse plain HTTP clients (Idealista's DataDome, Facebook's login wall), HTTP for
-    /// the rest.
+    /// sites refuse plain HTTP clients (Idealista's DataDome, Facebook's login wall), the app's
+    /// request for ImmobilienScout24 (whose web pages are behind a captcha for plain clients),
+    /// HTTP for the rest.
     #[must_use]
     pub fn default_for_profile(profile: &str) -> Self {
         match profile {
             "idealista" | "facebook" => Self::Browser,
+            "immoscout24" => Self::App,
             _ => Self::Http,
         }
+    }
+
+    /// Whether this mode can read a site with this profile: only ImmobilienScout24 has an app
+    /// request Notifio knows.
+    #[must_use]
+    pub fn fits_profile(self, profile: &str) -> bool {
+        self != Self::App || profile == "immoscout24"
     }
 }
 
@@ -605,7 +621,7 @@ impl Fetcher {
             },
             |n, timeout| async move {
                 let a = match req.via {
-                    FetchMode::Http => self.attempt(req, url, n, header).await,
+                    FetchMode::Http | FetchMode::App => self.attempt(req, url, n, header).await,
                     FetchMode::Browser => self.browser_attempt(req, n, header, timeout).await,
                 };
                 let (result, retry_after) = attempt_result(&a, &req.url, markers);
@@ -906,6 +922,12 @@ impl Fetcher {
                 if req.outgoing.is_some() {
                     // A redirect is a misconfigured endpoint: say so, without its Location
                     // (which may carry a token) and without resending the body.
+                    let what = match req.class {
+                        RequestClass::Notify => {
+                            "for a notification: configure the URL it redirects to"
+                        }
+                        _ => "for a request with a body: check the endpoint (`app_api`)",
+                    };
                     return Attempt {
                         status: Some(status.as_u16()),
                         final_url: current.to_string(),
@@ -913,7 +935,7 @@ impl Fetcher {
                         body: Bytes::new(),
                         failure: None,
                         error: Some(format!(
-                            "HTTP {} redirect, not followed for a notification: configure the URL it redirects to",
+                            "HTTP {} redirect, not followed {what}",
                             status.as_u16()
                         )),
                         held_at: None,

@@ -157,8 +157,13 @@ pub struct CheckRecord<'a> {
     pub attempts: u32,
     /// Latency in ms.
     pub latency_ms: u64,
-    /// Listings extracted (only for successful checks).
+    /// Listings extracted: of a successful check, or of the pages read before a refusal.
     pub listings: Option<&'a [Listing]>,
+    /// Where each result page's listings end in `listings` (page 1's are
+    /// `listings[..pages[0]]`, page 2's follow, …); empty: one page. A search's baseline
+    /// covers the pages its checks have read: a listing first seen on a page never read
+    /// before is part of the baseline, not news (unless `notify_existing`).
+    pub pages: &'a [usize],
     /// When the check finished.
     pub now: u64,
     /// For each of `searches`, the channels its notifications go to: news found by several
@@ -574,7 +579,7 @@ impl Tx<'_> {
                     if &old_url != url {
                         // A changed URL is a different search: take a new silent baseline.
                         tx.execute(
-                            "UPDATE searches SET url = ?2, site = ?3, baseline_at = NULL, state = 'ok', last_outcome = NULL,
+                            "UPDATE searches SET url = ?2, site = ?3, baseline_at = NULL, baseline_pages = NULL, state = 'ok', last_outcome = NULL,
                              page_fingerprint = NULL, page_etag = NULL, page_last_modified = NULL WHERE id = ?1",
                             params![id, url, site],
                         )?;
@@ -780,23 +785,43 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
 
     let site = rec.site.as_str();
     if let Some(listings) = rec.listings {
+        let pages_read = u32::try_from(rec.pages.len().max(1)).unwrap_or(u32::MAX);
+        // The page (1, 2, …) listing `i` was found on.
+        let page_of = |i: usize| rec.pages.iter().take_while(|end| i >= **end).count() + 1;
         // The searches that announce (all but those taking a silent baseline).
         let mut audience = Vec::new();
+        // The pages whose new listings are news to some search being announced to: a page a
+        // search reads for the first time (after raising `pages`) is a baseline too.
+        let mut covered: usize = 0;
         for (i, (id, _, notify_existing)) in rec.searches.iter().enumerate() {
-            let baseline_at: Option<u64> = tx
-                .prepare_cached("SELECT baseline_at FROM searches WHERE id = ?1")?
-                .query_row([id], |r| r.get(0))?;
+            let (baseline_at, baseline_pages): (Option<u64>, Option<u32>) = tx
+                .prepare_cached("SELECT baseline_at, baseline_pages FROM searches WHERE id = ?1")?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
             if baseline_at.is_none() {
-                tx.prepare_cached("UPDATE searches SET baseline_at = ?2 WHERE id = ?1")?
-                    .execute(params![id, rec.now])?;
+                tx.prepare_cached(
+                    "UPDATE searches SET baseline_at = ?2, baseline_pages = ?3 WHERE id = ?1",
+                )?
+                .execute(params![id, rec.now, pages_read])?;
                 out.baseline = true;
                 if *notify_existing {
                     audience.push(i);
+                    covered = usize::MAX;
                 }
             } else {
+                let known = baseline_pages.unwrap_or(1);
                 audience.push(i);
+                covered = covered.max(if *notify_existing {
+                    usize::MAX
+                } else {
+                    known as usize
+                });
+                if pages_read > known {
+                    tx.prepare_cached("UPDATE searches SET baseline_pages = ?2 WHERE id = ?1")?
+                        .execute(params![id, pages_read])?;
+                }
             }
         }
+        let mut news: Vec<Listing> = Vec::new();
         {
             let mut insert_listing = tx.prepare_cached(
                 "INSERT OR IGNORE INTO listings (site, listing_id, first_seen, title, price, currency, rooms, area_m2, url, image)
@@ -834,7 +859,7 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
                         .collect::<Result<_, _>>()?,
                 );
             }
-            for l in listings {
+            for (i, l) in listings.iter().enumerate() {
                 let missing: Vec<u32> = rec
                     .searches
                     .iter()
@@ -866,12 +891,17 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
                         keep_first_seen.execute(params![site, l.id, first_seen])?;
                         out.rekeyed += 1;
                     }
-                    None => out.new.push(l.clone()),
+                    None => {
+                        if page_of(i) <= covered {
+                            news.push(l.clone());
+                        }
+                        out.new.push(l.clone());
+                    }
                 }
             }
         }
         out.changes = prices::record(tx, site, listings, rec.now)?;
-        out.enqueued = news::announce(tx, rec, &audience, listings, &out.new, &out.changes)?;
+        out.enqueued = news::announce(tx, rec, &audience, listings, &news, &out.changes)?;
     }
     for (id, _, _) in rec.searches {
         write_history(

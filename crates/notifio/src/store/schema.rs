@@ -70,6 +70,9 @@ const MIGRATIONS: &[&str] = &[
     crate::notify::outbox::MIGRATE_TO_NAMED_CHANNELS,
     // 5: each listing's price history, and what each search's filters let through.
     super::prices::MIGRATE_TO_PRICE_HISTORY,
+    // 6: how many result pages a search's baseline covers (NULL: one, as before `pages`), so
+    // the listings of a page read for the first time are a baseline too, not news.
+    "ALTER TABLE searches ADD COLUMN baseline_pages INTEGER;",
 ];
 
 /// Brings the schema up to date (including the outbox's own schema).
@@ -119,7 +122,7 @@ mod tests {
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 5);
+        assert_eq!(version, MIGRATIONS.len() as i64);
         let history = |id| super::super::prices::history(&conn, "a.com", id).unwrap();
         assert_eq!(history("1"), [(5, 1200.0, Some("EUR".to_owned()))]);
         assert_eq!(history("2"), []);

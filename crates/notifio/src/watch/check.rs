@@ -1,25 +1,23 @@
-//! One check as a task: fetch the search page, classify the answer, extract the listings.
+//! One check as a task: read the search's pages (`crate::pages`: fetch, classify, extract,
+//! follow the next page), and hand the result back.
 //!
 //! A task owns what it needs (the fetcher is a cheap handle) and touches no shared state: the
 //! driver starts it and gets a [`Done`] back, and only the driver records anything. A check may
 //! be skipped as "the same page" when every search it answers last saw a page with the same
 //! fingerprint; classification still runs then (headers may differ), extraction does not.
 
-use crate::extract::{Extraction, SiteProfile};
+use crate::extract::SiteProfile;
+use crate::extract::immoscout24_app::AppSearch;
 use crate::fetch::{FetchMode, FetchRequest, Fetched, Fetcher};
 use crate::listing::Listing;
+use crate::pages;
 use notifio_policy::{
-    CheckId, Markers, Outcome, RequestClass, Scheduler, SearchId, SiteKey, classify,
+    CheckId, Markers, Outcome, RequestClass, Scheduler, SearchId, SiteKey, Timestamp,
 };
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// Pages larger than this are parsed on the blocking pool. `watch` runs its checks on one
-/// worker thread (fewer thread hand-offs per check), and a huge page (up to the body cap) must
-/// not hold up other sites' checks meanwhile; an ordinary page (~300 KB) parses in ~1 ms.
-const PARSE_INLINE_MAX: usize = 1 << 20;
 
 /// A check from [`Scheduler::poll_due_into`] with its site key, URL and searches looked up once
 /// (the scheduler hands out a small `Copy` check; one lookup per real fetch costs nothing).
@@ -56,6 +54,12 @@ pub(super) struct Done {
     pub(super) fingerprint: Option<String>,
     /// The page was byte-for-byte the last good one, so it was not parsed again.
     pub(super) same_page: bool,
+    /// Result pages read.
+    pub(super) pages: u32,
+    /// Where each page's listings end in `listings`.
+    pub(super) page_ends: Vec<usize>,
+    /// When the check's last request after its first started, if it sent more than one.
+    pub(super) last_sent: Option<Timestamp>,
 }
 
 /// Everything one check needs, owned, so it runs as a task of its own.
@@ -67,15 +71,21 @@ pub(super) struct Task {
     pub(super) markers: Arc<Markers>,
     pub(super) has_session: bool,
     pub(super) via: FetchMode,
+    /// With `fetch = "app"`: the request sent instead of a GET of the search's URL.
+    pub(super) app: Option<Arc<AppSearch>>,
     /// The fingerprint every search this check answers last saw, when they agree: the page is
     /// asked for conditionally, and the same bytes are not parsed again.
     pub(super) expected: Option<String>,
+    /// Result pages to read at most (the most any of its searches asks for).
+    pub(super) pages: u32,
+    /// The site's spacing, between the starts of two pages.
+    pub(super) spacing: Duration,
     /// After this long the driver is told (on `slow`) that the check is slow.
     pub(super) slow_after: Duration,
 }
 
 impl Task {
-    /// Fetches and judges the page; `None` when `cancel` stopped the fetch.
+    /// Fetches and judges the pages; `None` when `cancel` stopped the first fetch.
     pub(super) async fn run(
         self,
         cancel: &CancellationToken,
@@ -88,7 +98,10 @@ impl Task {
             markers,
             has_session,
             via,
+            app,
             expected,
+            pages,
+            spacing,
             slow_after,
         } = self;
         let req = FetchRequest {
@@ -104,89 +117,46 @@ impl Task {
             via,
             ready: match via {
                 FetchMode::Browser => profile.ready_selector().map(Arc::from),
-                FetchMode::Http => None,
+                FetchMode::Http | FetchMode::App => None,
             },
             markers: Some(Arc::clone(&markers)),
             outgoing: None,
         };
-        let fetch = fetcher.fetch(&req, cancel);
-        tokio::pin!(fetch);
-        let fetched = tokio::select! {
+        let req = match &app {
+            Some(app) => pages::app_request(app, req),
+            None => req,
+        };
+        let how = pages::Reading {
+            profile: &profile,
+            markers: &markers,
+            has_session,
+            expected: expected.as_deref(),
+            pages,
+            spacing,
+        };
+        let read = pages::read(&fetcher, req, how, cancel);
+        tokio::pin!(read);
+        let read = tokio::select! {
             biased;
-            fetched = &mut fetch => fetched,
+            read = &mut read => read,
             () = tokio::time::sleep(slow_after) => {
                 let _ = slow.send(check.id);
-                fetch.await
+                read.await
             }
         };
-        if fetched.cancelled {
+        if read.fetched.cancelled {
             return None;
         }
-        let fingerprint = fingerprint(&fetched);
-        let same = expected.is_some() && fingerprint == expected;
-        let (outcome, listings) = judge(&fetched, &profile, &markers, has_session, same).await;
         Some(Done {
             check,
-            outcome,
-            fetched,
-            listings,
-            fingerprint,
-            same_page: same && outcome == Outcome::Ok,
+            outcome: read.outcome,
+            fetched: read.fetched,
+            listings: read.listings,
+            fingerprint: read.fingerprint,
+            same_page: read.same_page,
+            pages: read.pages,
+            page_ends: read.page_ends,
+            last_sent: read.last_sent,
         })
     }
-}
-
-/// Classifies a fetched page and, when it is a proper page, extracts its listings.
-///
-/// `same_page`: the bytes are those of the last page judged good, so a listing cannot be new;
-/// classification still runs (headers may differ), extraction does not.
-async fn judge(
-    fetched: &Fetched,
-    profile: &Arc<dyn SiteProfile>,
-    markers: &Markers,
-    has_session: bool,
-    same_page: bool,
-) -> (Outcome, Option<Vec<Listing>>) {
-    if let Some(site) = &fetched.held_at {
-        // The search's own site answered (with a redirect); the site it leads to is waiting.
-        // Nothing is learnt about the page and nobody refused: the search is simply due
-        // again after its interval, like an unchanged page.
-        tracing::info!(to = %site, "a redirect leads to a waiting site; not followed");
-        return (Outcome::Unchanged, None);
-    }
-    let outcome = classify(&fetched.facts(has_session), markers);
-    if outcome != Outcome::Ok || same_page {
-        return (outcome, None);
-    }
-    let Ok(url) = url::Url::parse(&fetched.final_url) else {
-        return (Outcome::LayoutUnknown, None);
-    };
-    let extraction = if fetched.body.len() <= PARSE_INLINE_MAX {
-        profile.extract(&fetched.body, &url)
-    } else {
-        let (profile, body) = (Arc::clone(profile), fetched.body.clone());
-        tokio::task::spawn_blocking(move || profile.extract(&body, &url))
-            .await
-            .unwrap_or(Extraction::LayoutUnknown)
-    };
-    match extraction {
-        Extraction::Listings(v) => (Outcome::Ok, Some(v)),
-        Extraction::NoResults => (Outcome::Ok, Some(Vec::new())),
-        Extraction::LayoutUnknown => (Outcome::LayoutUnknown, None),
-    }
-}
-
-/// A 2xx page's identity: status, final URL and body, hashed (xxh3, 128 bits, hex). Hashing
-/// 300 KB costs ~20 µs; parsing it costs a millisecond or more.
-fn fingerprint(fetched: &Fetched) -> Option<String> {
-    let status = fetched.status.filter(|s| (200..300).contains(s))?;
-    if fetched.failure.is_some() {
-        return None;
-    }
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(&status.to_le_bytes());
-    h.update(fetched.final_url.as_bytes());
-    h.update(&[0]);
-    h.update(&fetched.body);
-    Some(format!("{:032x}", h.digest128()))
 }

@@ -105,12 +105,22 @@ impl Watcher {
             self.scheduler.abandon(check.id);
             return Ok(());
         };
-        let (profile, markers, has_session, via) = (
+        let (profile, markers, has_session, via, app) = (
             Arc::clone(&first.profile),
             Arc::clone(&first.markers),
             first.has_session,
             first.fetch,
+            first.app.clone(),
         );
+        // Searches sharing this URL share its pages: as many as the most of them asks for.
+        let pages = check
+            .searches
+            .iter()
+            .filter_map(|id| self.searches.get(id))
+            .map(|i| i.pages)
+            .max()
+            .unwrap_or(1);
+        let spacing = self.scheduler.site_spacing(&check.site);
         if check.probe {
             self.record_probe(&check)?;
         }
@@ -142,7 +152,10 @@ impl Watcher {
             markers,
             has_session,
             via,
+            app,
             expected,
+            pages,
+            spacing,
             slow_after: self.slow_after,
         };
         let (done, slow, cancel) = (returns.done.clone(), returns.slow.clone(), cancel.clone());

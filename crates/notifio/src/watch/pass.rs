@@ -38,8 +38,10 @@ pub struct PassResult {
     pub unchanged: bool,
     /// When the site may be tried again, if it is waiting.
     pub next_retry_at: Option<u64>,
-    /// How the page was (or would be) read: `http` or `browser`.
+    /// How the page was (or would be) read: `http`, `browser` or `app`.
     pub via: FetchMode,
+    /// Result pages read (0 when the first was refused, or the search was not checked).
+    pub pages: u32,
     /// Why the outcome is not `ok`, in a short sentence (no secrets); absent when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -104,6 +106,7 @@ impl Pass {
                 unchanged: *same_page || *outcome == Outcome::Unchanged,
                 next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
                 via: fetched.via,
+                pages: done.pages,
                 reason: crate::reason::of_check(*outcome, fetched, &info.markers),
             });
         }
@@ -163,6 +166,7 @@ impl Pass {
                     unchanged: false,
                     next_retry_at: next.map(Timestamp::as_millis),
                     via: info.fetch,
+                    pages: 0,
                     reason: Some(reason),
                 },
             );

@@ -30,6 +30,10 @@ impl Watcher {
         self.running.remove(&done.check.id);
         self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
         let t = now();
+        // A check that read several pages is spaced from its last request, not its first.
+        if let Some(at) = done.last_sent {
+            self.scheduler.handle_request_sent(done.check.id, at);
+        }
         let reaction =
             self.scheduler
                 .handle_outcome(done.check.id, done.outcome, done.fetched.retry_after, t);
@@ -202,6 +206,7 @@ fn record_check(
         outcome,
         fetched,
         listings,
+        page_ends,
         ..
     } = done;
     let infos: Vec<&SearchInfo> = check
@@ -223,6 +228,7 @@ fn record_check(
         attempts: fetched.attempts,
         latency_ms: u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX),
         listings: listings.as_deref(),
+        pages: page_ends,
         now: t.as_millis(),
         channels: &routes,
         history,

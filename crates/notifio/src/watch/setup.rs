@@ -7,6 +7,7 @@
 
 use super::{Journal, Mode, WatchError, Watcher, now};
 use crate::config::Config;
+use crate::extract::immoscout24_app::AppSearch;
 use crate::extract::{self, SharedProfile, SiteProfile};
 use crate::fetch::{BrowserConfig, FetchConfig, FetchMode, Fetcher, Launch};
 use crate::filter::AnnounceRules;
@@ -36,8 +37,12 @@ pub(super) struct SearchInfo {
     pub(super) markers: Arc<Markers>,
     pub(super) has_session: bool,
     pub(super) site: SiteKey,
-    /// Over HTTP or in the browser.
+    /// Over HTTP, in the browser, or as the site's app asks.
     pub(super) fetch: FetchMode,
+    /// Result pages a check reads at most.
+    pub(super) pages: u32,
+    /// With `fetch = "app"`: the request sent instead of a GET of the search's URL.
+    pub(super) app: Option<Arc<AppSearch>>,
     /// What of its news is announced (filters, price rules).
     pub(super) rules: Arc<AnnounceRules>,
 }
@@ -327,6 +332,8 @@ fn searches(
                 },
                 has_session: s.fetch == FetchMode::Browser || sessions.contains_key(&s.site),
                 fetch: s.fetch,
+                pages: s.pages,
+                app: s.app.clone().map(Arc::new),
                 markers,
                 profile,
                 site: s.site.clone(),

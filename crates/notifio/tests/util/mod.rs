@@ -93,6 +93,26 @@ pub(crate) async fn wait_for<T>(
     }
 }
 
+/// The next event from a watcher that `f` accepts (lagging is not an error), or a panic after
+/// `limit`.
+pub(crate) async fn next_matching(
+    rx: &mut tokio::sync::broadcast::Receiver<notifio::watch::WatchEvent>,
+    limit: Duration,
+    mut f: impl FnMut(&notifio::watch::WatchEvent) -> bool,
+) -> notifio::watch::WatchEvent {
+    tokio::time::timeout(limit, async {
+        loop {
+            match rx.recv().await {
+                Ok(ev) if f(&ev) => return ev,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(e) => panic!("event stream ended: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("timed out waiting for an event")
+}
+
 // ---------------------------------------------------------------- a raw HTTP server
 
 /// A server on 127.0.0.1 (a site of its own: not the fake portal) that reads each request's

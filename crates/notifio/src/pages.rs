@@ -1,0 +1,254 @@
+//! One check's reading of its search: page 1, then the next result pages its profile finds,
+//! up to the search's `pages`, each judged (classified, then read for listings) as it comes.
+//!
+//! New listings are not always on page one (a site's default order is not by date), so a
+//! search may follow its result pages. Every page is a request to the site like any other: it
+//! waits the site's spacing after the previous page (start to start), and the scheduler hears
+//! of it ([`Read::last_sent`]) so the site's next check is spaced from the last page, not the
+//! first. A single probe reads page 1 only: the site's wait is over only when the probe's
+//! outcome is in, and the next check reads every page again. A refusal on page k ends the
+//! check with that refusal and keeps the listings of pages 1..k−1; a page that is missing,
+//! empty, or unreadable after page 1 is the end of the results, not a fault of the search.
+//! The profiles (`extract/`) say where the next page is; this module decides nothing about
+//! *when* the site may be asked again, which stays with the scheduler and the registry.
+
+use crate::extract::immoscout24_app::AppSearch;
+use crate::extract::{Extraction, SiteProfile};
+use crate::fetch::{FetchMode, FetchRequest, Fetched, Fetcher, Outgoing};
+use crate::listing::Listing;
+use http::header::HeaderName;
+use notifio_policy::{Markers, Outcome, RequestClass, Timestamp, classify};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How one check reads its pages.
+#[derive(Clone, Copy)]
+pub(crate) struct Reading<'a> {
+    /// The search's profile: reads each page, finds the next.
+    pub(crate) profile: &'a Arc<dyn SiteProfile>,
+    /// The profile's markers.
+    pub(crate) markers: &'a Markers,
+    /// The site is read with a session (cookies, or the browser's profile).
+    pub(crate) has_session: bool,
+    /// Page 1's fingerprint at the last good check, when every search this check answers has
+    /// that one: a one-page read of the same bytes is not parsed again.
+    pub(crate) expected: Option<&'a str>,
+    /// Pages to read at most (the search's `pages`, at least 1).
+    pub(crate) pages: u32,
+    /// The site's spacing: the least time between the starts of two pages.
+    pub(crate) spacing: Duration,
+}
+
+/// What one check read.
+#[derive(Debug)]
+pub(crate) struct Read {
+    /// The check's outcome: page 1's, or the refusal that ended it on a later page.
+    pub(crate) outcome: Outcome,
+    /// The last page fetched: the one that refused, else the last page read.
+    pub(crate) fetched: Fetched,
+    /// The listings of every page read, in page order, each once; `None` when no page was
+    /// read (a refusal on page 1, an unchanged page 1).
+    pub(crate) listings: Option<Vec<Listing>>,
+    /// Where each page's listings end in `listings` (see `store::CheckRecord::pages`).
+    pub(crate) page_ends: Vec<usize>,
+    /// Result pages read (0 when page 1 was refused).
+    pub(crate) pages: u32,
+    /// Page 1's fingerprint (2xx only) when only page 1 was asked for: what the next check
+    /// compares against.
+    pub(crate) fingerprint: Option<String>,
+    /// Page 1 was byte for byte the last good one and was not parsed again.
+    pub(crate) same_page: bool,
+    /// When the last request after page 1 started, if there was one: the site's next check is
+    /// spaced from it ([`notifio_policy::Scheduler::handle_request_sent`]).
+    pub(crate) last_sent: Option<Timestamp>,
+}
+
+/// `page_one` (a search's request, as built for its web URL) sent as the site's app sends it:
+/// `app`'s method, headers and body to `app`'s URL, over HTTP ([`FetchMode::App`]), never
+/// conditional. Every other part of the request (site, class, markers) stays.
+pub(crate) fn app_request(app: &AppSearch, page_one: FetchRequest) -> FetchRequest {
+    let headers = app
+        .headers
+        .iter()
+        .filter_map(|(name, value)| {
+            let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+            Some((name, (*value).to_owned()))
+        })
+        .collect();
+    FetchRequest {
+        url: app.url.to_string(),
+        via: FetchMode::App,
+        conditional: false,
+        ready: None,
+        post_json: None,
+        outgoing: Some(Outgoing {
+            method: http::Method::POST,
+            headers,
+            body: bytes::Bytes::from_static(app.body.as_bytes()),
+        }),
+        ..page_one
+    }
+}
+
+/// Reads the check's pages: `first` (page 1's request), then as many more as `how.pages`
+/// allows and the pages link to. Returns with `fetched.cancelled` only when page 1 itself was
+/// cancelled; a shutdown later keeps the pages read so far.
+pub(crate) async fn read(
+    fetcher: &Fetcher,
+    first: FetchRequest,
+    how: Reading<'_>,
+    cancel: &CancellationToken,
+) -> Read {
+    let one_page = how.pages <= 1 || first.class == RequestClass::Probe;
+    let mut request = first;
+    if !one_page {
+        // Page 1 unchanged says nothing about the others: every page is read in full.
+        request.conditional = false;
+    }
+    let mut started = tokio::time::Instant::now();
+    let fetched = fetcher.fetch(&request, cancel).await;
+    let fingerprint = one_page.then(|| fingerprint(&fetched)).flatten();
+    let expected = how.expected.filter(|_| one_page);
+    let same = expected.is_some() && fingerprint.as_deref() == expected;
+    let (outcome, listings) = if fetched.cancelled {
+        (Outcome::Unchanged, None)
+    } else {
+        judge(&fetched, how.profile, how.markers, how.has_session, same).await
+    };
+    let mut read = Read {
+        outcome,
+        pages: u32::from(matches!(outcome, Outcome::Ok | Outcome::Unchanged)),
+        page_ends: listings.iter().map(Vec::len).collect(),
+        listings,
+        fetched,
+        fingerprint,
+        same_page: same && outcome == Outcome::Ok,
+        last_sent: None,
+    };
+    if one_page || read.fetched.cancelled || outcome != Outcome::Ok {
+        return read;
+    }
+    let Some(mut all) = read.listings.take() else {
+        return read;
+    };
+    let mut seen: HashSet<String> = all.iter().map(|l| l.id.clone()).collect();
+    let mut visited: HashSet<String> = HashSet::from([request.url.clone()]);
+    for page in 2..=how.pages {
+        let Some(next) = next_page(how.profile.as_ref(), &read.fetched, page - 1) else {
+            break;
+        };
+        if !visited.insert(next.to_string()) {
+            break;
+        }
+        // Start to start, as between two checks of the site.
+        tokio::select! {
+            () = tokio::time::sleep_until(started + how.spacing) => {}
+            () = cancel.cancelled() => break,
+        }
+        request = FetchRequest {
+            url: next.into(),
+            class: RequestClass::Search,
+            conditional: false,
+            ..request
+        };
+        started = tokio::time::Instant::now();
+        read.last_sent = Some(crate::watch::now());
+        let fetched = fetcher.fetch(&request, cancel).await;
+        if fetched.cancelled {
+            break;
+        }
+        let (outcome, listings) =
+            judge(&fetched, how.profile, how.markers, how.has_session, false).await;
+        if outcome.refusal_kind().is_some() || outcome == Outcome::SessionExpired {
+            // The site refused: the check ends with its refusal; the pages before it count.
+            tracing::info!(site = %request.site, page, outcome = outcome.as_str(), "a later result page was refused");
+            read.outcome = outcome;
+            read.fetched = fetched;
+            break;
+        }
+        let Some(listings) = listings.filter(|_| outcome == Outcome::Ok) else {
+            // Gone, or not a result page: the results end before this page.
+            tracing::debug!(site = %request.site, page, outcome = outcome.as_str(), "no further result page");
+            break;
+        };
+        read.fetched = fetched;
+        read.pages += 1;
+        let before = all.len();
+        all.extend(listings.into_iter().filter(|l| seen.insert(l.id.clone())));
+        read.page_ends.push(all.len());
+        // A page with nothing new (empty, or the last page served again): the end.
+        if all.len() == before {
+            break;
+        }
+    }
+    read.listings = Some(all);
+    read
+}
+
+/// The next result page after `fetched`, page `page` of its search, as its profile reads it.
+fn next_page(profile: &dyn SiteProfile, fetched: &Fetched, page: u32) -> Option<url::Url> {
+    let at = url::Url::parse(&fetched.final_url).ok()?;
+    profile.next_page(&fetched.body, &at, page)
+}
+
+/// Pages larger than this are parsed on the blocking pool. `watch` runs its checks on one
+/// worker thread (fewer thread hand-offs per check), and a huge page (up to the body cap) must
+/// not hold up other sites' checks meanwhile; an ordinary page (~300 KB) parses in ~1 ms.
+const PARSE_INLINE_MAX: usize = 1 << 20;
+
+/// Classifies a fetched page and, when it is a proper page, extracts its listings.
+///
+/// `same_page`: the bytes are those of the last page judged good, so a listing cannot be new;
+/// classification still runs (headers may differ), extraction does not.
+pub(crate) async fn judge(
+    fetched: &Fetched,
+    profile: &Arc<dyn SiteProfile>,
+    markers: &Markers,
+    has_session: bool,
+    same_page: bool,
+) -> (Outcome, Option<Vec<Listing>>) {
+    if let Some(site) = &fetched.held_at {
+        // The search's own site answered (with a redirect); the site it leads to is waiting.
+        // Nothing is learnt about the page and nobody refused: the search is simply due
+        // again after its interval, like an unchanged page.
+        tracing::info!(to = %site, "a redirect leads to a waiting site; not followed");
+        return (Outcome::Unchanged, None);
+    }
+    let outcome = classify(&fetched.facts(has_session), markers);
+    if outcome != Outcome::Ok || same_page {
+        return (outcome, None);
+    }
+    let Ok(url) = url::Url::parse(&fetched.final_url) else {
+        return (Outcome::LayoutUnknown, None);
+    };
+    let extraction = if fetched.body.len() <= PARSE_INLINE_MAX {
+        profile.extract(&fetched.body, &url)
+    } else {
+        let (profile, body) = (Arc::clone(profile), fetched.body.clone());
+        tokio::task::spawn_blocking(move || profile.extract(&body, &url))
+            .await
+            .unwrap_or(Extraction::LayoutUnknown)
+    };
+    match extraction {
+        Extraction::Listings(v) => (Outcome::Ok, Some(v)),
+        Extraction::NoResults => (Outcome::Ok, Some(Vec::new())),
+        Extraction::LayoutUnknown => (Outcome::LayoutUnknown, None),
+    }
+}
+
+/// A 2xx page's identity: status, final URL and body, hashed (xxh3, 128 bits, hex). Hashing
+/// 300 KB costs ~20 µs; parsing it costs a millisecond or more.
+pub(crate) fn fingerprint(fetched: &Fetched) -> Option<String> {
+    let status = fetched.status.filter(|s| (200..300).contains(s))?;
+    if fetched.failure.is_some() {
+        return None;
+    }
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&status.to_le_bytes());
+    h.update(fetched.final_url.as_bytes());
+    h.update(&[0]);
+    h.update(&fetched.body);
+    Some(format!("{:032x}", h.digest128()))
+}
