@@ -381,7 +381,7 @@ async fn notify_test(cfg: Config, names: Vec<String>) -> Result<(), Failure> {
         chosen
     };
     let results =
-        crate::notify::sender::send_test(&channels, &chosen, crate::watch::now().as_millis()).await;
+        crate::notify::sender::send_test(&channels, &chosen, crate::clock::now().as_millis()).await;
     let width = chosen.iter().map(|c| c.as_str().len()).max().unwrap_or(0);
     let mut failed = 0;
     for (name, result) in results {
@@ -473,7 +473,7 @@ async fn login(cfg: Config, which: &str) -> Result<(), Failure> {
             {
                 store
                     .transaction(|tx| {
-                        tx.set_session_expired(&site, false, crate::watch::now().as_millis())
+                        tx.set_session_expired(&site, false, crate::clock::now().as_millis())
                     })
                     .map_err(|e| Failure::Runtime(e.into()))?;
             }
@@ -561,7 +561,7 @@ async fn check(
             backoff,
         );
         sender
-            .drain_once(crate::watch::now().as_millis())
+            .drain_once(crate::clock::now().as_millis())
             .await
             .map_err(|e| Failure::Runtime(e.into()))?;
     }
@@ -600,7 +600,7 @@ fn pass_result_text(r: &PassResult) -> String {
             format!(
                 "; next try in {}",
                 notifio_policy::time::format_countdown(std::time::Duration::from_millis(
-                    t.saturating_sub(crate::watch::now().as_millis())
+                    t.saturating_sub(crate::clock::now().as_millis())
                 ))
             )
         })

@@ -37,7 +37,7 @@ impl StatusSource for LiveStatus {
         let Ok(store) = self.store.lock() else {
             return StatusView::default();
         };
-        match status::build(&store, crate::watch::now().as_millis(), &self.backoff) {
+        match status::build(&store, crate::clock::now().as_millis(), &self.backoff) {
             // The watcher writes its retry metrics to the store at most once a second (for
             // `notifio status`); the dashboard lives beside it and reads them first-hand.
             Ok(view) => StatusView {
@@ -368,7 +368,7 @@ fn demo_config(portal: &Portal, state_dir: &Path, dashboard: SocketAddr, speed: 
 }
 
 fn clock() -> String {
-    let secs = crate::watch::now().as_millis() / 1000;
+    let secs = crate::clock::now().as_millis() / 1000;
     format!(
         "{:02}:{:02}:{:02}",
         (secs / 3600) % 24,

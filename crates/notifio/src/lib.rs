@@ -3,6 +3,7 @@
 //! on a site lives in `notifio-policy`; this crate does the I/O those decisions call for.
 
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod extract;
@@ -11,6 +12,7 @@ pub mod listing;
 pub mod notify;
 pub mod reason;
 pub mod redact;
+pub mod secret;
 pub mod status;
 pub mod store;
 pub mod watch;

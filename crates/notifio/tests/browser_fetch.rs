@@ -272,7 +272,7 @@ async fn refusals_and_faults_in_the_browser_follow_the_same_policy() {
             ),
         ),
     );
-    let started = notifio::watch::now().as_millis();
+    let started = notifio::clock::now().as_millis();
     let results = check_once(load(dir.path(), &text)).await;
 
     let limited = result(&results, "limited");
@@ -373,11 +373,11 @@ async fn nothing_reaches_the_site_between_two_checks() {
         while started_at.len() < 3 {
             match events.recv().await {
                 Ok(WatchEvent::CheckStarted { .. }) => {
-                    started_at.push(notifio::watch::now().as_millis());
+                    started_at.push(notifio::clock::now().as_millis());
                 }
                 Ok(WatchEvent::CheckDone { outcome, .. }) => {
                     assert_eq!(outcome.as_str(), "ok");
-                    done_at.push(notifio::watch::now().as_millis());
+                    done_at.push(notifio::clock::now().as_millis());
                 }
                 _ => {}
             }

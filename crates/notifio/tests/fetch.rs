@@ -17,7 +17,7 @@ use notifio_policy::{
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 use util::{RawServer, raw_response};
 
@@ -665,7 +665,9 @@ async fn invalid_utf8_is_decoded_lossily_and_an_empty_body_is_a_page() {
 async fn retry_after_garbage_huge_and_http_dates() {
     let p = portal().await;
     let f = fetcher();
-    let in_2m = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(120));
+    let in_2m = httpdate::fmt_http_date(
+        UNIX_EPOCH + Duration::from_millis(notifio::clock::now().as_millis() + 120_000),
+    );
     for (raw, check) in [
         ("soon", None),
         ("-5", None),

@@ -13,14 +13,11 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use util::{Notifio, RawServer, raw_response, wait_for};
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+    notifio::clock::now().as_millis()
 }
 
 fn site(name: &str, page_bytes: usize) -> SiteSpec {

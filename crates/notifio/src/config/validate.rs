@@ -711,7 +711,7 @@ fn webhook(t: &Table<'_>, base: &Path, env: &Environment) -> Result<WebhookSetti
                 }
                 Err(e) => return Err(f.err(format!("not a URL: {e}"))),
             }
-            Some(crate::notify::Secret::new(url))
+            Some(crate::secret::Secret::new(url))
         }
         (Some(f), Some(_)) => return Err(f.err("give `url` or `url_file`, not both")),
         (None, Some(_)) => None,
