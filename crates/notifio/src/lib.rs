@@ -12,6 +12,7 @@ pub mod listing;
 pub mod notify;
 pub mod reason;
 pub mod redact;
+pub mod runner;
 pub mod secret;
 pub mod status;
 pub mod store;
