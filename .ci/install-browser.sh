@@ -1,5 +1,5 @@
 #!/bin/sh
-# Installs the headless browser the dashboard's browser test drives (tests/browser.rs):
+# Installs the headless browser the dashboard's browser test drives (tests/it/browser.rs):
 # Debian's chromium and its matching chromedriver. Needs root (CI images run as root).
 set -eu
 if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
