@@ -648,7 +648,6 @@ impl Fetcher {
         if fetched.cancelled {
             return fetched;
         }
-        // (No let-chains: the workspace's rust-version is 1.85.)
         if let (None, Some(s)) = (&fetched.last_error, fetched.status.filter(|s| *s >= 500)) {
             let reason = StatusCode::from_u16(s)
                 .ok()
