@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs what the tests start besides Notifio itself, from Debian's packages:
-# - chromium: the browser fetch path (tests/browser_fetch.rs) and the dashboard's browser test;
+# - chromium: the browser fetch path (tests/it/browser_fetch.rs) and the dashboard's browser test (tests/it/browser.rs);
 # - chromium-driver: the dashboard's browser test drives Chromium through WebDriver;
 # - xvfb: `notifio login` opens a visible window, under a virtual display in tests;
 # - dbus: the desktop notification channel's test runs a session bus of its own.

@@ -2,7 +2,7 @@
 //!
 //! Each target feeds remote or user-controlled input to one parser; the checks here are the
 //! properties every extractor must keep on *any* page, so the targets stay one-liners and the
-//! regression tests in `crates/*/tests/fuzz_regressions.rs` assert the same thing.
+//! regression tests in `crates/*/tests/it/fuzz_regressions.rs` assert the same thing.
 
 use notifio::extract::{Extraction, SiteProfile};
 use notifio::listing::{CardSpec, FieldSpec, ListingSpec};

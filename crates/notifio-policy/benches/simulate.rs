@@ -102,8 +102,9 @@ impl Day {
                     Outcome::Denied,
                     Outcome::Error,
                 ][kind as usize];
-                let retry_after =
-                    ((r >> 50) % 3 == 0).then(|| Duration::from_secs(60 + (r >> 8) % 7_140));
+                let retry_after = (r >> 50)
+                    .is_multiple_of(3)
+                    .then(|| Duration::from_secs(60 + (r >> 8) % 7_140));
                 Some(Script {
                     from,
                     until: from + len,

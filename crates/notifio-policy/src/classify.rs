@@ -300,11 +300,10 @@ pub fn challenge_marker<'m>(facts: &ResponseFacts<'_>, markers: &'m Markers) -> 
     if let Some(hit) = first_in(head, &markers.challenge_body) {
         return Some(hit);
     }
-    // (No let-chains: this crate's rust-version is 1.85.)
-    if facts.body_head.len() <= SCRIPT_PAGE_MAX {
-        if let Some(hit) = first_in(head, &markers.challenge_script) {
-            return Some(hit);
-        }
+    if facts.body_head.len() <= SCRIPT_PAGE_MAX
+        && let Some(hit) = first_in(head, &markers.challenge_script)
+    {
+        return Some(hit);
     }
     let path = path_of(facts.final_url);
     markers

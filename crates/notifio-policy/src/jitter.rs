@@ -4,7 +4,7 @@
 //! instant each cycle; so a page checked now is due again after its interval times a factor
 //! drawn from `[1 - jitter, 1 + jitter)` (DESIGN §5: ±10%). The same stream jitters the
 //! backoff waits. Public so that a test can replay the scheduler's plan draw for draw (the
-//! reference scheduler in `tests/scheduler_reference.rs` does); the driver never needs it.
+//! reference scheduler in `tests/it/scheduler_reference.rs` does); the driver never needs it.
 
 /// A seeded stream of random numbers: wyrand (Wang Yi's generator: a Weyl sequence through
 /// one 64 × 64 → 128-bit multiply), seeded through splitmix64 so that nearby seeds start far

@@ -23,7 +23,7 @@
 //!
 //! The order is defined, so that a plan can be reproduced: sites that wake on the same tick
 //! go in the order their wake-ups were set, and a site checks its earliest due page, ties
-//! going to the page added first. `tests/scheduler_reference.rs` checks this scheduler against
+//! going to the page added first. `tests/it/scheduler_reference.rs` checks this scheduler against
 //! a plain reference one, step by step.
 
 use crate::backoff::RefusalKind;

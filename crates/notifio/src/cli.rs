@@ -6,6 +6,8 @@
 //! file:line:col and the key), 1 for a runtime failure.
 
 use crate::config::{self, Config, ConfigError};
+use crate::notify::NotifyError;
+use crate::runner::{Hooks, RunError};
 use crate::status;
 use crate::watch::{PassResult, Watcher};
 use clap::{Parser, Subcommand};
@@ -15,6 +17,7 @@ use serde::Serialize;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
 
 /// Watches rental search pages and tells you within seconds when a new listing appears —
 /// politely: a site that refuses is left alone on a per-site ladder, and comes back through a
@@ -158,16 +161,14 @@ fn watch_failure(e: crate::watch::WatchError) -> Failure {
     }
 }
 
-/// A start-up failure of `watch` that the config caused (channels, sessions) is exit 2, as it
-/// is for `check`; anything else is a runtime failure.
-fn config_or_runtime(e: anyhow::Error) -> Failure {
-    match e.downcast::<crate::watch::WatchError>() {
-        Ok(w) => watch_failure(w),
-        Err(e) => match e.downcast::<crate::notify::NotifyError>() {
-            Ok(n @ crate::notify::NotifyError::Database { .. }) => Failure::Runtime(n.into()),
-            Ok(n) => Failure::Usage(n.to_string()),
-            Err(e) => Failure::Runtime(e),
-        },
+/// A run that could not start because of what the config asks for (channels, sessions) is a
+/// config problem, exit 2, as it is for `check`; anything else is a runtime failure.
+fn run_failure(e: RunError) -> Failure {
+    match e {
+        RunError::Watch(w) => watch_failure(w),
+        RunError::Channels(n @ NotifyError::Database { .. }) => Failure::Runtime(n.into()),
+        RunError::Channels(n) => Failure::Usage(n.to_string()),
+        other => Failure::Runtime(other.into()),
     }
 }
 
@@ -258,11 +259,10 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 /// same thread) instead of waking the main thread for every finished check.
 fn on_workers(
     rt: tokio::runtime::Runtime,
-    job: impl Future<Output = anyhow::Result<()>> + Send + 'static,
+    job: impl Future<Output = Result<(), Failure>> + Send + 'static,
 ) -> Result<(), Failure> {
     rt.block_on(async { tokio::spawn(job).await })
         .map_err(|e| Failure::Runtime(anyhow::anyhow!("the watcher stopped: {e}")))?
-        .map_err(config_or_runtime)
 }
 
 /// `check` is one batch pass, so it runs on one thread: the hand-offs between workers (futex
@@ -336,15 +336,10 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Watch => {
             let cfg = load_config(cli.config)?;
-            on_workers(runtime()?, crate::demo::watch_until_signal(cfg, None)).map_err(|f| {
-                // A watcher that could not start because of its config exits 2, as `check` does.
-                match f {
-                    Failure::Runtime(e) => match e.downcast::<crate::watch::WatchError>() {
-                        Ok(w) => watch_failure(w),
-                        Err(e) => Failure::Runtime(e),
-                    },
-                    other => other,
-                }
+            on_workers(runtime()?, async move {
+                crate::runner::run(cfg, CancellationToken::new(), Hooks::default())
+                    .await
+                    .map_err(run_failure)
             })
         }
         Command::Demo {
@@ -352,7 +347,12 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             duration,
             dashboard,
         } => on_workers(runtime()?, async move {
-            crate::demo::run(speed, duration, &dashboard).await
+            crate::demo::run(speed, duration, &dashboard)
+                .await
+                .map_err(|e| match e.downcast::<RunError>() {
+                    Ok(run) => run_failure(run),
+                    Err(e) => Failure::Runtime(e),
+                })
         }),
     }
 }
@@ -381,7 +381,7 @@ async fn notify_test(cfg: Config, names: Vec<String>) -> Result<(), Failure> {
         chosen
     };
     let results =
-        crate::notify::sender::send_test(&channels, &chosen, crate::watch::now().as_millis()).await;
+        crate::notify::sender::send_test(&channels, &chosen, crate::clock::now().as_millis()).await;
     let width = chosen.iter().map(|c| c.as_str().len()).max().unwrap_or(0);
     let mut failed = 0;
     for (name, result) in results {
@@ -477,7 +477,7 @@ async fn login(cfg: Config, which: &str) -> Result<(), Failure> {
             {
                 store
                     .transaction(|tx| {
-                        tx.set_session_expired(&site, false, crate::watch::now().as_millis())
+                        tx.set_session_expired(&site, false, crate::clock::now().as_millis())
                     })
                     .map_err(|e| Failure::Runtime(e.into()))?;
             }
@@ -542,7 +542,7 @@ async fn check(
             }
         }
     });
-    let cancel = tokio_util::sync::CancellationToken::new();
+    let cancel = CancellationToken::new();
     let ctrl_c = cancel.clone();
     tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
@@ -565,7 +565,7 @@ async fn check(
             backoff,
         );
         sender
-            .drain_once(crate::watch::now().as_millis())
+            .drain_once(crate::clock::now().as_millis())
             .await
             .map_err(|e| Failure::Runtime(e.into()))?;
     }
@@ -609,7 +609,7 @@ fn pass_result_text(r: &PassResult) -> String {
             format!(
                 "; next try in {}",
                 notifio_policy::time::format_countdown(std::time::Duration::from_millis(
-                    t.saturating_sub(crate::watch::now().as_millis())
+                    t.saturating_sub(crate::clock::now().as_millis())
                 ))
             )
         })

@@ -1,185 +1,25 @@
-//! `notifio demo` and the runner shared with `notifio watch`.
+//! `notifio demo`: the whole product, offline.
 //!
-//! The demo shows the whole product offline: it starts the fake portal in-process on loopback
-//! with two sites (one well-behaved, one that starts refusing after a while and then recovers),
-//! writes an explicit demo config with short ladders (printed at start, so nothing is hidden),
-//! and runs the *real* watcher — the same code path as `notifio watch` — with the dashboard
-//! and the mbox notifier, narrating each event on one line.
+//! It starts the fake portal in-process on loopback with two sites (one well-behaved, one that
+//! starts refusing after a while and then recovers), writes an explicit demo config with short
+//! ladders (printed at start, so nothing is hidden), and hands it to the [`runner`] — exactly
+//! what `notifio watch` runs, dashboard and mbox notifier included — narrating each event on
+//! one line. What is the demo's own is here: the portal, its script, its config, its words.
+//!
+//! [`runner`]: crate::runner
 
-use crate::config::{self, Config};
-use crate::notify;
-use crate::status::{self, StatusView};
-use crate::store::Store;
-use crate::watch::{AppMetrics, WatchEvent, Watcher};
-use crate::web::{self, DashboardConfig, StatusSource};
+use crate::config;
+use crate::runner::{self, Hooks, Narrator};
+use crate::watch::WatchEvent;
 use anyhow::Context as _;
 use fake_portal::{Behaviour, ChallengeKind, Portal, Render, SiteSpec};
-use notifio_policy::{BackoffPolicy, Reaction, SiteKey, format_duration};
+use notifio_policy::{Reaction, SiteKey, format_duration};
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// The dashboard's view of a running watcher: status from the same database the watcher
-/// writes (through a connection of its own), metrics from the fetcher and the app counters.
-struct LiveStatus {
-    store: Mutex<Store>,
-    backoff: BackoffPolicy,
-    fetcher: crate::fetch::Fetcher,
-    metrics: Arc<AppMetrics>,
-}
-
-impl StatusSource for LiveStatus {
-    fn status(&self) -> StatusView {
-        let Ok(store) = self.store.lock() else {
-            return StatusView::default();
-        };
-        match status::build(&store, crate::watch::now().as_millis(), &self.backoff) {
-            // The watcher writes its retry metrics to the store at most once a second (for
-            // `notifio status`); the dashboard lives beside it and reads them first-hand.
-            Ok(view) => StatusView {
-                retry: self.fetcher.metrics().snapshot(),
-                warnings: self.fetcher.metrics().warnings(),
-                ..view
-            },
-            Err(e) => StatusView {
-                warnings: vec![format!("status unavailable: {e}")],
-                ..StatusView::default()
-            },
-        }
-    }
-
-    fn metrics(&self) -> String {
-        let mut out = String::new();
-        self.fetcher.metrics().encode_prometheus(&mut out);
-        self.metrics.encode(&mut out);
-        let pending = self
-            .store
-            .lock()
-            .ok()
-            .and_then(|store| notify::outbox::pending_count(store.conn()).ok());
-        if let Some(n) = pending {
-            out.push_str(&format!(
-                "# HELP notifio_outbox_pending Notifications waiting to be delivered.\n# TYPE notifio_outbox_pending gauge\nnotifio_outbox_pending {n}\n"
-            ));
-        }
-        out
-    }
-}
-
-/// Something that prints the watcher's events (the demo's narrative).
-pub type Narrator = Box<dyn FnMut(&WatchEvent) + Send>;
-
-/// Runs the watcher with the notifier and the dashboard until Ctrl-C/SIGTERM (or `stop`).
-///
-/// # Errors
-/// Start-up failures (store, dashboard address, channels) and store failures while running.
-pub async fn watch_until_signal(cfg: Config, narrator: Option<Narrator>) -> anyhow::Result<()> {
-    run_watcher(cfg, narrator, CancellationToken::new(), None).await
-}
-
-/// What `notifio watch` runs (watcher, notifier, dashboard) until `cancel` fires or a signal
-/// arrives. `on_dashboard` receives the dashboard's bound address (port 0 picks a free one).
-///
-/// # Errors
-/// As [`watch_until_signal`].
-pub async fn run_watcher(
-    cfg: Config,
-    narrator: Option<Narrator>,
-    cancel: CancellationToken,
-    on_dashboard: Option<Box<dyn FnOnce(SocketAddr) + Send>>,
-) -> anyhow::Result<()> {
-    let state_dir = cfg.watch.state_dir.clone();
-    // One watcher per state directory, held until this returns.
-    let _lock = Store::lock(&state_dir)?;
-    let dashboard = cfg.watch.dashboard;
-    let token = cfg.watch.dashboard_token.clone();
-    let hosts = cfg.watch.dashboard_hosts.clone();
-    let senders = notify::Channels::from_config(&cfg).context("notification channels")?;
-    let channels = senders.names();
-    let sender = notify::Sender::new(
-        Store::file_in(&state_dir),
-        senders,
-        cfg.retry.notify.clone(),
-        cfg.backoff.clone(),
-    );
-    let backoff = cfg.backoff.clone();
-    let mut watcher = Watcher::new(cfg, channels, false)?;
-
-    // Signals: Ctrl-C and SIGTERM finish in-flight work, flush the store, exit 0.
-    let signal_cancel = cancel.clone();
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        signal_cancel.cancel();
-    });
-
-    let wake = watcher.outbox_wake();
-    let sender_task = tokio::spawn(sender.run(wake.clone(), cancel.clone()));
-    wake.notify_one(); // deliver whatever a previous run left in the outbox
-
-    if let Some(addr) = dashboard {
-        let source = Arc::new(LiveStatus {
-            store: Mutex::new(Store::open_existing(&Store::file_in(&state_dir))?),
-            backoff,
-            fetcher: watcher.fetcher().clone(),
-            metrics: watcher.metrics(),
-        });
-        let (bound, _task) = web::serve(
-            DashboardConfig { addr, token, hosts },
-            source,
-            cancel.clone(),
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-        tracing::info!("dashboard on http://{bound}/");
-        match on_dashboard {
-            Some(f) => f(bound),
-            None => eprintln!("dashboard: http://{bound}/"),
-        }
-    }
-
-    let narration = narrator.map(|mut narrate| {
-        let mut rx = watcher.subscribe();
-        tokio::spawn(async move {
-            while let Ok(ev) = rx.recv().await {
-                narrate(&ev);
-            }
-        })
-    });
-    let result = watcher.run(cancel.clone()).await;
-    cancel.cancel();
-    drop(watcher);
-    let _ = tokio::time::timeout(Duration::from_millis(400), sender_task).await;
-    if let Some(n) = narration {
-        n.abort();
-    }
-    result.map(|_| ()).map_err(Into::into)
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
 
 fn scaled(d: Duration, speed: f64) -> Duration {
     Duration::from_millis(((d.as_millis() as f64) / speed).round().max(1.0) as u64)
@@ -358,9 +198,11 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
         .clone()
         .unwrap_or_else(|| state_dir.join("notifications.mbox"));
     let narrator = narrator(friendly, mailbox.clone());
-    let on_dashboard: Box<dyn FnOnce(SocketAddr) + Send> =
-        Box::new(|addr| println!("Dashboard: http://{addr}/\n"));
-    let result = run_watcher(cfg, Some(narrator), cancel.clone(), Some(on_dashboard)).await;
+    let hooks = Hooks {
+        narrator: Some(narrator),
+        on_dashboard: Some(Box::new(|addr| println!("Dashboard: http://{addr}/\n"))),
+    };
+    let result = runner::run(cfg, cancel.clone(), hooks).await;
     cancel.cancel();
     adder.abort();
     dropper.abort();
@@ -374,7 +216,7 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
         "Inspect it with: notifio status --config {}",
         config_path.display()
     );
-    result
+    Ok(result?)
 }
 
 /// The demo's five searches: (name, (site, search slug)); three are on the refusing site.
@@ -456,7 +298,7 @@ fn demo_config(
 }
 
 fn clock() -> String {
-    let secs = crate::watch::now().as_millis() / 1000;
+    let secs = crate::clock::now().as_millis() / 1000;
     format!(
         "{:02}:{:02}:{:02}",
         (secs / 3600) % 24,
@@ -532,7 +374,8 @@ fn narrator(names: HashMap<String, String>, mailbox: PathBuf) -> Narrator {
                             name(site),
                             searches.join("\", \""),
                             c.id,
-                            notify::message::price_change(c).trim_start_matches("Price dropped: "),
+                            crate::notify::message::price_change(c)
+                                .trim_start_matches("Price dropped: "),
                             mailbox.display()
                         ));
                     }

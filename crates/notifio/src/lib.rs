@@ -3,6 +3,7 @@
 //! on a site lives in `notifio-policy`; this crate does the I/O those decisions call for.
 
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod duplicate;
@@ -15,6 +16,8 @@ mod pages;
 pub mod price;
 pub mod reason;
 pub mod redact;
+pub mod runner;
+pub mod secret;
 pub mod status;
 pub mod store;
 pub mod watch;

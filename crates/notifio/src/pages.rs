@@ -154,7 +154,7 @@ pub(crate) async fn read(
             ..request
         };
         started = tokio::time::Instant::now();
-        read.last_sent = Some(crate::watch::now());
+        read.last_sent = Some(crate::clock::now());
         let fetched = fetcher.fetch(&request, cancel).await;
         if fetched.cancelled {
             break;

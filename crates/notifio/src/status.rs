@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Request-level retry metrics in [`StatusView`]: the fetcher's own snapshot.
+pub use crate::fetch::metrics::RetryStatus;
+
 /// `GET /api/status`. Times are Unix epoch milliseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatusView {
@@ -123,21 +126,6 @@ pub struct SiteStatus {
     pub timeline: Vec<String>,
 }
 
-/// Retry metrics in [`StatusView`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RetryStatus {
-    /// Requests made (first attempts).
-    pub requests: u64,
-    /// Requests that needed at least one retry.
-    pub retried: u64,
-    /// Retry attempts (attempts beyond the first).
-    pub attempts: u64,
-    /// Requests that still failed after their last attempt.
-    pub final_failures: u64,
-    /// retried / requests over the last hour.
-    pub retry_rate: f64,
-}
-
 use crate::store::{Store, StoreError};
 use notifio_policy::time::format_countdown;
 use notifio_policy::{BackoffPolicy, RefusalKind};
@@ -167,7 +155,7 @@ fn ordinal(n: u32) -> String {
 /// When the database cannot be opened or read.
 pub fn build_from_dir(state_dir: &Path, backoff: &BackoffPolicy) -> Result<StatusView, StoreError> {
     let store = Store::open(state_dir)?;
-    build(&store, crate::watch::now().as_millis(), backoff)
+    build(&store, crate::clock::now().as_millis(), backoff)
 }
 
 /// The one function that builds the status view (DESIGN §8) from the store.

@@ -9,11 +9,159 @@
 use super::raw::{Field, Table, suggestion};
 use super::resolve::{Environment, resolve_path};
 use super::{ChannelSettings, ConfigError, SecretSetting, ServiceSettings};
-use crate::notify::{ChannelKind, ChannelName, Secret};
+use crate::secret::Secret;
 use percent_encoding::percent_decode_str;
+use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::path::Path;
 
 type Result<T> = std::result::Result<T, ConfigError>;
+
+/// Telegram's Bot API, unless `api` says otherwise.
+const TELEGRAM_API: &str = "https://api.telegram.org";
+/// Pushover's API, unless `api` says otherwise.
+const PUSHOVER_API: &str = "https://api.pushover.net";
+
+/// The kind of service a channel delivers to. A channel's [`ChannelName`] starts with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelKind {
+    /// SMTP or sendmail.
+    Email,
+    /// An mbox file on disk.
+    Mailbox,
+    /// An HTTP POST (JSON or ntfy plain text).
+    Webhook,
+    /// A Telegram bot's `sendMessage`.
+    Telegram,
+    /// A Discord channel webhook.
+    Discord,
+    /// A Slack incoming webhook.
+    Slack,
+    /// An ntfy topic.
+    Ntfy,
+    /// A Gotify server's `/message`.
+    Gotify,
+    /// Pushover's `messages.json`.
+    Pushover,
+    /// A Matrix room.
+    Matrix,
+    /// The desktop's notification service (D-Bus on Linux).
+    Desktop,
+}
+
+impl ChannelKind {
+    /// All kinds, in the order `[notify]` documents them.
+    pub const ALL: [Self; 11] = [
+        Self::Email,
+        Self::Mailbox,
+        Self::Webhook,
+        Self::Telegram,
+        Self::Discord,
+        Self::Slack,
+        Self::Ntfy,
+        Self::Gotify,
+        Self::Pushover,
+        Self::Matrix,
+        Self::Desktop,
+    ];
+
+    /// The `[notify]` key, and the name of the first channel of this kind.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Email => "email",
+            Self::Mailbox => "mailbox",
+            Self::Webhook => "webhook",
+            Self::Telegram => "telegram",
+            Self::Discord => "discord",
+            Self::Slack => "slack",
+            Self::Ntfy => "ntfy",
+            Self::Gotify => "gotify",
+            Self::Pushover => "pushover",
+            Self::Matrix => "matrix",
+            Self::Desktop => "desktop",
+        }
+    }
+
+    /// Parses [`Self::as_str`] back.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A kind names its first channel, so outbox rows can be written for `ChannelKind::Email`.
+impl AsRef<str> for ChannelKind {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for ChannelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A configured channel's name: its kind (`telegram`), or for a second channel of the same
+/// kind (from `urls`) `telegram-2`, and so on in config order. It is what a search's
+/// `notify = [...]` lists, what the outbox's `channel` column holds and what `status` shows.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ChannelName(String);
+
+impl ChannelName {
+    /// A name as stored or configured.
+    #[must_use]
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    /// The `n`-th channel (1-based) of `kind`: `telegram`, `telegram-2`, ….
+    #[must_use]
+    pub fn numbered(kind: ChannelKind, n: usize) -> Self {
+        if n <= 1 {
+            Self(kind.as_str().to_owned())
+        } else {
+            Self(format!("{}-{n}", kind.as_str()))
+        }
+    }
+
+    /// The name as text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The kind the name starts with, if it is one of ours.
+    #[must_use]
+    pub fn kind(&self) -> Option<ChannelKind> {
+        let base = match self.0.rsplit_once('-') {
+            Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
+            _ => self.0.as_str(),
+        };
+        ChannelKind::parse(base)
+    }
+}
+
+impl From<ChannelKind> for ChannelName {
+    fn from(kind: ChannelKind) -> Self {
+        Self::numbered(kind, 1)
+    }
+}
+
+impl fmt::Display for ChannelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&self.0)
+    }
+}
+
+impl AsRef<str> for ChannelName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
 
 /// The `[notify]` keys of the service channels, in the order they are built.
 pub(super) const SERVICE_KEYS: &[&str] = &[
@@ -142,7 +290,7 @@ fn table_channel(
         ChannelKind::Telegram => {
             allow(&["token", "token_file", "chat_id", "api"])?;
             ServiceSettings::Telegram {
-                api: url_setting(t, "api", Some(crate::notify::telegram::DEFAULT_API))?,
+                api: url_setting(t, "api", Some(TELEGRAM_API))?,
                 token: secret(t, kind, "token", base, env, no_check)?,
                 chat_id: id_setting(
                     t,
@@ -180,7 +328,7 @@ fn table_channel(
         ChannelKind::Pushover => {
             allow(&["user", "user_file", "token", "token_file", "api"])?;
             ServiceSettings::Pushover {
-                api: url_setting(t, "api", Some(crate::notify::pushover::DEFAULT_API))?,
+                api: url_setting(t, "api", Some(PUSHOVER_API))?,
                 user: secret(t, kind, "user", base, env, no_check)?,
                 token: secret(t, kind, "token", base, env, no_check)?,
             }
@@ -333,7 +481,7 @@ pub(crate) fn apprise(url: &str, key: &str) -> Parsed {
                     (
                         ChannelKind::Telegram,
                         ServiceSettings::Telegram {
-                            api: crate::notify::telegram::DEFAULT_API.to_owned(),
+                            api: TELEGRAM_API.to_owned(),
                             token: inline(token.clone()),
                             chat_id: chat.clone(),
                         },
@@ -424,7 +572,7 @@ pub(crate) fn apprise(url: &str, key: &str) -> Parsed {
             (Some(u), []) if !u.is_empty() && !host.is_empty() => Ok(vec![(
                 ChannelKind::Pushover,
                 ServiceSettings::Pushover {
-                    api: crate::notify::pushover::DEFAULT_API.to_owned(),
+                    api: PUSHOVER_API.to_owned(),
                     user: inline(decode(u)),
                     token: inline(decode(host)),
                 },

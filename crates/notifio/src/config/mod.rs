@@ -24,6 +24,7 @@ use crate::extract::immoscout24_app::AppSearch;
 pub use crate::fetch::FetchMode;
 pub use crate::filter::AnnounceRules;
 use crate::listing::ListingSpec;
+pub use channels::{ChannelKind, ChannelName};
 use notifio_policy::{BackoffPolicy, RetryPolicies, SiteKey, format_duration};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -170,16 +171,56 @@ impl NotifySettings {
     }
 }
 
-/// `[notify.email]` or `notify.email = {…}`: the notifier's own settings type, so the config
-/// hands it over as is (a string or an array of recipients in the file; the password never
-/// comes from the file).
-pub use crate::notify::email::EmailSettings;
+/// `[notify.email]` or `notify.email = {…}`, as the config resolves it (a string or an array
+/// of recipients in the file; the password never comes from the file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmailSettings {
+    /// Recipients.
+    pub to: Vec<String>,
+    /// Sender address (`Notifio <notifio@example.com>`).
+    pub from: String,
+    /// `smtp://[user@]host[:port]`, `smtps://…`, `smtp+starttls://…`, or `sendmail` /
+    /// `sendmail:/path/to/sendmail`.
+    pub smtp: String,
+    /// A file holding the password (mode 0600 or stricter). Used when the env var is unset.
+    pub password_file: Option<PathBuf>,
+    /// Send the password over `smtp://` to a server that offers no STARTTLS (false: only to
+    /// a loopback server).
+    pub allow_plaintext: bool,
+}
 
-/// `[notify.webhook]` or `notify.webhook = {…}`, and its body format: the notifier's own types.
-pub use crate::notify::webhook::{WebhookFormat, WebhookSettings};
+/// How the body is written (`[notify] webhook.format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WebhookFormat {
+    /// `application/json`: `{"version":1,"subject","text","type",…notification fields}`.
+    #[default]
+    Json,
+    /// ntfy: the text as the body, the subject as `title`, the first link as `click`.
+    Ntfy,
+}
+
+/// `[notify.webhook]` or `notify.webhook = {…}`: where to POST (a secret: `url`, `url_file` or
+/// `NOTIFIO_WEBHOOK_URL`) and in which format.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookSettings {
+    /// The URL's source.
+    pub url: SecretSetting,
+    /// Body format.
+    pub format: WebhookFormat,
+}
+
+// Manual Debug: the URL's source, never the URL.
+impl fmt::Debug for WebhookSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookSettings")
+            .field("url", &self.url)
+            .field("format", &self.format)
+            .finish()
+    }
+}
 
 /// A secret's source (environment, file, config), resolved when the channel is built.
-pub use crate::notify::secret::SecretSetting;
+pub use crate::secret::SecretSetting;
 
 /// One channel beyond email, mailbox and webhook.
 #[derive(Clone, Debug, PartialEq, Eq)]

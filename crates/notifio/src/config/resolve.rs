@@ -125,7 +125,7 @@ pub(crate) fn check(pending: &[Pending]) -> Result<(), ConfigError> {
                     })
                 }
             },
-            Named::PasswordFile(path) => crate::notify::email::read_password_file(path)
+            Named::PasswordFile(path) => crate::secret::read_file(path)
                 .err()
                 .map(|e| (e.to_string(), None)),
             Named::SmtpUser(user) => std::env::var(SMTP_PASSWORD_ENV)

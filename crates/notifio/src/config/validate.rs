@@ -285,7 +285,6 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
         .transpose()?;
     let dashboard_token = env.dashboard_token.clone().or(file_token);
     // The default address is loopback, so only an explicit `dashboard` can need a token.
-    // A match guard rather than a let-chain: the workspace's rust-version is 1.85.
     match (dashboard, &dashboard_token, &dashboard_field) {
         (Some(addr), None, Some(f)) if !addr.ip().is_loopback() => {
             return Err(f
@@ -760,7 +759,7 @@ fn webhook(t: &Table<'_>, base: &Path, env: &Environment) -> Result<WebhookSetti
                 }
                 Err(e) => return Err(f.err(format!("not a URL: {e}"))),
             }
-            Some(crate::notify::Secret::new(url))
+            Some(crate::secret::Secret::new(url))
         }
         (Some(f), Some(_)) => return Err(f.err("give `url` or `url_file`, not both")),
         (None, Some(_)) => None,

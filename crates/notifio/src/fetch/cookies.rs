@@ -8,7 +8,6 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 use url::Url;
 
 /// A cookies file could not be used.
@@ -130,9 +129,7 @@ impl CookieJar {
     /// rules of RFC 6265), or `None` when no cookie applies.
     #[must_use]
     pub fn header_for(&self, url: &Url) -> Option<String> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = crate::clock::now().as_millis() / 1000;
         let parts: Vec<String> = self
             .cookies
             .iter()

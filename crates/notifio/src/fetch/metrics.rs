@@ -7,13 +7,13 @@
 //! at least [`MIN_SAMPLES`] requests in the hour, so one retried request at start-up is not
 //! reported as a 100% retry rate.
 
-use crate::status::RetryStatus;
 use notifio_policy::RequestClass;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,6 +29,21 @@ pub const MIN_SAMPLES: usize = 20;
 const WINDOW: Duration = Duration::from_secs(3600);
 /// Ring bound: at 30 s per search this is hundreds of searches' hour.
 const MAX_SAMPLES: usize = 100_000;
+
+/// The retry metrics as `notifio status` and `/api/status` show them (`retry`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RetryStatus {
+    /// Requests made (first attempts).
+    pub requests: u64,
+    /// Requests that needed at least one retry.
+    pub retried: u64,
+    /// Retry attempts (attempts beyond the first).
+    pub attempts: u64,
+    /// Requests that still failed after their last attempt.
+    pub final_failures: u64,
+    /// retried / requests over the last hour.
+    pub retry_rate: f64,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabels {

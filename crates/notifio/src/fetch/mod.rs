@@ -26,14 +26,14 @@ use notifio_policy::classify::BODY_HEAD;
 use notifio_policy::retry::GiveUp;
 use notifio_policy::{
     AttemptResult, Markers, RequestClass, ResponseFacts, RetryBudget, RetryPolicies, SiteKey,
-    Timestamp, TransportFailure, parse_retry_after,
+    TransportFailure, parse_retry_after,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
@@ -450,14 +450,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn now_timestamp() -> Timestamp {
-    Timestamp(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-    )
-}
-
 /// A transport failure as the retry policy sees it.
 fn failure_of(broken: transport::Broken) -> TransportFailure {
     match broken {
@@ -496,7 +488,7 @@ fn retry_after_of(headers: &[(String, String)]) -> Option<Duration> {
     headers
         .iter()
         .find(|(n, _)| n == "retry-after")
-        .and_then(|(_, v)| parse_retry_after(v, now_timestamp()))
+        .and_then(|(_, v)| parse_retry_after(v, crate::clock::now()))
 }
 
 impl Fetcher {
@@ -672,7 +664,6 @@ impl Fetcher {
         if fetched.cancelled {
             return fetched;
         }
-        // (No let-chains: the workspace's rust-version is 1.85.)
         if let (None, Some(s)) = (&fetched.last_error, fetched.status.filter(|s| *s >= 500)) {
             let reason = StatusCode::from_u16(s)
                 .ok()

@@ -148,6 +148,23 @@ mod tests {
         }
     }
 
+    /// A script that nobody watches (no log of the calls).
+    fn answers(
+        results: Vec<AttemptResult>,
+        took: Duration,
+    ) -> impl FnMut(u32, Duration) -> Scripted {
+        script(results, took, Arc::default(), Instant::now())
+    }
+
+    /// `run` as most tests call it: never cancelled, the jitter sample in the middle of its
+    /// range (each sleep is then exactly its step), and a budget that grants every retry.
+    async fn run_plainly(
+        policy: &RetryPolicy,
+        attempt: impl FnMut(u32, Duration) -> Scripted,
+    ) -> LoopOutcome<u32> {
+        run(policy, &CancellationToken::new(), || 0.5, || true, attempt).await
+    }
+
     fn policy(attempts: u32, deadline_ms: u64) -> RetryPolicy {
         RetryPolicy::new(
             attempts,
@@ -171,14 +188,7 @@ mod tests {
             log.clone(),
             start,
         );
-        let out = run(
-            &policy(3, 20_000),
-            &CancellationToken::new(),
-            || 0.5,
-            || true,
-            f,
-        )
-        .await;
+        let out = run_plainly(&policy(3, 20_000), f).await;
         assert_eq!(out.attempts, 3);
         assert_eq!(
             out.sleeps,
@@ -204,12 +214,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn jitter_extremes_stay_within_25_percent() {
         for (r, want) in [(0.0, [75, 225]), (0.999_999, [125, 375])] {
-            let f = script(
-                vec![AttemptResult::Connect],
-                Duration::ZERO,
-                Arc::default(),
-                Instant::now(),
-            );
+            let f = answers(vec![AttemptResult::Connect], Duration::ZERO);
             let out = run(
                 &policy(3, 20_000),
                 &CancellationToken::new(),
@@ -233,15 +238,7 @@ mod tests {
             AttemptResult::Status(304),
             AttemptResult::Invalid,
         ] {
-            let f = script(vec![r], Duration::ZERO, Arc::default(), Instant::now());
-            let out = run(
-                &policy(3, 20_000),
-                &CancellationToken::new(),
-                || 0.5,
-                || true,
-                f,
-            )
-            .await;
+            let out = run_plainly(&policy(3, 20_000), answers(vec![r], Duration::ZERO)).await;
             assert_eq!(out.attempts, 1, "{r:?}");
             assert!(out.sleeps.is_empty());
         }
@@ -249,20 +246,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_timeout_is_retried_and_has_no_payload() {
-        let f = script(
-            vec![AttemptResult::Status(200)],
-            Duration::from_secs(5),
-            Arc::default(),
-            Instant::now(),
-        );
-        let out = run(
-            &policy(3, 20_000),
-            &CancellationToken::new(),
-            || 0.5,
-            || true,
-            f,
-        )
-        .await;
+        let f = answers(vec![AttemptResult::Status(200)], Duration::from_secs(5));
+        let out = run_plainly(&policy(3, 20_000), f).await;
         assert_eq!(out.attempts, 3, "every attempt hit the 1s timeout");
         assert_eq!(out.result, Some(AttemptResult::Timeout));
         assert!(out.payload.is_none());
@@ -272,20 +257,8 @@ mod tests {
     async fn the_deadline_cuts_the_sequence_short_and_shrinks_the_last_timeout() {
         // Deadline 1.3s; each attempt takes 0.5s. t=0.5 fail, sleep 0.1 → t=0.6 second
         // attempt gets min(1s, 0.7s) = 0.7s, fails at 1.1; 1.1 + 0.3 ≥ 1.3 → give up.
-        let f = script(
-            vec![AttemptResult::Status(500)],
-            Duration::from_millis(500),
-            Arc::default(),
-            Instant::now(),
-        );
-        let out = run(
-            &policy(3, 1300),
-            &CancellationToken::new(),
-            || 0.5,
-            || true,
-            f,
-        )
-        .await;
+        let f = answers(vec![AttemptResult::Status(500)], Duration::from_millis(500));
+        let out = run_plainly(&policy(3, 1300), f).await;
         assert_eq!(out.attempts, 2);
         assert_eq!(out.give_up, Some(GiveUp::DeadlineWouldPass));
         assert_eq!(
@@ -322,12 +295,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_spent_budget_skips_the_retry() {
-        let f = script(
-            vec![AttemptResult::Status(503)],
-            Duration::ZERO,
-            Arc::default(),
-            Instant::now(),
-        );
+        let f = answers(vec![AttemptResult::Status(503)], Duration::ZERO);
         let out = run(
             &policy(3, 20_000),
             &CancellationToken::new(),

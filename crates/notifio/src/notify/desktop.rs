@@ -8,8 +8,8 @@
 //! owning `org.freedesktop.Notifications`) is a permanent failure: the channel says so once and
 //! holds its rows until notifio starts again, and the other channels carry on.
 
+use super::message::is_web;
 use super::message::{details, escape, found_by, title};
-use super::telegram::is_web;
 use super::{DeliveryError, Message, Notification};
 use notifio_policy::AttemptResult;
 use std::sync::Arc;

@@ -9,6 +9,8 @@
 //! whose `Debug` is redacted, and every error message is scrubbed of it before it is returned.
 
 use super::{DeliveryError, Message};
+use crate::config::EmailSettings;
+use crate::secret::{FileError, Secret};
 use lettre::message::{Mailbox as Address, MultiPart};
 use lettre::transport::smtp::AsyncSmtpTransportBuilder;
 use lettre::transport::smtp::authentication::Credentials;
@@ -25,58 +27,6 @@ pub const PASSWORD_ENV: &str = "NOTIFIO_SMTP_PASSWORD";
 
 /// Default per-attempt timeout for SMTP (the notify retry class's default).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `[notify] email = {…}` as the config resolves it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EmailSettings {
-    /// Recipients.
-    pub to: Vec<String>,
-    /// Sender address (`Notifio <notifio@example.com>`).
-    pub from: String,
-    /// `smtp://[user@]host[:port]`, `smtps://…`, `smtp+starttls://…`, or `sendmail` /
-    /// `sendmail:/path/to/sendmail`.
-    pub smtp: String,
-    /// A file holding the password (mode 0600 or stricter). Used when the env var is unset.
-    pub password_file: Option<PathBuf>,
-    /// Send the password over `smtp://` to a server that offers no STARTTLS (false: only to
-    /// a loopback server).
-    pub allow_plaintext: bool,
-}
-
-/// A password. `Debug` and `Display` print `***`; only the transport sees the value.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret value.
-    #[must_use]
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The value, for the transport that sends it (and tests). Never log it.
-    #[must_use]
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// Replaces every occurrence of the secret in `text` (defence in depth for messages that
-    /// come back from a server or a library).
-    #[must_use]
-    pub fn scrub(&self, text: &str) -> String {
-        if self.0.is_empty() {
-            text.to_string()
-        } else {
-            text.replace(&self.0, "***")
-        }
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
 
 /// The email channel cannot be set up. Messages never contain the password.
 #[derive(Debug, thiserror::Error)]
@@ -410,24 +360,14 @@ fn parse_address(field: &'static str, value: &str) -> Result<Address, EmailError
 }
 
 /// Reads a password file, refusing one that group or others can read.
+///
+/// # Errors
+/// [`EmailError::PasswordFileExposed`] or [`EmailError::PasswordFile`].
 pub fn read_password_file(path: &Path) -> Result<Secret, EmailError> {
-    let io = |source| EmailError::PasswordFile {
-        path: path.to_path_buf(),
-        source,
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path).map_err(io)?.permissions().mode() & 0o7777;
-        if mode & 0o077 != 0 {
-            return Err(EmailError::PasswordFileExposed {
-                path: path.to_path_buf(),
-                mode,
-            });
-        }
-    }
-    let text = std::fs::read_to_string(path).map_err(io)?;
-    Ok(Secret::new(text.trim_end_matches(['\r', '\n'])))
+    crate::secret::read_file(path).map_err(|e| match e {
+        FileError::Exposed { path, mode } => EmailError::PasswordFileExposed { path, mode },
+        FileError::Unreadable { path, source } => EmailError::PasswordFile { path, source },
+    })
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! (`client::notification`). One message per notification: Gotify sets no length limit.
 
 use super::http::{Call, Service};
+use super::message::is_web;
 use super::message::{details, found_by, title};
-use super::telegram::is_web;
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use http::Method;
 use http::header::HeaderName;

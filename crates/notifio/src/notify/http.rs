@@ -10,7 +10,6 @@
 //! host, and every message is scrubbed of the channel's secrets.
 
 use super::{ChannelKind, Delivery, DeliveryError, Message, Notification, NotifyError, Secret};
-use crate::config::ServiceSettings;
 use crate::fetch::{FetchConfig, FetchRequest, Fetched, Fetcher, Outgoing};
 use http::header::{self, HeaderName};
 use http::{Method, StatusCode};
@@ -229,77 +228,4 @@ pub fn notify_fetcher(retry: &RetryPolicies) -> Result<Fetcher, NotifyError> {
         ..FetchConfig::default()
     })
     .map_err(|e| NotifyError::Channel(format!("notification HTTP client: {e}")))
-}
-
-/// The channel `service` describes, its secrets read (environment through `env`, then file,
-/// then config).
-pub(crate) fn build(
-    service: &ServiceSettings,
-    fetcher: Fetcher,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<HttpChannel, NotifyError> {
-    let (svc, secrets): (Box<dyn Service>, Vec<Secret>) = match service {
-        ServiceSettings::Telegram {
-            api,
-            token,
-            chat_id,
-        } => {
-            let token = token.resolve(env)?;
-            (
-                Box::new(super::telegram::Telegram::new(api, token.clone(), chat_id)),
-                vec![token],
-            )
-        }
-        ServiceSettings::Discord { url } => {
-            let url = url.resolve(env)?;
-            (Box::new(super::discord::Discord::new(&url)), vec![url])
-        }
-        ServiceSettings::Slack { url } => {
-            let url = url.resolve(env)?;
-            (Box::new(super::slack::Slack::new(&url)), vec![url])
-        }
-        ServiceSettings::Ntfy { url, token } => {
-            let url = url.resolve(env)?;
-            let token = token.as_ref().map(|t| t.resolve(env)).transpose()?;
-            let mut secrets = vec![url.clone()];
-            secrets.extend(token.clone());
-            (Box::new(super::ntfy::Ntfy::new(&url, token)), secrets)
-        }
-        ServiceSettings::Gotify { url, token } => {
-            let token = token.resolve(env)?;
-            (
-                Box::new(super::gotify::Gotify::new(url, token.clone())),
-                vec![token],
-            )
-        }
-        ServiceSettings::Pushover { api, user, token } => {
-            let token = token.resolve(env)?;
-            let user = user.resolve(env)?;
-            (
-                Box::new(super::pushover::Pushover::new(
-                    api,
-                    user.clone(),
-                    token.clone(),
-                )),
-                vec![token, user],
-            )
-        }
-        ServiceSettings::Matrix {
-            homeserver,
-            room,
-            token,
-        } => {
-            let token = token.resolve(env)?;
-            (
-                Box::new(super::matrix::Matrix::new(homeserver, room, token.clone())),
-                vec![token],
-            )
-        }
-        ServiceSettings::Desktop => {
-            return Err(NotifyError::Channel(
-                "the desktop channel is not an HTTP channel".to_owned(),
-            ));
-        }
-    };
-    Ok(HttpChannel::new(svc, fetcher, secrets))
 }

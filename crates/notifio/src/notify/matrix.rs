@@ -7,8 +7,8 @@
 //! `retry_after_ms`; 401/403 (`M_UNKNOWN_TOKEN`, `M_FORBIDDEN`) are permanent.
 
 use super::http::{Call, Service};
+use super::message::is_web;
 use super::message::{details, escape, found_by, pack, title, truncate};
-use super::telegram::is_web;
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use http::Method;
 use http::header;

@@ -64,6 +64,12 @@ pub fn render(n: &Notification) -> Message {
     }
 }
 
+/// Whether a listing's link may go into a message's markup: only http(s) links with a host
+/// (Telegram refuses others, refusing the whole message; the others are no safer).
+pub(crate) fn is_web(url: &str) -> bool {
+    url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+}
+
 fn plural(n: usize, one: &str, many: &str) -> String {
     if n == 1 {
         format!("{n} {one}")

@@ -21,12 +21,14 @@ pub mod message;
 pub mod ntfy;
 pub mod outbox;
 pub mod pushover;
-pub mod secret;
 pub mod sender;
 pub mod slack;
 pub mod telegram;
 pub mod webhook;
 
+use crate::config::ServiceSettings;
+use crate::fetch::Fetcher;
+use http::Service;
 use notifio_policy::AttemptResult;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -34,158 +36,20 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use desktop::Desktop;
-pub use email::{Email, EmailError, EmailSettings, Secret};
+pub use email::{Email, EmailError};
 pub use http::{HttpChannel, notify_fetcher};
 pub use mailbox::Mailbox;
 pub use message::{Message, render};
 pub use outbox::OutboxRow;
-pub use secret::SecretSetting;
+// The channels' settings and names are the config's vocabulary; secrets have a module of
+// their own. Named here too, as what a channel is built from.
+pub use crate::config::{ChannelKind, ChannelName, EmailSettings, WebhookFormat, WebhookSettings};
+pub use crate::secret::{Secret, SecretSetting};
 pub use sender::{DrainReport, Sender};
-pub use webhook::{Webhook, WebhookFormat, WebhookSettings};
+pub use webhook::Webhook;
 
 /// File name of the default mailbox inside the state dir.
 pub const DEFAULT_MAILBOX: &str = "notifications.mbox";
-
-/// The kind of service a channel delivers to. A channel's [`ChannelName`] starts with it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChannelKind {
-    /// SMTP or sendmail.
-    Email,
-    /// An mbox file on disk.
-    Mailbox,
-    /// An HTTP POST (JSON or ntfy plain text).
-    Webhook,
-    /// A Telegram bot's `sendMessage`.
-    Telegram,
-    /// A Discord channel webhook.
-    Discord,
-    /// A Slack incoming webhook.
-    Slack,
-    /// An ntfy topic.
-    Ntfy,
-    /// A Gotify server's `/message`.
-    Gotify,
-    /// Pushover's `messages.json`.
-    Pushover,
-    /// A Matrix room.
-    Matrix,
-    /// The desktop's notification service (D-Bus on Linux).
-    Desktop,
-}
-
-impl ChannelKind {
-    /// All kinds, in the order `[notify]` documents them.
-    pub const ALL: [Self; 11] = [
-        Self::Email,
-        Self::Mailbox,
-        Self::Webhook,
-        Self::Telegram,
-        Self::Discord,
-        Self::Slack,
-        Self::Ntfy,
-        Self::Gotify,
-        Self::Pushover,
-        Self::Matrix,
-        Self::Desktop,
-    ];
-
-    /// The `[notify]` key, and the name of the first channel of this kind.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Email => "email",
-            Self::Mailbox => "mailbox",
-            Self::Webhook => "webhook",
-            Self::Telegram => "telegram",
-            Self::Discord => "discord",
-            Self::Slack => "slack",
-            Self::Ntfy => "ntfy",
-            Self::Gotify => "gotify",
-            Self::Pushover => "pushover",
-            Self::Matrix => "matrix",
-            Self::Desktop => "desktop",
-        }
-    }
-
-    /// Parses [`Self::as_str`] back.
-    #[must_use]
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
-
-/// A kind names its first channel, so outbox rows can be written for `ChannelKind::Email`.
-impl AsRef<str> for ChannelKind {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl fmt::Display for ChannelKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A configured channel's name: its kind (`telegram`), or for a second channel of the same
-/// kind (from `urls`) `telegram-2`, and so on in config order. It is what a search's
-/// `notify = [...]` lists, what the outbox's `channel` column holds and what `status` shows.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ChannelName(String);
-
-impl ChannelName {
-    /// A name as stored or configured.
-    #[must_use]
-    pub fn new(name: impl Into<String>) -> Self {
-        Self(name.into())
-    }
-
-    /// The `n`-th channel (1-based) of `kind`: `telegram`, `telegram-2`, ….
-    #[must_use]
-    pub fn numbered(kind: ChannelKind, n: usize) -> Self {
-        if n <= 1 {
-            Self(kind.as_str().to_owned())
-        } else {
-            Self(format!("{}-{n}", kind.as_str()))
-        }
-    }
-
-    /// The name as text.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The kind the name starts with, if it is one of ours.
-    #[must_use]
-    pub fn kind(&self) -> Option<ChannelKind> {
-        let base = match self.0.rsplit_once('-') {
-            Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
-            _ => self.0.as_str(),
-        };
-        ChannelKind::parse(base)
-    }
-}
-
-impl From<ChannelKind> for ChannelName {
-    fn from(kind: ChannelKind) -> Self {
-        Self::numbered(kind, 1)
-    }
-}
-
-impl fmt::Display for ChannelName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(&self.0)
-    }
-}
-
-impl AsRef<str> for ChannelName {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
 
 /// Something worth telling the user. Stored as JSON in the outbox and sent as-is (plus subject
 /// and text) in the webhook's JSON body; `type` names the variant.
@@ -443,7 +307,7 @@ impl Channels {
         let needs_http = n.webhook.is_some()
             || n.channels
                 .iter()
-                .any(|c| !matches!(c.service, crate::config::ServiceSettings::Desktop));
+                .any(|c| !matches!(c.service, ServiceSettings::Desktop));
         let fetcher = if needs_http {
             Some(notify_fetcher(&cfg.retry)?)
         } else {
@@ -455,9 +319,9 @@ impl Channels {
         for c in &n.channels {
             let name = ChannelName::new(c.name.clone());
             let channel = match (&c.service, &fetcher) {
-                (crate::config::ServiceSettings::Desktop, _) => Channel::Desktop(Desktop::new()),
+                (ServiceSettings::Desktop, _) => Channel::Desktop(Desktop::new()),
                 (service, Some(fetcher)) => {
-                    Channel::Http(http::build(service, fetcher.clone(), env)?)
+                    Channel::Http(http_channel(service, fetcher.clone(), env)?)
                 }
                 (_, None) => continue, // unreachable: `needs_http` covers every HTTP channel
             };
@@ -492,6 +356,75 @@ impl Channels {
     pub fn iter(&self) -> impl Iterator<Item = (&ChannelName, &Channel)> {
         self.list.iter().map(|(n, c)| (n, c))
     }
+}
+
+/// The channel `service` describes, its secrets read (environment through `env`, then file,
+/// then config).
+fn http_channel(
+    service: &ServiceSettings,
+    fetcher: Fetcher,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<HttpChannel, NotifyError> {
+    let (svc, secrets): (Box<dyn Service>, Vec<Secret>) = match service {
+        ServiceSettings::Telegram {
+            api,
+            token,
+            chat_id,
+        } => {
+            let token = token.resolve(env)?;
+            (
+                Box::new(telegram::Telegram::new(api, token.clone(), chat_id)),
+                vec![token],
+            )
+        }
+        ServiceSettings::Discord { url } => {
+            let url = url.resolve(env)?;
+            (Box::new(discord::Discord::new(&url)), vec![url])
+        }
+        ServiceSettings::Slack { url } => {
+            let url = url.resolve(env)?;
+            (Box::new(slack::Slack::new(&url)), vec![url])
+        }
+        ServiceSettings::Ntfy { url, token } => {
+            let url = url.resolve(env)?;
+            let token = token.as_ref().map(|t| t.resolve(env)).transpose()?;
+            let mut secrets = vec![url.clone()];
+            secrets.extend(token.clone());
+            (Box::new(ntfy::Ntfy::new(&url, token)), secrets)
+        }
+        ServiceSettings::Gotify { url, token } => {
+            let token = token.resolve(env)?;
+            (
+                Box::new(gotify::Gotify::new(url, token.clone())),
+                vec![token],
+            )
+        }
+        ServiceSettings::Pushover { api, user, token } => {
+            let token = token.resolve(env)?;
+            let user = user.resolve(env)?;
+            (
+                Box::new(pushover::Pushover::new(api, user.clone(), token.clone())),
+                vec![token, user],
+            )
+        }
+        ServiceSettings::Matrix {
+            homeserver,
+            room,
+            token,
+        } => {
+            let token = token.resolve(env)?;
+            (
+                Box::new(matrix::Matrix::new(homeserver, room, token.clone())),
+                vec![token],
+            )
+        }
+        ServiceSettings::Desktop => {
+            return Err(NotifyError::Channel(
+                "the desktop channel is not an HTTP channel".to_owned(),
+            ));
+        }
+    };
+    Ok(HttpChannel::new(svc, fetcher, secrets))
 }
 
 /// One failed delivery attempt: what the retry policy needs to know, and a message that is safe
@@ -557,6 +490,10 @@ pub enum NotifyError {
     /// names the config key and never contains the secret.
     #[error("{0}")]
     Channel(String),
+    /// A channel's secret cannot be read (unset, an unreadable or exposed file). The message
+    /// names the config key and never contains the secret.
+    #[error(transparent)]
+    Secret(#[from] crate::secret::SecretError),
 }
 
 #[cfg(test)]

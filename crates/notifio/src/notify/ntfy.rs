@@ -5,8 +5,8 @@
 //! 4,096 bytes would arrive as a file, so longer ones are split between listings.
 
 use super::http::{Call, Service};
+use super::message::is_web;
 use super::message::{details, found_by, pack, title, truncate};
-use super::telegram::is_web;
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use base64::Engine as _;
 use http::Method;

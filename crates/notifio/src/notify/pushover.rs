@@ -5,15 +5,13 @@
 //! permanent; a 429 means the month's quota is spent, and waits on the ladder.
 
 use super::http::{Call, Service};
+use super::message::is_web;
 use super::message::{details, escape, found_by, pack, title, truncate};
-use super::telegram::is_web;
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use crate::fetch::Outgoing;
 use http::Method;
 use http::header;
 
-/// The API's base URL.
-pub const DEFAULT_API: &str = "https://api.pushover.net";
 /// Largest message, in characters.
 pub const MAX_MESSAGE: usize = 1024;
 

@@ -22,7 +22,7 @@ use rusqlite::Connection;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -67,14 +67,6 @@ impl fmt::Debug for Sender {
             .field("channels", &self.channels)
             .finish_non_exhaustive()
     }
-}
-
-/// Now as epoch milliseconds (the shell's clock).
-#[must_use]
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Sender {
@@ -240,7 +232,7 @@ impl Sender {
     pub async fn run(mut self, wake: Arc<Notify>, cancel: CancellationToken) {
         let mut db_failures: u32 = 0;
         loop {
-            let now = now_ms();
+            let now = crate::clock::now().as_millis();
             let pass = tokio::select! {
                 () = cancel.cancelled() => return,
                 r = self.drain_once(now) => r,
@@ -248,9 +240,9 @@ impl Sender {
             let sleep = match pass {
                 Ok(report) => {
                     db_failures = 0;
-                    report
-                        .next_attempt_at
-                        .map(|t| Duration::from_millis(t.saturating_sub(now_ms())))
+                    report.next_attempt_at.map(|t| {
+                        Duration::from_millis(t.saturating_sub(crate::clock::now().as_millis()))
+                    })
                 }
                 Err(e) => {
                     db_failures = db_failures.saturating_add(1);

@@ -7,8 +7,8 @@
 //! permanent; a 429 carries `Retry-After`.
 
 use super::http::{Call, Service};
+use super::message::is_web;
 use super::message::{details, found_by, title, truncate};
-use super::telegram::is_web;
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use http::Method;
 use serde_json::{Value, json};

@@ -6,13 +6,12 @@
 //! token) and 403 (the bot was blocked or removed) are permanent.
 
 use super::http::{Call, Service};
+use super::message::is_web;
 use super::message::{details, escape, found_by, pack, title, truncate};
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use http::Method;
 use std::time::Duration;
 
-/// The Bot API's base URL.
-pub const DEFAULT_API: &str = "https://api.telegram.org";
 /// Largest message text, in UTF-16 code units as Telegram counts them.
 pub const MAX_MESSAGE: usize = 4096;
 
@@ -89,11 +88,6 @@ fn strip_tags(s: &str) -> String {
         .replace("&quot;", "\"")
         .replace("&#39;", "'")
         .replace("&amp;", "&")
-}
-
-/// Only http(s) links go into markup (Telegram refuses others, refusing the whole message).
-pub(crate) fn is_web(url: &str) -> bool {
-    url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
 }
 
 impl Telegram {

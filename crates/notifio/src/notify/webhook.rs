@@ -8,8 +8,8 @@
 //! reaches a log line or an error, only its host does.
 
 use super::http::{Call, HttpChannel, Service};
-use super::secret::SecretSetting;
 use super::{ChannelKind, Delivery, Message, Notification, NotifyError};
+use crate::config::{WebhookFormat, WebhookSettings};
 use crate::fetch::{Fetcher, Outgoing};
 use http::Method;
 use http::header;
@@ -18,36 +18,6 @@ use std::fmt;
 
 /// Version of the JSON body; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
-
-/// How the body is written (`[notify] webhook.format`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum WebhookFormat {
-    /// `application/json`: `{"version":1,"subject","text","type",…notification fields}`.
-    #[default]
-    Json,
-    /// ntfy: the text as the body, the subject as `title`, the first link as `click`.
-    Ntfy,
-}
-
-/// `[notify] webhook = {…}`: where to POST (a secret: `url`, `url_file` or
-/// `NOTIFIO_WEBHOOK_URL`) and in which format.
-#[derive(Clone, PartialEq, Eq)]
-pub struct WebhookSettings {
-    /// The URL's source.
-    pub url: SecretSetting,
-    /// Body format.
-    pub format: WebhookFormat,
-}
-
-// Manual Debug: the URL's source, never the URL.
-impl fmt::Debug for WebhookSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WebhookSettings")
-            .field("url", &self.url)
-            .field("format", &self.format)
-            .finish()
-    }
-}
 
 /// A ready webhook channel.
 pub struct Webhook {

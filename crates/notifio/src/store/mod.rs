@@ -967,6 +967,43 @@ mod tests {
         rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
     }
 
+    /// `transaction` commits what its closure wrote when the closure succeeds, and nothing of
+    /// it when the closure fails or panics: the transaction is dropped, and dropping rolls back.
+    #[test]
+    fn a_transaction_commits_on_ok_and_rolls_back_on_error_or_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let site = SiteKey::from_stored("flats.example".to_owned());
+        let expired = |store: &Store| store.expired_sessions().unwrap();
+
+        let failed: Result<(), StoreError> = store.transaction(|tx| {
+            tx.set_session_expired(&site, true, 1)?;
+            Err(StoreError::Sql(rusqlite::Error::InvalidQuery))
+        });
+        assert!(failed.is_err());
+        assert!(
+            expired(&store).is_empty(),
+            "a failed closure leaves nothing"
+        );
+
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            store.transaction(|tx| -> Result<(), StoreError> {
+                tx.set_session_expired(&site, true, 2)?;
+                panic!("in the middle of a check");
+            })
+        }));
+        assert!(panicked.is_err());
+        assert!(
+            expired(&store).is_empty(),
+            "a panicking closure leaves nothing"
+        );
+
+        store
+            .transaction(|tx| tx.set_session_expired(&site, true, 3))
+            .unwrap();
+        assert_eq!(expired(&store), [site]);
+    }
+
     /// Root (as tests run here) may write a read-only file, so the read-only case is the
     /// mapping of SQLite's own code: the file, the cause once, what to do.
     #[test]

@@ -5,7 +5,8 @@
 
 use super::check::{Check, Done, Task};
 use super::pass::Pass;
-use super::{Mode, WatchError, WatchEvent, Watcher, now};
+use super::{Mode, WatchError, WatchEvent, Watcher};
+use crate::clock::now;
 use crate::store::PageMemo;
 use notifio_policy::CheckId;
 use std::sync::Arc;

@@ -31,24 +31,14 @@ use crate::store::{PageMemo, Store};
 use check::Check;
 use journal::Journal;
 use notifio_policy::schedule::SearchState;
-use notifio_policy::{CheckId, Outcome, Reaction, Scheduler, SearchId, SiteKey, Timestamp};
+use notifio_policy::{CheckId, Outcome, Reaction, Scheduler, SearchId, SiteKey};
 use setup::Searches;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
-
-/// Wall-clock now in Unix epoch milliseconds: the one place the app reads the clock.
-#[must_use]
-pub fn now() -> Timestamp {
-    Timestamp(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-    )
-}
 
 /// After this long refused, the user is told once per episode.
 pub const BLOCKED_ALERT_AFTER: Duration = Duration::from_secs(30 * 60);

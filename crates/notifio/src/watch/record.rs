@@ -13,7 +13,8 @@
 use super::check::{Check, Done};
 use super::pass::Pass;
 use super::setup::{SearchInfo, Searches};
-use super::{BLOCKED_ALERT_AFTER, Mode, WatchError, WatchEvent, Watcher, now};
+use super::{BLOCKED_ALERT_AFTER, Mode, WatchError, WatchEvent, Watcher};
+use crate::clock::now;
 use crate::config::Config;
 use crate::fetch::{FetchMode, Fetcher};
 use crate::filter::AnnounceRules;

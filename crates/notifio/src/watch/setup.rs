@@ -5,7 +5,8 @@
 //! Every check of a config that needs the machine but not the network happens here, before the
 //! first request: a session without cookies, a profile that cannot be built, a missing browser.
 
-use super::{Journal, Mode, WatchError, Watcher, now};
+use super::{Journal, Mode, WatchError, Watcher};
+use crate::clock::now;
 use crate::config::Config;
 use crate::extract::immoscout24_app::AppSearch;
 use crate::extract::{self, SharedProfile, SiteProfile};

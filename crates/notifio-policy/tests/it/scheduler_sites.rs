@@ -13,9 +13,7 @@
 //! - a jitter window wider than 2^32 ms (full jitter on a 40-day interval) is still drawn
 //!   whole → `a_jitter_window_too_wide_for_the_record_is_still_drawn_whole`
 
-mod common;
-
-use common::{MIN, PollCheck, SEC, T0, d, spec};
+use crate::common::{MIN, PollCheck, SEC, T0, d, spec};
 use notifio_policy::schedule::SearchState;
 use notifio_policy::{
     BackoffPolicy, Outcome, Registry, Scheduler, SchedulerConfig, SearchId, Timestamp,

@@ -6,8 +6,7 @@
 //! `src/fetch/retry.rs`. Timing bounds are the ADR's ±25% below and generous above (a loaded
 //! 2-core machine can only make things later).
 
-mod util;
-
+use crate::util::{RawServer, raw_response};
 use bytes::Bytes;
 use fake_portal::{Behaviour, ChallengeKind, Portal, RecordedRequest, SiteSpec};
 use notifio::fetch::cookies::{self, CookieJar};
@@ -17,9 +16,8 @@ use notifio_policy::{
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
-use util::{RawServer, raw_response};
 
 const MIB: usize = 1024 * 1024;
 
@@ -406,7 +404,7 @@ async fn a_trusted_https_site_is_read_over_http2_or_http1_as_its_alpn_offers() {
 
 #[tokio::test]
 async fn a_proxy_carries_plain_http_and_tunnels_https() {
-    let (proxy, lines) = util::start_proxy().await;
+    let (proxy, lines) = crate::util::start_proxy().await;
     let via_proxy = fetcher_with(|c| {
         c.proxy = Some(proxy.clone());
         c.extra_roots = vec![test_certificate().to_vec()];
@@ -665,7 +663,9 @@ async fn invalid_utf8_is_decoded_lossily_and_an_empty_body_is_a_page() {
 async fn retry_after_garbage_huge_and_http_dates() {
     let p = portal().await;
     let f = fetcher();
-    let in_2m = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(120));
+    let in_2m = httpdate::fmt_http_date(
+        UNIX_EPOCH + Duration::from_millis(notifio::clock::now().as_millis() + 120_000),
+    );
     for (raw, check) in [
         ("soon", None),
         ("-5", None),
@@ -903,7 +903,8 @@ async fn pages_in_other_character_sets_read_as_browsers_read_them() {
         ),
     ];
     for (what, headers, body) in cases {
-        let server = RawServer::start(util::raw_response_bytes("200 OK", &headers, &body)).await;
+        let server =
+            RawServer::start(crate::util::raw_response_bytes("200 OK", &headers, &body)).await;
         let got = fetch_from(&server).await;
         assert_eq!(outcome(&got), Outcome::Ok, "{what}: {:?}", got.failure);
         let l = cards(&got);
@@ -924,8 +925,8 @@ async fn pages_in_other_character_sets_read_as_browsers_read_them() {
 
 #[tokio::test]
 async fn aws_waf_and_cloudflare_bot_fight_pages_are_challenges_at_any_status() {
-    let aws = include_str!("fixtures/aws_waf_challenge.html");
-    let cf = include_str!("fixtures/cloudflare_bot_fight.html");
+    let aws = include_str!("../fixtures/aws_waf_challenge.html");
+    let cf = include_str!("../fixtures/cloudflare_bot_fight.html");
     let header: &[u8] = b"x-amzn-waf-action: challenge";
     for (status, headers, body) in [
         ("202 Accepted", vec![header], aws),
@@ -1017,7 +1018,8 @@ async fn content_codings_raw_or_zlib_deflate_and_stacked_are_decoded() {
         (b"Content-Encoding: identity", plain.to_vec()),
     ];
     for (coding, body) in cases {
-        let server = RawServer::start(util::raw_response_bytes("200 OK", &[coding], &body)).await;
+        let server =
+            RawServer::start(crate::util::raw_response_bytes("200 OK", &[coding], &body)).await;
         let got = fetch_from(&server).await;
         let what = String::from_utf8_lossy(coding);
         assert_eq!(got.failure, None, "{what}: {:?}", got.last_error);
@@ -1029,7 +1031,7 @@ async fn content_codings_raw_or_zlib_deflate_and_stacked_are_decoded() {
     }
     // Two separate headers are one list too.
     let body = gzip(&zlib(plain));
-    let server = RawServer::start(util::raw_response_bytes(
+    let server = RawServer::start(crate::util::raw_response_bytes(
         "200 OK",
         &[b"Content-Encoding: deflate", b"Content-Encoding: gzip"],
         &body,
@@ -1061,7 +1063,8 @@ async fn every_body_that_does_not_decode_is_malformed_after_one_attempt() {
         (b"Content-Encoding: zstd", page.clone().into_bytes()),
     ];
     for (coding, body) in cases {
-        let server = RawServer::start(util::raw_response_bytes("200 OK", &[coding], &body)).await;
+        let server =
+            RawServer::start(crate::util::raw_response_bytes("200 OK", &[coding], &body)).await;
         let got = fetch_from(&server).await;
         let what = String::from_utf8_lossy(coding);
         assert_eq!(

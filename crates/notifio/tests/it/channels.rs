@@ -4,12 +4,11 @@
 //! limits). Time is the sender's `now` parameter wherever a wait is asserted; the one real wait
 //! (a hanging service) is bounded at 1.8 s.
 
-mod util;
-
+use crate::util::{fast_ladder, fast_retry};
 use notifio::config::{Config, Environment, ServiceSettings, parse_in};
 use notifio::listing::Listing;
 use notifio::notify::{ChannelName, Channels, Notification, Sender, outbox};
-use notifio_policy::{BackoffPolicy, Ladders, RefusalKind, RetryPolicy};
+use notifio_policy::BackoffPolicy;
 use rusqlite::Connection;
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -146,25 +145,6 @@ impl Fake {
 }
 
 // ---------------------------------------------------------------- helpers
-
-fn fast_retry() -> RetryPolicy {
-    RetryPolicy::new(
-        3,
-        Duration::from_millis(5),
-        3.0,
-        0.25,
-        Duration::from_secs(2),
-        Duration::from_secs(5),
-        true,
-    )
-    .unwrap()
-}
-
-fn fast_ladder() -> BackoffPolicy {
-    let ms = |v: &[u64]| v.iter().map(|m| Duration::from_millis(*m)).collect();
-    let ladders = Ladders::default().with(RefusalKind::Error, ms(&[50, 100, 200]));
-    BackoffPolicy::new(ladders, 0.15, Duration::from_secs(3600)).unwrap()
-}
 
 const SEARCH: &str =
     "[[search]]\nname = \"Madrid under 1200\"\nurl = \"https://www.idealista.com/x\"\n";
@@ -772,35 +752,15 @@ desktop = true"#,
 
 // ---------------------------------------------------------------- secrets
 
-#[derive(Clone, Default)]
-struct LogBuf(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogBuf {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn secrets_never_appear_in_the_log_the_database_or_status() {
-    let logs = LogBuf::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::TRACE)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = crate::util::capture_log();
 
     let dir = tempfile::tempdir().unwrap();
     // Services that refuse, one of them echoing the token back; one that is down.
     let tg = Fake::start(answer(400, r#"{"ok":false,"error_code":400,"description":"Bad Request: chat not found for bot 777:TG-SECRET"}"#)).await;
     let dc = Fake::start(answer(500, r#"{"message":"oops"}"#)).await;
-    let down = format!("http://127.0.0.1:{}", util::free_port());
+    let down = format!("http://127.0.0.1:{}", crate::util::free_port());
     let token_file = dir.path().join("gotify.token");
     std::fs::write(&token_file, "GOTIFY-SECRET\n").unwrap();
     {
@@ -813,7 +773,7 @@ async fn secrets_never_appear_in_the_log_the_database_or_status() {
             "telegram = {{ token = \"777:TG-SECRET\", chat_id = \"1\", api = \"{}\" }}\ndiscord = {{ url = \"{}/api/webhooks/1/DC-SECRET\" }}\ngotify = {{ url = \"{down}\", token_file = {token_file:?} }}\nurls = [\"ntfy://127.0.0.1:{}/NTFY-SECRET-TOPIC\"]",
             tg.url,
             dc.url,
-            util::free_port()
+            crate::util::free_port()
         ),
     );
     let secrets = [
@@ -843,7 +803,7 @@ async fn secrets_never_appear_in_the_log_the_database_or_status() {
         notifio::status::render_table(&view)
     );
     let dump = outbox_dump(&db);
-    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     println!("{logs}\n{dump}\n{status}");
     assert!(logs.contains("notification channel failed permanently"));
     assert!(logs.contains("notification delivery failed; will retry"));
@@ -1062,7 +1022,7 @@ async fn notify_test_reaches_telegram_discord_and_a_real_desktop_bus() {
         .unwrap();
     let tg = Fake::start(answer(200, TG_OK)).await;
     let dc = Fake::start(answer(404, r#"{"message":"Unknown Webhook","code":10015}"#)).await;
-    let config = util::write_config(
+    let config = crate::util::write_config(
         dir.path(),
         &format!(
             "[watch]\nstate_dir = {:?}\n[notify]\ntelegram = {{ token = \"5:TG\", chat_id = \"1\", api = \"{}\" }}\ndiscord = {{ url = \"{}/api/webhooks/1/x\" }}\ndesktop = true\n{SEARCH}",
@@ -1138,7 +1098,7 @@ async fn notify_test_reaches_telegram_discord_and_a_real_desktop_bus() {
 
 /// Outbox rows of `channel` the service accepted, read from the watcher's database.
 fn sent(state: &Path, channel: &str) -> i64 {
-    util::db(state)
+    crate::util::db(state)
         .and_then(|c| {
             c.query_row(
                 "SELECT COUNT(*) FROM outbox WHERE channel = ?1 AND sent_at IS NOT NULL",
@@ -1164,24 +1124,24 @@ async fn sigkill_between_two_channels_resends_only_what_was_not_accepted() {
         ..answer(200, r#"{"id":"1"}"#)
     })
     .await;
-    let mut text = util::watch_toml(state, "300ms", "100ms");
+    let mut text = crate::util::watch_toml(state, "300ms", "100ms");
     text.push_str(&format!(
         "[notify]\ntelegram = {{ token = \"1:x\", chat_id = \"1\", api = \"{}\" }}\ndiscord = {{ url = \"{}/api/webhooks/1/x\" }}\n\n",
         tg.url, dc.url
     ));
-    text.push_str(&util::search_toml(
+    text.push_str(&crate::util::search_toml(
         "flats",
         &portal.search_url("a", "madrid"),
     ));
-    let cfg = util::write_config(state, &text);
+    let cfg = crate::util::write_config(state, &text);
 
-    let child = util::Notifio::start(state, &cfg, false, None);
-    util::wait_for(Duration::from_secs(20), "the baseline", || {
-        util::all_baselined(state, 1).then_some(())
+    let child = crate::util::Notifio::start(state, &cfg, false, None);
+    crate::util::wait_for(Duration::from_secs(20), "the baseline", || {
+        crate::util::all_baselined(state, 1).then_some(())
     })
     .await;
     portal.add_listing("a", Some("madrid"));
-    util::wait_for(
+    crate::util::wait_for(
         Duration::from_secs(20),
         "telegram's delivery, discord's in flight",
         || (sent(state, "telegram") == 1 && !dc.hits().is_empty()).then_some(()),
@@ -1191,8 +1151,8 @@ async fn sigkill_between_two_channels_resends_only_what_was_not_accepted() {
     assert_eq!(sent(state, "discord"), 0);
 
     dc.set(answer(200, r#"{"id":"1"}"#));
-    let child = util::Notifio::start(state, &cfg, false, None);
-    util::wait_for(
+    let child = crate::util::Notifio::start(state, &cfg, false, None);
+    crate::util::wait_for(
         Duration::from_secs(20),
         "discord's delivery after the restart",
         || (sent(state, "discord") == 1).then_some(()),

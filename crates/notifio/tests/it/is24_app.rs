@@ -4,8 +4,7 @@
 //! the watcher. The site key stays `immobilienscout24.de` whatever address answers, so its
 //! ladders, spacing and single probe are the ones that apply.
 
-mod util;
-
+use crate::util::next_matching;
 use fake_portal::{Behaviour, Portal, RecordedRequest, SiteSpec};
 use notifio::config;
 use notifio::extract::immoscout24_app::{APP_BODY, USER_AGENT};
@@ -15,7 +14,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use util::next_matching;
 
 /// The web search a user copies from their browser: Berlin flats to rent under 1,200 €, two
 /// rooms or more, with the website's tracking parameter and one filter the app does not take.
@@ -274,6 +272,6 @@ async fn watch_announces_and_the_apis_refusals_are_classified_like_any_other() {
     for r in portal.requests() {
         assert_app_request(&r, None);
     }
-    assert_eq!(util::outbox_rows(dir.path(), "mailbox"), 1);
+    assert_eq!(crate::util::outbox_rows(dir.path(), "mailbox"), 1);
     portal.shutdown().await;
 }

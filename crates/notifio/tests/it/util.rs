@@ -1,9 +1,8 @@
 //! Shared by the end-to-end tests: the real `notifio` binary as a child process, a real SMTP
 //! server (mailin-embedded) on 127.0.0.1, a raw HTTP server for responses hyper will not send,
 //! read-only peeks into the state database, and a decoder for the messages the SMTP server
-//! receives. Everything is
-//! loopback and every wait is bounded, so a broken product fails a test instead of hanging it.
-#![allow(dead_code)] // each test file uses a different part of this module
+//! receives. Everything is loopback and every wait is bounded, so a broken product fails a test
+//! instead of hanging it.
 
 use base64::Engine as _;
 use rusqlite::{Connection, OpenFlags};
@@ -14,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 // ---------------------------------------------------------------- a forward proxy
 
@@ -372,6 +372,63 @@ pub(crate) fn mails(inbox: &Inbox) -> Vec<Mail> {
         .collect()
 }
 
+// ---------------------------------------------------------------- policies and logs
+
+/// The `notify` retry class with ms-scale sleeps: 5ms then 15ms (±25%).
+pub(crate) fn fast_retry() -> notifio_policy::RetryPolicy {
+    notifio_policy::RetryPolicy::new(
+        3,
+        Duration::from_millis(5),
+        3.0,
+        0.25,
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+        true,
+    )
+    .unwrap()
+}
+
+/// The error ladder 50ms → 100ms → 200ms (±15%), the others as the seed's.
+pub(crate) fn fast_ladder() -> notifio_policy::BackoffPolicy {
+    use notifio_policy::{BackoffPolicy, Ladders, RefusalKind};
+    let ms = |v: &[u64]| v.iter().map(|m| Duration::from_millis(*m)).collect();
+    let ladders = Ladders::default().with(RefusalKind::Error, ms(&[50, 100, 200]));
+    BackoffPolicy::new(ladders, 0.15, Duration::from_secs(3600)).unwrap()
+}
+
+/// What this thread logs, at every level, while the guard lives: to look for secrets in.
+pub(crate) fn capture_log() -> (LogBuf, tracing::subscriber::DefaultGuard) {
+    let logs = LogBuf::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::TRACE)
+        .finish();
+    (logs, tracing::subscriber::set_default(subscriber))
+}
+
+/// The log [`capture_log`] collects.
+#[derive(Clone, Default)]
+pub(crate) struct LogBuf(Arc<Mutex<Vec<u8>>>);
+
+impl LogBuf {
+    /// Everything logged so far.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for LogBuf {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 // ---------------------------------------------------------------- config
 
 /// One `[[search]]` with the fake portal's card selector.
@@ -394,6 +451,24 @@ pub(crate) fn write_config(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("notifio.toml");
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// Writes `text` to `dir/notifio.toml` and loads it as every command does; a config the
+/// loader refuses fails the test, showing the text.
+pub(crate) fn load_config(dir: &Path, text: &str) -> notifio::config::Config {
+    let path = write_config(dir, text);
+    notifio::config::load(&path).unwrap_or_else(|e| panic!("config: {e}\n{text}"))
+}
+
+// ---------------------------------------------------------------- in this process
+
+/// One `notifio check` pass in this process, bounded by a minute.
+pub(crate) async fn check_once(cfg: notifio::config::Config) -> Vec<notifio::watch::PassResult> {
+    let mut w = notifio::watch::Watcher::for_one_pass(cfg, vec![], false).unwrap();
+    tokio::time::timeout(Duration::from_secs(60), w.run(CancellationToken::new()))
+        .await
+        .expect("the pass ends")
+        .unwrap()
 }
 
 // ---------------------------------------------------------------- the binary

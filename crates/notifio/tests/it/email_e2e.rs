@@ -3,8 +3,7 @@
 //! arrives; SMTP outages and a SIGKILL between detection and delivery lose nothing and send
 //! nothing twice; the SMTP password never reaches a log line or the database.
 
-mod util;
-
+use crate::util::{Notifio, wait_for};
 use base64::Engine as _;
 use fake_portal::{Portal, SiteSpec};
 use std::io::{BufRead as _, BufReader, Write as _};
@@ -12,7 +11,6 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use util::{Notifio, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -28,16 +26,16 @@ async fn portal() -> Portal {
 
 /// A config for `searches` (name, url), email to `smtp`, short timings everywhere.
 fn config(dir: &Path, searches: &[(&str, String)], smtp: &str) -> PathBuf {
-    let mut t = util::watch_toml(dir, "300ms", "100ms");
+    let mut t = crate::util::watch_toml(dir, "300ms", "100ms");
     t.push_str(&format!(
         "[backoff]\nerror = [\"300ms\", \"600ms\"]\n\n\
          [retry.notify]\ninitial = \"50ms\"\ntimeout = \"2s\"\n\n\
          [notify]\nemail = {{ to = \"me@example.com\", from = \"notifio@localhost\", smtp = \"{smtp}\" }}\n\n"
     ));
     for (name, url) in searches {
-        t.push_str(&util::search_toml(name, url));
+        t.push_str(&crate::util::search_toml(name, url));
     }
-    util::write_config(dir, &t)
+    crate::util::write_config(dir, &t)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,8 +43,8 @@ async fn a_new_listing_arrives_as_an_email_with_subject_body_and_link() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
     let portal = portal().await;
-    let port = util::free_port();
-    let inbox = util::start_smtp(port);
+    let port = crate::util::free_port();
+    let inbox = crate::util::start_smtp(port);
     let cfg = config(
         state,
         &[("Madrid under 1200", portal.search_url("flats", "madrid"))],
@@ -54,7 +52,7 @@ async fn a_new_listing_arrives_as_an_email_with_subject_body_and_link() {
     );
     let notifio = Notifio::start(state, &cfg, false, None);
     wait_for(LIMIT, "the baseline", || {
-        util::all_baselined(state, 1).then_some(())
+        crate::util::all_baselined(state, 1).then_some(())
     })
     .await;
     assert!(inbox.lock().unwrap().is_empty(), "a baseline is silent");
@@ -64,7 +62,7 @@ async fn a_new_listing_arrives_as_an_email_with_subject_body_and_link() {
         (!inbox.lock().unwrap().is_empty()).then_some(())
     })
     .await;
-    let mails = util::mails(&inbox);
+    let mails = crate::util::mails(&inbox);
     assert_eq!(mails.len(), 1);
     let m = &mails[0];
     println!("{}\n{}", m.subject, m.text);
@@ -83,7 +81,7 @@ async fn a_new_listing_arrives_as_an_email_with_subject_body_and_link() {
     // Later checks of the same page announce nothing more.
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(inbox.lock().unwrap().len(), 1);
-    assert_eq!(util::pending(state, "email"), 0);
+    assert_eq!(crate::util::pending(state, "email"), 0);
     notifio.kill();
     portal.shutdown().await;
 }
@@ -93,7 +91,7 @@ async fn smtp_down_while_three_listings_appear_then_up_delivers_all_three_once()
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
     let portal = portal().await;
-    let port = util::free_port(); // nothing listens yet: the SMTP server is down
+    let port = crate::util::free_port(); // nothing listens yet: the SMTP server is down
     let cfg = config(
         state,
         &[("Berlin", portal.search_url("flats", "berlin"))],
@@ -101,7 +99,7 @@ async fn smtp_down_while_three_listings_appear_then_up_delivers_all_three_once()
     );
     let notifio = Notifio::start(state, &cfg, false, None);
     wait_for(LIMIT, "the baseline", || {
-        util::all_baselined(state, 1).then_some(())
+        crate::util::all_baselined(state, 1).then_some(())
     })
     .await;
     let mut flats = Vec::new();
@@ -109,14 +107,18 @@ async fn smtp_down_while_three_listings_appear_then_up_delivers_all_three_once()
         flats.push(portal.add_listing("flats", Some("berlin")));
         // Each flat is its own check (and its own message), recorded while SMTP is down.
         wait_for(LIMIT, "the outbox row", || {
-            (util::outbox_rows(state, "email") >= i).then_some(())
+            (crate::util::outbox_rows(state, "email") >= i).then_some(())
         })
         .await;
     }
     tokio::time::sleep(Duration::from_millis(700)).await; // a few failed delivery attempts
-    assert_eq!(util::pending(state, "email"), 3, "nothing is dropped");
+    assert_eq!(
+        crate::util::pending(state, "email"),
+        3,
+        "nothing is dropped"
+    );
     let errors: Vec<String> = {
-        let c = util::db(state).unwrap();
+        let c = crate::util::db(state).unwrap();
         let mut s = c
             .prepare("SELECT last_error FROM outbox WHERE last_error IS NOT NULL")
             .unwrap();
@@ -127,19 +129,19 @@ async fn smtp_down_while_three_listings_appear_then_up_delivers_all_three_once()
     };
     assert!(!errors.is_empty(), "the failed attempts are recorded");
 
-    let inbox = util::start_smtp(port);
+    let inbox = crate::util::start_smtp(port);
     wait_for(LIMIT, "three emails", || {
         (inbox.lock().unwrap().len() >= 3).then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_millis(1000)).await; // room for a duplicate to show up
-    let mails = util::mails(&inbox);
+    let mails = crate::util::mails(&inbox);
     let subjects: Vec<&str> = mails.iter().map(|m| m.subject.as_str()).collect();
     assert_eq!(subjects, ["1 new listing — Berlin"; 3]);
     for (m, flat) in mails.iter().zip(&flats) {
         assert!(m.text.contains(&flat.url), "in order: {}", m.text);
     }
-    assert_eq!(util::pending(state, "email"), 0);
+    assert_eq!(crate::util::pending(state, "email"), 0);
     notifio.kill();
     portal.shutdown().await;
 }
@@ -149,7 +151,7 @@ async fn sigkill_between_recording_and_delivery_delivers_exactly_once_after_rest
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
     let portal = portal().await;
-    let port = util::free_port();
+    let port = crate::util::free_port();
     let cfg = config(
         state,
         &[("Lisbon", portal.search_url("flats", "lisbon"))],
@@ -157,29 +159,29 @@ async fn sigkill_between_recording_and_delivery_delivers_exactly_once_after_rest
     );
     let first = Notifio::start(state, &cfg, false, None);
     wait_for(LIMIT, "the baseline", || {
-        util::all_baselined(state, 1).then_some(())
+        crate::util::all_baselined(state, 1).then_some(())
     })
     .await;
     let flat = portal.add_listing("flats", Some("lisbon"));
     wait_for(LIMIT, "a pending outbox row", || {
-        (util::pending(state, "email") == 1).then_some(())
+        (crate::util::pending(state, "email") == 1).then_some(())
     })
     .await;
     first.kill(); // SIGKILL: detected and recorded, not delivered (SMTP is down)
 
-    let inbox = util::start_smtp(port);
+    let inbox = crate::util::start_smtp(port);
     let second = Notifio::start(state, &cfg, false, None);
     wait_for(LIMIT, "the email after the restart", || {
         (!inbox.lock().unwrap().is_empty()).then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_millis(1500)).await; // several checks of the same page
-    let mails = util::mails(&inbox);
+    let mails = crate::util::mails(&inbox);
     assert_eq!(mails.len(), 1, "exactly once: {mails:#?}");
     assert_eq!(mails[0].subject, "1 new listing — Lisbon");
     assert!(mails[0].text.contains(&flat.url));
-    assert_eq!(util::pending(state, "email"), 0);
-    assert_eq!(util::outbox_rows(state, "email"), 1);
+    assert_eq!(crate::util::pending(state, "email"), 0);
+    assert_eq!(crate::util::outbox_rows(state, "email"), 1);
     second.kill();
     portal.shutdown().await;
 }
@@ -189,8 +191,8 @@ async fn two_searches_sharing_a_url_get_one_message_naming_both() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
     let portal = portal().await;
-    let port = util::free_port();
-    let inbox = util::start_smtp(port);
+    let port = crate::util::free_port();
+    let inbox = crate::util::start_smtp(port);
     let url = portal.search_url("flats", "valencia");
     let cfg = config(
         state,
@@ -199,7 +201,7 @@ async fn two_searches_sharing_a_url_get_one_message_naming_both() {
     );
     let notifio = Notifio::start(state, &cfg, false, None);
     wait_for(LIMIT, "both baselines", || {
-        util::all_baselined(state, 2).then_some(())
+        crate::util::all_baselined(state, 2).then_some(())
     })
     .await;
     let flat = portal.add_listing("flats", Some("valencia"));
@@ -208,7 +210,7 @@ async fn two_searches_sharing_a_url_get_one_message_naming_both() {
     })
     .await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let mails = util::mails(&inbox);
+    let mails = crate::util::mails(&inbox);
     assert_eq!(mails.len(), 1, "one message for both searches: {mails:#?}");
     assert_eq!(
         mails[0].subject,
@@ -227,8 +229,8 @@ async fn two_searches_sharing_a_url_get_one_message_naming_both() {
     // Single-flight: each request served both searches (one check row each per request; a
     // request in flight at the stop may have no row).
     let (a, b) = (
-        util::checks_of(state, "Valencia cheap").len(),
-        util::checks_of(state, "Valencia beach").len(),
+        crate::util::checks_of(state, "Valencia cheap").len(),
+        crate::util::checks_of(state, "Valencia beach").len(),
     );
     let requests = portal.request_count("flats");
     assert_eq!(a, b, "both searches are recorded by every check");
@@ -245,10 +247,10 @@ async fn two_searches_sharing_a_url_get_one_message_naming_both() {
 /// offers AUTH after TLS, and we want the password to really cross the wire, so it can be
 /// looked for everywhere else). It records the decoded credentials and accepts every message.
 /// Hand-written on purpose: no embeddable SMTP crate here allows plaintext AUTH.
-fn start_auth_smtp() -> (u16, util::Inbox, Arc<Mutex<usize>>) {
+fn start_auth_smtp() -> (u16, crate::util::Inbox, Arc<Mutex<usize>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let creds: util::Inbox = Arc::default();
+    let creds: crate::util::Inbox = Arc::default();
     let delivered: Arc<Mutex<usize>> = Arc::default();
     let (c, d) = (creds.clone(), delivered.clone());
     std::thread::spawn(move || {
@@ -320,7 +322,7 @@ async fn the_smtp_password_never_appears_in_output_or_the_database() {
     let state = dir.path();
     let portal = portal().await;
     let (up, creds, delivered) = start_auth_smtp();
-    let down = util::free_port();
+    let down = crate::util::free_port();
     // The address of a server that is down first (connection errors are logged and stored),
     // then the real one (the password is sent and accepted). Same state dir for both runs.
     let cfg_down = config(
@@ -330,12 +332,12 @@ async fn the_smtp_password_never_appears_in_output_or_the_database() {
     );
     let first = Notifio::start(state, &cfg_down, true, Some(PASSWORD));
     wait_for(LIMIT, "the baseline", || {
-        util::all_baselined(state, 1).then_some(())
+        crate::util::all_baselined(state, 1).then_some(())
     })
     .await;
     portal.add_listing("flats", Some("porto"));
     wait_for(LIMIT, "a failed delivery", || {
-        util::db(state)
+        crate::util::db(state)
             .and_then(|c| {
                 c.query_row("SELECT COUNT(*) FROM outbox WHERE attempts >= 2", [], |r| {
                     r.get::<_, i64>(0)
@@ -377,11 +379,11 @@ async fn the_smtp_password_never_appears_in_output_or_the_database() {
     for needle in [PASSWORD, &encoded, &encoded_alone] {
         assert!(!log.contains(needle), "{needle:?} in the log output");
     }
-    let bytes = util::db_bytes(state);
+    let bytes = crate::util::db_bytes(state);
     assert!(bytes.len() > 4096, "the database was read");
     for needle in [PASSWORD, &encoded, &encoded_alone] {
         assert!(
-            !util::contains_bytes(&bytes, needle.as_bytes()),
+            !crate::util::contains_bytes(&bytes, needle.as_bytes()),
             "{needle:?} in the database files"
         );
     }

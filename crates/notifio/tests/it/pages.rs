@@ -2,8 +2,7 @@
 //! fake portal, whose sites spread their listings over pages that link to the next. Time is
 //! real (the subject is what reaches the site and when), every wait a few hundred ms.
 
-mod util;
-
+use crate::util::{load_config, next_matching};
 use fake_portal::{Behaviour, Portal, SiteSpec};
 use notifio::config;
 use notifio::notify::outbox;
@@ -13,7 +12,6 @@ use notifio::watch::{PassResult, WatchEvent, Watcher};
 use std::path::Path;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use util::next_matching;
 
 /// Spacing on the fake site: long enough that a request sent without it would show.
 const SPACING_MS: u64 = 300;
@@ -52,14 +50,8 @@ async fn one_search(pages: u32) -> (tempfile::TempDir, Portal, config::Config) {
     let dir = tempfile::tempdir().unwrap();
     let portal = Portal::start(vec![paged_site("flats")]).await.unwrap();
     let searches = [("a", portal.search_url("flats", "a"), pages)];
-    let cfg = load(dir.path(), &config_text(dir.path(), &searches, ""));
+    let cfg = load_config(dir.path(), &config_text(dir.path(), &searches, ""));
     (dir, portal, cfg)
-}
-
-fn load(dir: &Path, text: &str) -> config::Config {
-    let path = dir.join("notifio.toml");
-    std::fs::write(&path, text).unwrap();
-    config::load(&path).unwrap_or_else(|e| panic!("config: {e}\n{text}"))
 }
 
 /// One `notifio check` pass in-process (mailbox channel on), its results by search.
@@ -109,7 +101,7 @@ async fn every_page_is_a_request_under_the_sites_spacing() {
         ("a", portal.search_url("flats", "a"), 3),
         ("b", portal.search_url("flats", "b"), 3),
     ];
-    let cfg = load(dir.path(), &config_text(dir.path(), &searches, ""));
+    let cfg = load_config(dir.path(), &config_text(dir.path(), &searches, ""));
     let results = pass(&cfg, false).await;
     for r in &results {
         assert_eq!((r.outcome.as_str(), r.pages), ("ok", 3), "{r:?}");
@@ -195,7 +187,7 @@ async fn a_refusal_on_page_two_keeps_page_one_and_the_site_waits() {
         ["/search/a", "/search/a?page=2"],
         "page 3 is not asked for"
     );
-    let backoff = util::backoff(dir.path());
+    let backoff = crate::util::backoff(dir.path());
     assert_eq!(backoff.len(), 1, "the refusal is recorded: {backoff:?}");
     assert!(r.next_retry_at.is_some(), "the site waits");
 
@@ -251,10 +243,14 @@ async fn pages_read_for_the_first_time_are_a_baseline() {
     let dir = tempfile::tempdir().unwrap();
     let portal = Portal::start(vec![paged_site("flats")]).await.unwrap();
     let one = [("a", portal.search_url("flats", "a"), 1)];
-    let r = pass(&load(dir.path(), &config_text(dir.path(), &one, "")), false).await;
+    let r = pass(
+        &load_config(dir.path(), &config_text(dir.path(), &one, "")),
+        false,
+    )
+    .await;
     assert_eq!((r[0].pages, r[0].listings.len()), (1, 5));
     let three = [("a", portal.search_url("flats", "a"), 3)];
-    let cfg = load(dir.path(), &config_text(dir.path(), &three, ""));
+    let cfg = load_config(dir.path(), &config_text(dir.path(), &three, ""));
     let r = pass(&cfg, false).await;
     assert_eq!((r[0].pages, r[0].listings.len()), (3, 12));
     assert_eq!(r[0].new.len(), 7, "seen for the first time");
@@ -283,7 +279,7 @@ async fn a_next_selector_follows_pagina_links_and_the_last_page_ends_the_check()
         "id_attr = \"data-id\" }",
         "id_attr = \"data-id\", next = \"nav.pagination a.next-page\" }",
     );
-    let cfg = load(dir.path(), &text);
+    let cfg = load_config(dir.path(), &text);
     let r = pass(&cfg, false).await;
     assert_eq!(
         (r[0].outcome.as_str(), r[0].pages, r[0].listings.len()),
@@ -310,7 +306,7 @@ async fn a_next_selector_follows_pagina_links_and_the_last_page_ends_the_check()
         &[("a", portal.search_url("flats", "a"), 10)],
         "",
     );
-    let r = pass(&load(dir2.path(), &plain), false).await;
+    let r = pass(&load_config(dir2.path(), &plain), false).await;
     assert_eq!((r[0].pages, r[0].listings.len()), (1, 5));
     portal.shutdown().await;
 }
@@ -374,5 +370,5 @@ async fn the_probe_reads_page_one_only() {
 
 /// Now as the fake portal stamps its request log (ms since the epoch).
 fn fake_portal_now() -> u64 {
-    notifio::watch::now().as_millis()
+    notifio::clock::now().as_millis()
 }

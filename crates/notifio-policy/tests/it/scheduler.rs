@@ -26,9 +26,8 @@
 //!   `a_search_in_flight_is_neither_gone_nor_due`
 
 use notifio_policy::schedule::{SearchState, SiteState};
-mod common;
 
-use common::{Check, MIN, PollCheck, SEC, T0, d, spec, tick};
+use crate::common::{Check, MIN, PollCheck, SEC, T0, d, spec, tick};
 use notifio_policy::{
     BackoffPolicy, Entry, Outcome, Reaction, RefusalKind, Registry, Scheduler, SchedulerConfig,
     SearchId, SearchSpec, SiteKey, Timestamp,

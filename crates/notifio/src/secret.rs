@@ -1,11 +1,106 @@
-//! Where a channel's secret (a bot token, a webhook URL) comes from: the environment, a file
-//! only its owner can read, or the config itself, in that order. The environment wins so that a
-//! config file that gets shared or committed can hold none; a file that group or others can read
-//! is refused, like `email.password_file`. The value lives in a [`Secret`] from then on.
+//! Secrets: a value that never shows ([`Secret`]), and where one comes from
+//! ([`SecretSetting`]): the environment, a file only its owner can read, or the config itself,
+//! in that order. The environment wins so that a config file that gets shared or committed can
+//! hold none; a file that group or others can read is refused. The value lives in a [`Secret`]
+//! from then on: the config only *locates* secrets, the channels read them when they are built.
 
-use super::{NotifyError, Secret, email};
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// A secret value (a password, a token, a webhook URL). `Debug` prints `***`; only the
+/// transport sees the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    #[must_use]
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value, for the transport that sends it (and tests). Never log it.
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Replaces every occurrence of the secret in `text` (defence in depth for messages that
+    /// come back from a server or a library).
+    #[must_use]
+    pub fn scrub(&self, text: &str) -> String {
+        if self.0.is_empty() {
+            text.to_string()
+        } else {
+            text.replace(&self.0, "***")
+        }
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// A file holding a secret cannot be used. Messages name the file, never its contents.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// Group or others can read it.
+    #[error(
+        "password file {path} is readable by group or others (mode {mode:04o}); run `chmod 600 {path}`",
+        path = path.display()
+    )]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// It cannot be read.
+    #[error("cannot read password file {path}: {source}", path = path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Reads a secret from a file, refusing one that group or others can read; a trailing newline
+/// is not part of it.
+///
+/// # Errors
+/// The file cannot be read, or its mode lets group or others read it.
+pub fn read_file(path: &Path) -> Result<Secret, FileError> {
+    let unreadable = |source| FileError::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(unreadable)?
+            .permissions()
+            .mode()
+            & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(FileError::Exposed {
+                path: path.to_path_buf(),
+                mode,
+            });
+        }
+    }
+    let text = std::fs::read_to_string(path).map_err(unreadable)?;
+    Ok(Secret::new(text.trim_end_matches(['\r', '\n'])))
+}
+
+/// A secret that cannot be read: the message names the config key, never the value.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SecretError(String);
 
 /// A secret as configured, not yet read.
 #[derive(Clone, PartialEq, Eq)]
@@ -59,14 +154,14 @@ impl SecretSetting {
     /// # Errors
     /// None of them is set, the file cannot be read, or group or others can read it. The
     /// message names the key and never the value.
-    pub fn resolve(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Secret, NotifyError> {
+    pub fn resolve(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Secret, SecretError> {
         if let Some(v) = self.env.as_deref().and_then(env) {
             return Ok(Secret::new(v.trim()));
         }
         if let Some(path) = &self.file {
-            return email::read_password_file(path).map_err(|e| {
-                NotifyError::Channel(match e {
-                    email::EmailError::PasswordFileExposed { mode, .. } => format!(
+            return read_file(path).map_err(|e| {
+                SecretError(match e {
+                    FileError::Exposed { mode, .. } => format!(
                         "`{}_file`: {} is readable by group or others (mode {mode:04o}); run `chmod 600 {}`",
                         self.key,
                         path.display(),
@@ -84,7 +179,7 @@ impl SecretSetting {
             .as_deref()
             .map(|e| format!(", `{}_file` or {e}", self.key))
             .unwrap_or_default();
-        Err(NotifyError::Channel(format!(
+        Err(SecretError(format!(
             "`{}` is not set: give it in the config{env_hint}",
             self.key
         )))

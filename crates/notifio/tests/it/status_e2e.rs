@@ -49,15 +49,13 @@ async fn api_status_shows_a_refusing_site_waiting_and_its_searches_share_the_dea
 
     let cancel = CancellationToken::new();
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let on_dashboard: Box<dyn FnOnce(SocketAddr) + Send> = Box::new(move |a| {
-        let _ = addr_tx.send(a);
-    });
-    let runner = tokio::spawn(notifio::demo::run_watcher(
-        cfg,
-        None,
-        cancel.clone(),
-        Some(on_dashboard),
-    ));
+    let hooks = notifio::runner::Hooks {
+        narrator: None,
+        on_dashboard: Some(Box::new(move |a: SocketAddr| {
+            let _ = addr_tx.send(a);
+        })),
+    };
+    let runner = tokio::spawn(notifio::runner::run(cfg, cancel.clone(), hooks));
     let addr = tokio::time::timeout(Duration::from_secs(10), addr_rx)
         .await
         .unwrap()

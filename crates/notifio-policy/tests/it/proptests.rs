@@ -11,9 +11,7 @@
 //! - `poll_due_into` (the driver's batch form) issues exactly the checks, in the same order,
 //!   that calling `poll_due` until `None` would (`batch_and_single_polls_agree`).
 
-mod common;
-
-use common::{Check, PollCheck, outcome};
+use crate::common::{Check, PollCheck, outcome};
 use notifio_policy::{
     BackoffPolicy, CheckId, Ladders, Outcome, RefusalKind, Registry, Scheduler, SchedulerConfig,
     SearchId, SearchSpec, SiteKey, Timestamp,

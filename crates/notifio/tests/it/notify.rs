@@ -1,42 +1,19 @@
 //! Notifications end to end: a real SMTP server (mailin-embedded) and a real HTTP server (axum)
 //! on 127.0.0.1, a real SQLite file shared by a "store" connection and the sender's own.
 
-mod util;
-
+use crate::util::{fast_ladder, fast_retry};
+use crate::util::{free_port, parse_mail as parse_email, start_smtp};
 use notifio::listing::Listing;
 use notifio::notify::{
     ChannelKind, ChannelName, Channels, Email, EmailError, EmailSettings, Mailbox, Notification,
     SecretSetting, Sender, Webhook, WebhookFormat, WebhookSettings, notify_fetcher, outbox,
 };
-use notifio_policy::{BackoffPolicy, Ladders, RefusalKind, RetryPolicy};
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use util::{free_port, parse_mail as parse_email, start_smtp};
 
 // ---------------------------------------------------------------- helpers
-
-/// Retry class with ms-scale sleeps: 5ms then 15ms (±25%).
-fn fast_retry() -> RetryPolicy {
-    RetryPolicy::new(
-        3,
-        Duration::from_millis(5),
-        3.0,
-        0.25,
-        Duration::from_secs(2),
-        Duration::from_secs(5),
-        true,
-    )
-    .unwrap()
-}
-
-/// Error ladder 50ms → 100ms → 200ms (±15%).
-fn fast_ladder() -> BackoffPolicy {
-    let ms = |v: &[u64]| v.iter().map(|m| Duration::from_millis(*m)).collect();
-    let ladders = Ladders::default().with(RefusalKind::Error, ms(&[50, 100, 200]));
-    BackoffPolicy::new(ladders, 0.15, Duration::from_secs(3600)).unwrap()
-}
 
 fn listing(id: &str, title: &str, price: f64) -> Listing {
     Listing {
@@ -305,30 +282,10 @@ fn a_group_or_world_readable_password_file_is_refused() {
     assert!(!format!("{email:?}").contains("correct-horse"));
 }
 
-#[derive(Clone, Default)]
-struct LogBuf(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogBuf {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn the_password_is_never_logged_stored_or_printed() {
     const PASSWORD: &str = "pa55-Wörd-9f8e7d";
-    let logs = LogBuf::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::TRACE)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = crate::util::capture_log();
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("smtp.password");
@@ -362,7 +319,7 @@ async fn the_password_is_never_logged_stored_or_printed() {
     }
     assert!(received.lock().unwrap().is_empty());
 
-    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     println!("{logs}");
     assert!(
         logs.contains("notification delivery failed"),

@@ -12,9 +12,7 @@
 //! - a site checks its earliest due page, ties to the page added first;
 //! - intervals saturate at `u32::MAX` ms, and check ids are `count << 48 | slot << 32 | site`.
 
-mod common;
-
-use common::outcome;
+use crate::common::outcome;
 use notifio_policy::jitter::{Draws, Jitter};
 use notifio_policy::schedule::{SearchState, SiteState};
 use notifio_policy::{

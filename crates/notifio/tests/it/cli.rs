@@ -2,8 +2,6 @@
 
 use std::process::Command;
 
-mod util;
-
 fn notifio() -> Command {
     Command::new(env!("CARGO_BIN_EXE_notifio"))
 }
@@ -250,7 +248,7 @@ fn through_proxy(proxy: &str) -> Command {
 #[test]
 fn check_goes_through_the_proxy_the_environment_names() {
     let (rt, portal, _dir, path) = one_search("");
-    let (proxy, lines) = rt.block_on(util::start_proxy());
+    let (proxy, lines) = rt.block_on(crate::util::start_proxy());
     let url = portal.search_url("p", "s");
     let out = through_proxy(&proxy)
         .args(["check", "--config"])
@@ -311,7 +309,10 @@ fn troubled_searches() -> (
         dir.path().display().to_string()
     );
     let mut urls: Vec<String> = names.iter().map(|n| portal.search_url(n, "s")).collect();
-    urls.push(format!("http://127.0.0.1:{}/search/s", util::free_port()));
+    urls.push(format!(
+        "http://127.0.0.1:{}/search/s",
+        crate::util::free_port()
+    ));
     for (i, url) in urls.iter().enumerate() {
         cfg.push_str(&format!(
             "\n[[search]]\nname = \"s{i}\"\nurl = {url:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n"
@@ -415,7 +416,7 @@ fn a_urls_password_is_never_printed_stored_or_sent_in_a_request_line() {
         cfg.replace(&format!("{plain:?}"), &format!("{with_password:?}")),
     )
     .unwrap();
-    let (proxy, lines) = rt.block_on(util::start_proxy());
+    let (proxy, lines) = rt.block_on(crate::util::start_proxy());
     let out = through_proxy(&proxy)
         .args(["-vv", "check", "--json", "--config"])
         .arg(&path)

@@ -970,7 +970,7 @@ fn outcomes_map_to_their_ladders() {
 
 #[test]
 fn the_policy_crate_stays_pure() {
-    let manifest = include_str!("../Cargo.toml");
+    let manifest = include_str!("../../Cargo.toml");
     let deps = manifest
         .split("[dependencies]")
         .nth(1)
@@ -987,7 +987,7 @@ fn the_policy_crate_stays_pure() {
     ] {
         assert!(!deps.contains(banned), "notifio-policy depends on {banned}");
     }
-    let clippy = include_str!("../clippy.toml");
+    let clippy = include_str!("../../clippy.toml");
     for banned in ["Instant::now", "SystemTime::now", "thread_rng"] {
         assert!(
             clippy.contains(banned),

@@ -5,10 +5,8 @@
 //! A test that needs a browser (or Xvfb) it cannot find says so and names the package; under
 //! `CI=true` it fails instead.
 
-mod util;
-
+use crate::util::{check_once, load_config};
 use fake_portal::{Behaviour, ChallengeKind, Portal, Render, SiteSpec};
-use notifio::config;
 use notifio::fetch::{FetchMode, browser};
 use notifio::watch::{PassResult, WatchEvent, Watcher};
 use std::path::{Path, PathBuf};
@@ -88,21 +86,6 @@ fn search(name: &str, url: &str, fetch: FetchMode) -> String {
     )
 }
 
-fn load(dir: &Path, text: &str) -> config::Config {
-    let path = dir.join("notifio.toml");
-    std::fs::write(&path, text).unwrap();
-    config::load(&path).unwrap_or_else(|e| panic!("config: {e}\n{text}"))
-}
-
-/// One `check` pass in this process.
-async fn check_once(cfg: config::Config) -> Vec<PassResult> {
-    let mut w = Watcher::for_one_pass(cfg, vec![], false).unwrap();
-    tokio::time::timeout(Duration::from_secs(60), w.run(CancellationToken::new()))
-        .await
-        .expect("the pass ends")
-        .unwrap()
-}
-
 fn result<'a>(results: &'a [PassResult], name: &str) -> &'a PassResult {
     results
         .iter()
@@ -146,7 +129,7 @@ async fn cards_built_by_a_script_are_read_in_the_browser_not_over_http() {
             )
         ),
     );
-    let results = check_once(load(dir.path(), &text)).await;
+    let results = check_once(load_config(dir.path(), &text)).await;
     let plain = result(&results, "over http");
     assert_eq!(plain.outcome, "layout_unknown", "{plain:?}");
     assert_eq!(plain.via, FetchMode::Http);
@@ -194,7 +177,7 @@ async fn blocked_resource_types_are_never_requested() {
         dir.path(),
         &search("a", &portal.search_url("blocked", "a"), FetchMode::Browser),
     );
-    let r = check_once(load(dir.path(), &blocked)).await;
+    let r = check_once(load_config(dir.path(), &blocked)).await;
     assert_eq!(r[0].outcome, "ok", "{r:?}");
     let images = |site: &str| {
         portal
@@ -214,7 +197,7 @@ async fn blocked_resource_types_are_never_requested() {
         &search("b", &portal.search_url("loaded", "a"), FetchMode::Browser),
     )
     .replace("[browser]\n", "[browser]\nblock = []\n");
-    let r = check_once(load(other.path(), &unblocked)).await;
+    let r = check_once(load_config(other.path(), &unblocked)).await;
     assert_eq!(r[0].outcome, "ok", "{r:?}");
     assert_eq!(
         images("loaded"),
@@ -272,8 +255,8 @@ async fn refusals_and_faults_in_the_browser_follow_the_same_policy() {
             ),
         ),
     );
-    let started = notifio::watch::now().as_millis();
-    let results = check_once(load(dir.path(), &text)).await;
+    let started = notifio::clock::now().as_millis();
+    let results = check_once(load_config(dir.path(), &text)).await;
 
     let limited = result(&results, "limited");
     assert_eq!(limited.outcome, "rate_limited", "{limited:?}");
@@ -306,7 +289,7 @@ async fn refusals_and_faults_in_the_browser_follow_the_same_policy() {
 
     // The waiting site is skipped by the next pass, without a request.
     let before = portal.request_count("limited");
-    let again = check_once(load(dir.path(), &text)).await;
+    let again = check_once(load_config(dir.path(), &text)).await;
     assert_eq!(result(&again, "limited").outcome, "waiting");
     assert_eq!(portal.request_count("limited"), before);
     portal.shutdown().await;
@@ -362,7 +345,7 @@ async fn nothing_reaches_the_site_between_two_checks() {
         ),
     )
     .replace("interval = \"1h\"", "interval = \"3s\"");
-    let mut watcher = Watcher::new(load(dir.path(), &text), vec![], false).unwrap();
+    let mut watcher = Watcher::new(load_config(dir.path(), &text), vec![], false).unwrap();
     let mut events = watcher.subscribe();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
@@ -373,11 +356,11 @@ async fn nothing_reaches_the_site_between_two_checks() {
         while started_at.len() < 3 {
             match events.recv().await {
                 Ok(WatchEvent::CheckStarted { .. }) => {
-                    started_at.push(notifio::watch::now().as_millis());
+                    started_at.push(notifio::clock::now().as_millis());
                 }
                 Ok(WatchEvent::CheckDone { outcome, .. }) => {
                     assert_eq!(outcome.as_str(), "ok");
-                    done_at.push(notifio::watch::now().as_millis());
+                    done_at.push(notifio::clock::now().as_millis());
                 }
                 _ => {}
             }
@@ -427,7 +410,7 @@ fn the_profile_keeps_cookies_between_processes() {
         dir.path(),
         &search("c", &portal.search_url("cookies", "a"), FetchMode::Browser),
     );
-    let path = util::write_config(dir.path(), &text);
+    let path = crate::util::write_config(dir.path(), &text);
     for _ in 0..2 {
         let out = notifio()
             .arg("--config")
@@ -472,7 +455,7 @@ fn a_browser_that_cannot_be_found_is_a_config_error_naming_the_key() {
         "[browser]\n",
         "[browser]\nexecutable = \"/nonexistent/chromium\"\n",
     );
-    let path = util::write_config(dir.path(), &text);
+    let path = crate::util::write_config(dir.path(), &text);
     for cmd in ["check", "watch"] {
         let out = notifio()
             .arg("--config")
@@ -502,7 +485,7 @@ fn a_browser_that_cannot_be_found_is_a_config_error_naming_the_key() {
     }
     // NOTIFIO_BROWSER=none: this machine has no browser, and the message says where that
     // came from.
-    let plain = util::write_config(
+    let plain = crate::util::write_config(
         dir.path(),
         &config_text(
             dir.path(),
@@ -551,14 +534,14 @@ async fn a_browser_killed_mid_check_is_an_error_and_the_next_check_starts_a_new_
         dir.path(),
         &search("slow", &portal.search_url("slow", "a"), FetchMode::Browser),
     );
-    let mut watcher = Watcher::new(load(dir.path(), &text), vec![], false).unwrap();
+    let mut watcher = Watcher::new(load_config(dir.path(), &text), vec![], false).unwrap();
     let fetcher = watcher.fetcher().clone();
     let mut events = watcher.subscribe();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     let task = tokio::spawn(async move { watcher.run(stop).await });
     // The first check is under way (the portal holds the page for 3 s): kill the browser.
-    util::wait_for(Duration::from_secs(20), "the first request", || {
+    crate::util::wait_for(Duration::from_secs(20), "the first request", || {
         (portal.request_count("slow") > 0).then_some(())
     })
     .await;
@@ -616,11 +599,11 @@ fn no_browser_outlives_a_killed_watcher() {
         dir.path(),
         &search("w", &portal.search_url("w", "a"), FetchMode::Browser),
     );
-    let path = util::write_config(dir.path(), &text);
+    let path = crate::util::write_config(dir.path(), &text);
     for signal in ["-KILL", "-TERM"] {
-        let mut watch = util::Notifio::start(dir.path(), &path, false, None);
+        let mut watch = crate::util::Notifio::start(dir.path(), &path, false, None);
         let before = portal.request_count("w");
-        rt.block_on(util::wait_for(
+        rt.block_on(crate::util::wait_for(
             Duration::from_secs(30),
             "a browser check",
             || (portal.request_count("w") > before).then_some(()),
@@ -652,12 +635,12 @@ fn no_browser_outlives_a_killed_watcher() {
 
 /// A page that misbehaves in the browser: each on a loopback address of its own, so each is a
 /// site of its own, with its own renderer, as real sites are.
-async fn hostile(ip: &str, response: Vec<u8>) -> util::RawServer {
-    util::RawServer::start_at(ip, response).await
+async fn hostile(ip: &str, response: Vec<u8>) -> crate::util::RawServer {
+    crate::util::RawServer::start_at(ip, response).await
 }
 
 fn page(body: &str) -> Vec<u8> {
-    util::raw_response("200 OK", &[], body)
+    crate::util::raw_response("200 OK", &[], body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -713,7 +696,7 @@ async fn hostile_pages_end_as_outcomes_and_never_take_the_browser_down() {
             "timeout = \"5s\"\ndeadline = \"12s\"",
         )
         .replace("error = [\"1s\"]", "error = [\"1h\"]");
-    let cfg = load(dir.path(), &text);
+    let cfg = load_config(dir.path(), &text);
     let mut w = Watcher::for_one_pass(cfg, vec![], false).unwrap();
     let fetcher = w.fetcher().clone();
     let started = Instant::now();
@@ -822,7 +805,7 @@ fn login_without_a_display_says_so() {
         dir.path(),
         &search("s", "http://127.0.0.1:9/search/a", FetchMode::Browser),
     );
-    let path = util::write_config(dir.path(), &text);
+    let path = crate::util::write_config(dir.path(), &text);
     let out = notifio()
         .arg("--config")
         .arg(&path)
@@ -880,7 +863,7 @@ fn a_login_in_a_window_is_the_session_watch_reads_with_until_it_expires() {
         ),
     )
     .replace("interval = \"1h\"", "interval = \"2s\"");
-    let path = util::write_config(dir.path(), &text);
+    let path = crate::util::write_config(dir.path(), &text);
     let site_key = portal
         .base_url("walled")
         .trim_start_matches("http://")
@@ -898,15 +881,16 @@ fn a_login_in_a_window_is_the_session_watch_reads_with_until_it_expires() {
         .unwrap();
     let active = dir.path().join("profile").join("DevToolsActivePort");
     rt.block_on(async {
-        let (port, ws_path) = util::wait_for(Duration::from_secs(30), "the login window", || {
-            let text = std::fs::read_to_string(&active).ok()?;
-            let mut lines = text.lines();
-            Some((
-                lines.next()?.trim().to_owned(),
-                lines.next()?.trim().to_owned(),
-            ))
-        })
-        .await;
+        let (port, ws_path) =
+            crate::util::wait_for(Duration::from_secs(30), "the login window", || {
+                let text = std::fs::read_to_string(&active).ok()?;
+                let mut lines = text.lines();
+                Some((
+                    lines.next()?.trim().to_owned(),
+                    lines.next()?.trim().to_owned(),
+                ))
+            })
+            .await;
         // The window shows the search's page, which the site redirected to its form.
         let list = format!("http://127.0.0.1:{port}/json/list");
         let pages = || async {
@@ -967,7 +951,7 @@ fn a_login_in_a_window_is_the_session_watch_reads_with_until_it_expires() {
             );
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
-        util::wait_for(Duration::from_secs(10), "the listings after login", || {
+        crate::util::wait_for(Duration::from_secs(10), "the listings after login", || {
             portal
                 .requests()
                 .iter()
@@ -1008,12 +992,12 @@ fn a_login_in_a_window_is_the_session_watch_reads_with_until_it_expires() {
 
     // watch reads the walled site with the session from the window.
     let state = dir.path().join("state");
-    let mut watch = util::Notifio::start(dir.path(), &path, false, None);
-    rt.block_on(util::wait_for(
+    let mut watch = crate::util::Notifio::start(dir.path(), &path, false, None);
+    rt.block_on(crate::util::wait_for(
         Duration::from_secs(30),
         "a good check",
         || {
-            util::checks_of(&state, "walled")
+            crate::util::checks_of(&state, "walled")
                 .iter()
                 .any(|(o, s)| o == "ok" && *s == Some(200))
                 .then_some(())
@@ -1025,7 +1009,7 @@ fn a_login_in_a_window_is_the_session_watch_reads_with_until_it_expires() {
     // and one notification says what to do.
     portal.expire_sessions("walled");
     let expected = format!("notifio login {site_key}");
-    rt.block_on(util::wait_for(
+    rt.block_on(crate::util::wait_for(
         Duration::from_secs(30),
         "the notification",
         || {
@@ -1036,11 +1020,11 @@ fn a_login_in_a_window_is_the_session_watch_reads_with_until_it_expires() {
         },
     ));
     assert!(
-        util::checks_of(&state, "walled")
+        crate::util::checks_of(&state, "walled")
             .iter()
             .any(|(o, _)| o == "session_expired"),
         "{:?}",
-        util::checks_of(&state, "walled")
+        crate::util::checks_of(&state, "walled")
     );
     let searches_before = portal.request_count("walled");
     std::thread::sleep(Duration::from_secs(5));
@@ -1076,7 +1060,7 @@ async fn the_real_idealista_page_reads_the_same_in_the_browser() {
     let page = std::fs::read_to_string(fixture).unwrap();
     let server = hostile(
         "127.0.0.6",
-        util::raw_response(
+        crate::util::raw_response(
             "200 OK",
             &[
                 b"Content-Security-Policy: default-src 'none'",
@@ -1096,7 +1080,7 @@ async fn the_real_idealista_page_reads_the_same_in_the_browser() {
              [site.{site:?}]\nfetch = \"browser\"\n"
         ),
     );
-    let cfg = load(dir.path(), &text);
+    let cfg = load_config(dir.path(), &text);
     assert_eq!(cfg.searches[0].fetch, FetchMode::Browser);
     let results = check_once(cfg).await;
     let r = &results[0];
@@ -1173,7 +1157,7 @@ async fn a_browser_redirect_does_not_lead_into_a_waiting_site() {
         ),
     )
     .replace("interval = \"1h\"", "interval = \"500ms\"");
-    let mut watcher = Watcher::new(load(dir.path(), &text), vec![], false).unwrap();
+    let mut watcher = Watcher::new(load_config(dir.path(), &text), vec![], false).unwrap();
     let mut events = watcher.subscribe();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
@@ -1192,7 +1176,11 @@ async fn a_browser_redirect_does_not_lead_into_a_waiting_site() {
     let refused = portal.request_count("waiting");
     // From now on the other site's page redirects into the waiting one.
     let location = format!("Location: {}", portal.search_url("waiting", "via-redirect"));
-    other.answer(util::raw_response("302 Found", &[location.as_bytes()], ""));
+    other.answer(crate::util::raw_response(
+        "302 Found",
+        &[location.as_bytes()],
+        "",
+    ));
     let before = other.request_lines().len();
     let mut outcomes = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(4), async {
@@ -1243,9 +1231,9 @@ fn a_check_beside_a_running_watch_borrows_its_browser() {
         dir.path(),
         &search("s", &portal.search_url("shared", "a"), FetchMode::Browser),
     );
-    let path = util::write_config(dir.path(), &text);
-    let watch = util::Notifio::start(dir.path(), &path, false, None);
-    rt.block_on(util::wait_for(
+    let path = crate::util::write_config(dir.path(), &text);
+    let watch = crate::util::Notifio::start(dir.path(), &path, false, None);
+    rt.block_on(crate::util::wait_for(
         Duration::from_secs(30),
         "a browser check",
         || (portal.request_count("shared") > 0).then_some(()),

@@ -2,11 +2,10 @@
 //! short ladders set in config. Time is real here (the subject is the wall-clock behaviour of
 //! the driver), but every wait is a few hundred ms to a few seconds.
 
-mod util;
-
+use crate::util::{RawServer, check_once, load_config, next_matching, raw_response, search_toml};
 use fake_portal::{Behaviour, Portal, SiteSpec};
 use notifio::config;
-use notifio::notify::ChannelKind;
+use notifio::notify::{ChannelKind, ChannelName};
 use notifio::store::Store;
 use notifio::watch::{WatchEvent, Watcher};
 use notifio_policy::Reaction;
@@ -14,7 +13,6 @@ use std::path::Path;
 use std::time::Duration;
 use tokio::sync::broadcast::Receiver;
 use tokio_util::sync::CancellationToken;
-use util::{RawServer, next_matching, raw_response};
 
 fn config_text(
     state_dir: &Path,
@@ -38,27 +36,17 @@ fn config_text(
     t
 }
 
-/// One `[[search]]` table reading the fake portal's cards.
-fn search_toml(name: &str, url: &str) -> String {
-    format!(
-        "[[search]]\nname = {name:?}\nurl = {url:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n"
-    )
-}
-
-fn load(dir: &Path, text: &str) -> config::Config {
-    let path = dir.join("notifio.toml");
-    std::fs::write(&path, text).unwrap();
-    config::load(&path).unwrap_or_else(|e| panic!("config: {e}\n{text}"))
-}
-
 /// A watcher running in the background.
 type WatchTask =
     tokio::task::JoinHandle<Result<Vec<notifio::watch::PassResult>, notifio::watch::WatchError>>;
 
-/// Starts a watcher on `cfg` in the background: its events, the token that stops it, and its
-/// task.
-fn spawn_watcher(cfg: config::Config) -> (Receiver<WatchEvent>, CancellationToken, WatchTask) {
-    let mut watcher = Watcher::new(cfg, vec![], false).unwrap();
+/// Starts a watcher on `cfg` in the background, notifying `channels`: its events, the token
+/// that stops it, and its task.
+fn spawn_watcher(
+    cfg: config::Config,
+    channels: Vec<ChannelName>,
+) -> (Receiver<WatchEvent>, CancellationToken, WatchTask) {
+    let mut watcher = Watcher::new(cfg, channels, false).unwrap();
     let rx = watcher.subscribe();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
@@ -79,15 +67,11 @@ fn portal_site(name: &str) -> SiteSpec {
 async fn a_new_listing_is_recorded_once_and_announced_once() {
     let dir = tempfile::tempdir().unwrap();
     let portal = Portal::start(vec![portal_site("flats")]).await.unwrap();
-    let cfg = load(
+    let cfg = load_config(
         dir.path(),
         &config_text(dir.path(), &portal, "flats", 1, "200ms"),
     );
-    let mut watcher = Watcher::new(cfg, vec![ChannelKind::Mailbox.into()], false).unwrap();
-    let mut rx = watcher.subscribe();
-    let cancel = CancellationToken::new();
-    let stop = cancel.clone();
-    let task = tokio::spawn(async move { watcher.run(stop).await });
+    let (mut rx, cancel, task) = spawn_watcher(cfg, vec![ChannelKind::Mailbox.into()]);
 
     let baseline = next_matching(&mut rx, Duration::from_secs(10), |e| {
         matches!(e, WatchEvent::CheckDone { .. })
@@ -164,11 +148,11 @@ async fn a_new_listing_is_recorded_once_and_announced_once() {
 async fn five_searches_on_a_refusing_site_wait_together_and_come_back_through_one_probe() {
     let dir = tempfile::tempdir().unwrap();
     let portal = Portal::start(vec![portal_site("busy")]).await.unwrap();
-    let cfg = load(
+    let cfg = load_config(
         dir.path(),
         &config_text(dir.path(), &portal, "busy", 5, "300ms"),
     );
-    let (mut rx, cancel, task) = spawn_watcher(cfg);
+    let (mut rx, cancel, task) = spawn_watcher(cfg, vec![]);
 
     // Let all five take their baseline, then the site starts refusing.
     for _ in 0..5 {
@@ -265,7 +249,7 @@ async fn a_restart_during_a_wait_does_not_knock_early() {
     let dir = tempfile::tempdir().unwrap();
     let portal = Portal::start(vec![portal_site("strict")]).await.unwrap();
     let text = config_text(dir.path(), &portal, "strict", 2, "300ms");
-    let (mut rx, cancel, task) = spawn_watcher(load(dir.path(), &text));
+    let (mut rx, cancel, task) = spawn_watcher(load_config(dir.path(), &text), vec![]);
     next_matching(&mut rx, Duration::from_secs(10), |e| {
         matches!(e, WatchEvent::CheckDone { .. })
     })
@@ -292,7 +276,7 @@ async fn a_restart_during_a_wait_does_not_knock_early() {
     portal.set_behaviour("strict", Behaviour::Normal);
 
     // A new process (a new watcher on the same state dir) keeps the wait.
-    let (mut rx, cancel, task) = spawn_watcher(load(dir.path(), &text));
+    let (mut rx, cancel, task) = spawn_watcher(load_config(dir.path(), &text), vec![]);
     next_matching(&mut rx, Duration::from_secs(10), |e| {
         matches!(e, WatchEvent::Reaction(Reaction::SiteCleared { .. }))
     })
@@ -320,11 +304,12 @@ async fn check_one_pass_reports_every_search_and_skips_a_waiting_site() {
     let portal = Portal::start(vec![portal_site("a"), portal_site("b")])
         .await
         .unwrap();
-    let mut text = config_text(dir.path(), &portal, "a", 2, "30s");
+    // A wait long enough that the second pass surely falls inside it, however slow the machine.
+    let mut text = config_text(dir.path(), &portal, "a", 2, "30s")
+        .replace("denied = [\"1s\"]", "denied = [\"1m\"]");
     text.push_str(&search_toml("on b", &portal.search_url("b", "x")));
     portal.set_behaviour("b", Behaviour::Forbidden);
-    let mut watcher = Watcher::for_one_pass(load(dir.path(), &text), vec![], false).unwrap();
-    let results = watcher.run(CancellationToken::new()).await.unwrap();
+    let results = check_once(load_config(dir.path(), &text)).await;
     assert_eq!(results.len(), 3);
     let by_name = |n: &str| results.iter().find(|r| r.search == n).unwrap();
     assert_eq!(by_name("search 0").outcome, "ok");
@@ -332,12 +317,10 @@ async fn check_one_pass_reports_every_search_and_skips_a_waiting_site() {
     assert_eq!(by_name("on b").outcome, "denied");
     assert_eq!(by_name("on b").status, Some(403));
     assert!(by_name("on b").next_retry_at.is_some());
-    drop(watcher);
 
     // A second pass skips b (waiting) without a request.
     let before = portal.request_count("b");
-    let mut watcher = Watcher::for_one_pass(load(dir.path(), &text), vec![], false).unwrap();
-    let results = watcher.run(CancellationToken::new()).await.unwrap();
+    let results = check_once(load_config(dir.path(), &text)).await;
     assert_eq!(
         results.iter().find(|r| r.search == "on b").unwrap().outcome,
         "waiting"
@@ -378,16 +361,8 @@ async fn an_expired_session_pauses_the_site_and_notifies_once() {
         "[site.\"{site_key}\"]\ncookies = {:?}\n",
         cookies.display().to_string()
     ));
-    let mut watcher = Watcher::new(
-        load(dir.path(), &text),
-        vec![ChannelKind::Mailbox.into()],
-        false,
-    )
-    .unwrap();
-    let mut rx = watcher.subscribe();
-    let cancel = CancellationToken::new();
-    let stop = cancel.clone();
-    let task = tokio::spawn(async move { watcher.run(stop).await });
+    let cfg = load_config(dir.path(), &text);
+    let (mut rx, cancel, task) = spawn_watcher(cfg, vec![ChannelKind::Mailbox.into()]);
     next_matching(&mut rx, Duration::from_secs(10), |e| {
         matches!(e, WatchEvent::CheckDone { .. })
     })
@@ -432,15 +407,8 @@ async fn an_expired_session_pauses_the_site_and_notifies_once() {
 
     // After a restart the site is still paused: no request at all.
     let before = portal.request_count("members");
-    let mut watcher = Watcher::new(
-        load(dir.path(), &text),
-        vec![ChannelKind::Mailbox.into()],
-        false,
-    )
-    .unwrap();
-    let cancel = CancellationToken::new();
-    let stop = cancel.clone();
-    let task = tokio::spawn(async move { watcher.run(stop).await });
+    let cfg = load_config(dir.path(), &text);
+    let (_events, cancel, task) = spawn_watcher(cfg, vec![ChannelKind::Mailbox.into()]);
     tokio::time::sleep(Duration::from_millis(600)).await;
     cancel.cancel();
     task.await.unwrap().unwrap();
@@ -479,7 +447,7 @@ async fn an_unchanged_page_is_not_read_again_even_by_a_new_process() {
         portal.search_url("plain", "x")
     ));
     let pass = |text: &str, fresh: bool| {
-        let mut w = Watcher::for_one_pass(load(dir.path(), text), vec![], false).unwrap();
+        let mut w = Watcher::for_one_pass(load_config(dir.path(), text), vec![], false).unwrap();
         if fresh {
             w.forget_pages();
         }
@@ -548,12 +516,8 @@ async fn ordinary_checks_share_commits_and_every_row_reaches_the_disk() {
     let portal = Portal::start(vec![portal_site("flats")]).await.unwrap();
     let text = config_text(dir.path(), &portal, "flats", 4, "100ms")
         .replace("spacing = \"100ms\"", "spacing = \"20ms\"");
-    let cfg = load(dir.path(), &text);
-    let mut watcher = Watcher::new(cfg, vec![ChannelKind::Mailbox.into()], false).unwrap();
-    let mut rx = watcher.subscribe();
-    let cancel = CancellationToken::new();
-    let stop = cancel.clone();
-    let task = tokio::spawn(async move { watcher.run(stop).await });
+    let cfg = load_config(dir.path(), &text);
+    let (mut rx, cancel, task) = spawn_watcher(cfg, vec![ChannelKind::Mailbox.into()]);
 
     // The first pass reads four new pages (each commits on its own).
     let mut checks = 0usize;
@@ -633,8 +597,7 @@ async fn a_page_over_a_megabyte_is_read_like_any_other() {
         .unwrap();
     let mut text = config_text(dir.path(), &portal, "big", 1, "30s");
     text.push_str(&search_toml("on small", &portal.search_url("small", "x")));
-    let mut watcher = Watcher::for_one_pass(load(dir.path(), &text), vec![], false).unwrap();
-    let results = watcher.run(CancellationToken::new()).await.unwrap();
+    let results = check_once(load_config(dir.path(), &text)).await;
     assert_eq!(results.len(), 2);
     for r in &results {
         assert_eq!(r.outcome, "ok", "{}", r.search);
@@ -673,7 +636,7 @@ async fn a_redirect_does_not_lead_into_a_waiting_site() {
         "via redirect",
         &format!("{}/search/r", other.url),
     ));
-    let (mut rx, cancel, task) = spawn_watcher(load(dir.path(), &text));
+    let (mut rx, cancel, task) = spawn_watcher(load_config(dir.path(), &text), vec![]);
 
     next_matching(&mut rx, Duration::from_secs(10), |e| {
         matches!(e, WatchEvent::Reaction(Reaction::SiteWaiting { .. }))
@@ -739,11 +702,8 @@ async fn a_changed_id_rule_does_not_announce_the_page_again() {
     let by_link = by_attr.replace(", id_attr = \"data-id\"", "");
     assert_ne!(by_attr, by_link);
     let pass = |text: &str| {
-        let w = Watcher::for_one_pass(load(dir.path(), text), vec![], false).unwrap();
-        async move {
-            let mut w = w;
-            w.run(CancellationToken::new()).await.unwrap().remove(0)
-        }
+        let cfg = load_config(dir.path(), text);
+        async move { check_once(cfg).await.remove(0) }
     };
     let first_seen = |store: &Store| -> Vec<(String, u64)> {
         let mut stmt = store
@@ -878,7 +838,7 @@ async fn hanging_sites_do_not_hold_the_concurrency_cap() {
     assert!(text.contains("concurrency = 1") && text.contains("deadline = \"4s\""));
     text.push_str(&search_toml("on stuck2", &portal.search_url("stuck2", "x")));
     text.push_str(&search_toml("on fine", &portal.search_url("fine", "x")));
-    let (mut rx, cancel, task) = spawn_watcher(load(dir.path(), &text));
+    let (mut rx, cancel, task) = spawn_watcher(load_config(dir.path(), &text), vec![]);
 
     let began = std::time::Instant::now();
     let mut started: Vec<(String, Duration)> = Vec::new();

@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use futures_util::FutureExt;
@@ -24,10 +24,7 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const WAIT_7M_12S: u64 = 432_000;
 
 fn epoch_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+    notifio::clock::now().as_millis()
 }
 
 /// A status source over a view the test edits; `now` is the real clock on each call, as the

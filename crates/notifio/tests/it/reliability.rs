@@ -3,24 +3,19 @@
 //! short intervals and ladders. Crash safety under repeated SIGKILL, an SMTP outage, a matrix
 //! of hostile servers, and (ignored by default) a soak run.
 //!
-//! Ignored variants: `cargo test -p notifio --test reliability -- --ignored --nocapture`
+//! Ignored variants: `cargo test -p notifio --test it -- --ignored reliability:: --nocapture`
 //! (`NOTIFIO_SOAK_SECS` sets the soak's length, default 300).
 
-mod util;
-
+use crate::util::{Notifio, RawServer, raw_response, wait_for};
 use fake_portal::{Behaviour, ChallengeKind, Portal, SiteSpec};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use util::{Notifio, RawServer, raw_response, wait_for};
+use std::time::{Duration, Instant};
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+    notifio::clock::now().as_millis()
 }
 
 fn site(name: &str, page_bytes: usize) -> SiteSpec {
@@ -70,23 +65,23 @@ async fn crash_safety(kills: usize, seed: u64) {
         ("strict", "s1"),
     ];
     let mbox = state.join("notifications.mbox");
-    let mut text = util::watch_toml(state, "300ms", "100ms");
+    let mut text = crate::util::watch_toml(state, "300ms", "100ms");
     text.push_str(&format!(
         "[backoff]\nrate_limited = [\"1500ms\", \"3s\"]\nerror = [\"300ms\"]\n\n\
          [notify]\nmailbox = {:?}\n\n",
         mbox.display().to_string()
     ));
     for (s, slug) in searches {
-        text.push_str(&util::search_toml(
+        text.push_str(&crate::util::search_toml(
             &format!("{s} {slug}"),
             &portal.search_url(s, slug),
         ));
     }
-    let cfg = util::write_config(state, &text);
+    let cfg = crate::util::write_config(state, &text);
 
     let mut child = Notifio::start(state, &cfg, false, None);
     wait_for(Duration::from_secs(20), "the baselines", || {
-        util::all_baselined(state, searches.len()).then_some(())
+        crate::util::all_baselined(state, searches.len()).then_some(())
     })
     .await;
     // The strict site refuses for 2.5 s every 5 s (Retry-After 2), from now on.
@@ -128,7 +123,7 @@ async fn crash_safety(kills: usize, seed: u64) {
         if k == 0 {
             // At least one kill lands while a site is waiting (the case that matters).
             wait_for(Duration::from_secs(15), "a waiting site", || {
-                (!util::backoff(state).is_empty()).then_some(())
+                (!crate::util::backoff(state).is_empty()).then_some(())
             })
             .await;
         } else {
@@ -137,7 +132,7 @@ async fn crash_safety(kills: usize, seed: u64) {
         }
         child.kill();
         let died = now_ms();
-        for (key, entry) in util::backoff(state) {
+        for (key, entry) in crate::util::backoff(state) {
             let at = entry["next_retry_at"].as_u64().unwrap();
             if at > died {
                 waits.push((names[&key].clone(), at, died));
@@ -206,7 +201,7 @@ async fn crash_safety_five_sigkills() {
     crash_safety(5, 0x5eed).await;
 }
 
-/// The full version: `cargo test -p notifio --test reliability -- --ignored crash_safety_twenty`.
+/// The full version: `cargo test -p notifio --test it -- --ignored reliability::crash_safety_twenty`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "20 kills, ~30 s; run with --ignored"]
 async fn crash_safety_twenty_sigkills() {
@@ -222,21 +217,21 @@ async fn an_smtp_outage_loses_nothing_and_keeps_the_order() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
     let portal = Portal::start(vec![site("flats", 30_000)]).await.unwrap();
-    let port = util::free_port();
-    let mut text = util::watch_toml(state, "300ms", "100ms");
+    let port = crate::util::free_port();
+    let mut text = crate::util::watch_toml(state, "300ms", "100ms");
     text.push_str(&format!(
         "[backoff]\nerror = [\"200ms\", \"500ms\", \"1s\"]\n\n\
          [retry.notify]\ninitial = \"50ms\"\ntimeout = \"2s\"\n\n\
          [notify]\nemail = {{ to = \"me@example.com\", smtp = \"smtp://127.0.0.1:{port}\" }}\n\n"
     ));
-    text.push_str(&util::search_toml(
+    text.push_str(&crate::util::search_toml(
         "Outage",
         &portal.search_url("flats", "o"),
     ));
-    let cfg = util::write_config(state, &text);
+    let cfg = crate::util::write_config(state, &text);
     let child = Notifio::start(state, &cfg, false, None);
     wait_for(Duration::from_secs(20), "the baseline", || {
-        util::all_baselined(state, 1).then_some(())
+        crate::util::all_baselined(state, 1).then_some(())
     })
     .await;
     let down_since = Instant::now();
@@ -244,18 +239,18 @@ async fn an_smtp_outage_loses_nothing_and_keeps_the_order() {
     for i in 1..=4 {
         flats.push(portal.add_listing("flats", Some("o")));
         wait_for(Duration::from_secs(10), "the outbox row", || {
-            (util::outbox_rows(state, "email") >= i).then_some(())
+            (crate::util::outbox_rows(state, "email") >= i).then_some(())
         })
         .await;
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
-    let attempts: i64 = util::db(state)
+    let attempts: i64 = crate::util::db(state)
         .unwrap()
         .query_row("SELECT MAX(attempts) FROM outbox", [], |r| r.get(0))
         .unwrap();
     assert!(attempts >= 4, "the head row kept being retried: {attempts}");
-    assert_eq!(util::pending(state, "email"), 4);
-    let inbox = util::start_smtp(port);
+    assert_eq!(crate::util::pending(state, "email"), 4);
+    let inbox = crate::util::start_smtp(port);
     let outage = down_since.elapsed();
     wait_for(Duration::from_secs(10), "four emails", || {
         (inbox.lock().unwrap().len() >= 4).then_some(())
@@ -263,7 +258,7 @@ async fn an_smtp_outage_loses_nothing_and_keeps_the_order() {
     .await;
     let recovered = down_since.elapsed() - outage;
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let mails = util::mails(&inbox);
+    let mails = crate::util::mails(&inbox);
     assert_eq!(mails.len(), 4, "once each");
     for (m, flat) in mails.iter().zip(&flats) {
         assert!(m.text.contains(&flat.url), "in order: {}", m.text);
@@ -402,15 +397,15 @@ async fn hostile_servers_are_classified_bounded_and_do_not_stop_the_others() {
         Some(expect("ok", Some(200))),
     ));
 
-    let mut text = util::watch_toml(state, "300ms", "50ms");
+    let mut text = crate::util::watch_toml(state, "300ms", "50ms");
     text.push_str(
         "[backoff]\nrate_limited = [\"2s\"]\nerror = [\"1s\"]\nchallenge = [\"1s\"]\nmax_wait = \"6s\"\njitter = 0\n\n\
          [retry.search]\ntimeout = \"1500ms\"\ndeadline = \"3s\"\ninitial = \"50ms\"\n\n[notify]\nmailbox = \"n.mbox\"\n\n",
     );
     for (name, url, _) in &searches {
-        text.push_str(&util::search_toml(name, url));
+        text.push_str(&crate::util::search_toml(name, url));
     }
-    let cfg = util::write_config(state, &text);
+    let cfg = crate::util::write_config(state, &text);
     let mut child = Notifio::start(state, &cfg, false, None);
     let started = now_ms();
 
@@ -421,21 +416,21 @@ async fn hostile_servers_are_classified_bounded_and_do_not_stop_the_others() {
         || {
             searches
                 .iter()
-                .all(|(n, _, _)| !util::checks_of(state, n).is_empty())
+                .all(|(n, _, _)| !crate::util::checks_of(state, n).is_empty())
                 .then_some(())
         },
     )
     .await;
-    let good_before = util::checks_of(state, "good").len();
+    let good_before = crate::util::checks_of(state, "good").len();
     // Keep it under fire a little longer: the ladders are 1-2 s, so most cases repeat.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let good = util::checks_of(state, "good");
+    let good = crate::util::checks_of(state, "good");
     let hwm_kb = child.proc_status("VmHWM").unwrap();
     let threads = child.proc_status("Threads").unwrap();
     assert!(child.alive(), "the watcher survived:\n{}", child.output());
     let mut report = Vec::new();
     for (name, _, want) in &searches {
-        let checks = util::checks_of(state, name);
+        let checks = crate::util::checks_of(state, name);
         report.push(format!("{name}: {checks:?}"));
         if let Some(want) = want {
             let (outcome, status) = &checks[0];
@@ -460,7 +455,7 @@ async fn hostile_servers_are_classified_bounded_and_do_not_stop_the_others() {
 
     // Retry-After: garbage, negative or past → the ladder's 2 s; future → longer, capped at 6 s.
     let names = site_names(&portal);
-    let entries: HashMap<String, serde_json::Value> = util::backoff(state)
+    let entries: HashMap<String, serde_json::Value> = crate::util::backoff(state)
         .into_iter()
         .map(|(k, e)| (names.get(&k).cloned().unwrap_or(k), e))
         .collect();
@@ -511,7 +506,7 @@ async fn hostile_servers_are_classified_bounded_and_do_not_stop_the_others() {
 /// open fds and threads must stay flat, and checks in flight never exceed the concurrency plus
 /// one slow check per site (a slow check gives its slot back but stays in flight).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "soak: minutes; NOTIFIO_SOAK_SECS=300 cargo test -p notifio --test reliability -- --ignored soak --nocapture"]
+#[ignore = "soak: minutes; NOTIFIO_SOAK_SECS=300 cargo test -p notifio --test it -- --ignored reliability::soak --nocapture"]
 async fn soak_a_thousand_searches_with_random_faults() {
     let secs: u64 = std::env::var("NOTIFIO_SOAK_SECS")
         .ok()
@@ -527,20 +522,20 @@ async fn soak_a_thousand_searches_with_random_faults() {
         })
         .collect();
     let portal = Portal::start(specs).await.unwrap();
-    let mut text = util::watch_toml(state, "30s", "50ms");
+    let mut text = crate::util::watch_toml(state, "30s", "50ms");
     text.push_str(
         "[backoff]\nrate_limited = [\"5s\", \"10s\"]\nerror = [\"2s\", \"5s\"]\nchallenge = [\"5s\"]\ndenied = [\"5s\"]\n\n\
          [notify]\nmailbox = \"n.mbox\"\n\n",
     );
     for i in 0..1000 {
         let site = format!("soak{}", i % 20);
-        text.push_str(&util::search_toml(
+        text.push_str(&crate::util::search_toml(
             &format!("search {i}"),
             &portal.search_url(&site, &format!("q{}", i / 20)),
         ));
     }
     text = text.replace("dashboard = false", "dashboard = \"127.0.0.1:0\"");
-    let cfg = util::write_config(state, &text);
+    let cfg = crate::util::write_config(state, &text);
     let mut child = Notifio::start(state, &cfg, false, None);
     let dashboard = wait_for(Duration::from_secs(20), "the dashboard address", || {
         let out = child.output();

@@ -7,29 +7,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The tests' epoch.
-#[allow(dead_code)] // not every test file uses every helper
 pub(crate) const T0: Timestamp = Timestamp(1_700_000_000_000);
 /// A second and a minute, in ms.
-#[allow(dead_code)]
 pub(crate) const SEC: u64 = 1000;
-#[allow(dead_code)]
 pub(crate) const MIN: u64 = 60 * SEC;
 
 /// The scheduler's first wake-up at or after `t`: wake-ups fall on a [`notifio_policy::TICK`].
-#[allow(dead_code)]
 pub(crate) fn tick(t: Timestamp) -> Timestamp {
     let k = notifio_policy::TICK.as_millis() as u64;
     Timestamp(t.as_millis().div_ceil(k) * k)
 }
 
 /// `ms` as a duration.
-#[allow(dead_code)]
 pub(crate) fn d(ms: u64) -> Duration {
     Duration::from_millis(ms)
 }
 
 /// A search on `url` (its site from the URL), due at once.
-#[allow(dead_code)]
 pub(crate) fn spec(id: u32, url: &str, interval_ms: u64) -> SearchSpec {
     SearchSpec {
         id: SearchId(id),
@@ -41,7 +35,6 @@ pub(crate) fn spec(id: u32, url: &str, interval_ms: u64) -> SearchSpec {
 }
 
 /// A check as the driver sees it after looking up its site key, URL and searches.
-#[allow(dead_code)] // each test file reads its own subset of the fields
 #[derive(Clone, Debug)]
 pub(crate) struct Check {
     pub(crate) id: CheckId,
@@ -54,10 +47,8 @@ pub(crate) struct Check {
 /// `poll_due` and `poll_due_into`, resolved.
 pub(crate) trait PollCheck {
     /// [`Scheduler::poll_due`] with the check's site key, URL and searches looked up.
-    #[allow(dead_code)]
     fn poll_check(&mut self, now: Timestamp) -> Option<Check>;
     /// [`Scheduler::poll_due_into`], resolved the same way.
-    #[allow(dead_code)]
     fn poll_checks(&mut self, now: Timestamp) -> Vec<Check>;
 }
 
@@ -89,7 +80,6 @@ impl PollCheck for Scheduler {
 }
 
 /// Any outcome a check can have, the ordinary ones more often than the rest.
-#[allow(dead_code)]
 pub(crate) fn outcome() -> impl Strategy<Value = Outcome> {
     prop_oneof![
         4 => Just(Outcome::Ok),

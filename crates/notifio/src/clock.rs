@@ -1,0 +1,21 @@
+//! The wall clock: the one place Notifio reads it.
+//!
+//! The policy crate never reads a clock (time comes in as `now`); this is where the shell gets
+//! that `now`, as Unix epoch milliseconds, for the scheduler, the store's times, the status
+//! view, cookie expiry and the notification sender. Elapsed time (timeouts, sleeps, how long a
+//! row waited) is tokio's or std's monotonic `Instant`, which tests can pause; it is not read
+//! here.
+
+use notifio_policy::Timestamp;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Now, in Unix epoch milliseconds (0 on a clock set before 1970).
+#[must_use]
+#[allow(clippy::disallowed_methods)] // the one reading of the wall clock
+pub fn now() -> Timestamp {
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    )
+}

@@ -1,0 +1,25 @@
+//! Notifio's integration tests, one binary (as ripgrep's `tests/tests.rs`): a module per area,
+//! `util` for what they share. Everything runs against real servers on loopback (the fake
+//! portal, an SMTP server, fakes of the services' HTTP APIs) and the real `notifio` binary.
+//!
+//! `cargo test -p notifio --test it watch::` runs one area.
+
+mod browser;
+mod browser_fetch;
+mod channels;
+mod cli;
+mod config;
+mod demo;
+mod email_e2e;
+mod extract;
+mod fetch;
+mod filters;
+mod fuzz_regressions;
+mod is24_app;
+mod notify;
+mod pages;
+mod reliability;
+mod status_e2e;
+mod util;
+mod watch;
+mod web;
