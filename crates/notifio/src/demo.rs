@@ -30,6 +30,10 @@ struct LiveStatus {
     backoff: BackoffPolicy,
     fetcher: crate::fetch::Fetcher,
     metrics: Arc<AppMetrics>,
+    /// Sites read in the browser (the watcher keeps it current across reloads).
+    browser_sites: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// A window can be opened for the user: a display, and a browser Notifio starts itself.
+    can_login: bool,
 }
 
 impl StatusSource for LiveStatus {
@@ -40,11 +44,20 @@ impl StatusSource for LiveStatus {
         match status::build(&store, crate::watch::now().as_millis(), &self.backoff) {
             // The watcher writes its retry metrics to the store at most once a second (for
             // `notifio status`); the dashboard lives beside it and reads them first-hand.
-            Ok(view) => StatusView {
-                retry: self.fetcher.metrics().snapshot(),
-                warnings: self.fetcher.metrics().warnings(),
-                ..view
-            },
+            Ok(mut view) => {
+                if self.can_login
+                    && let Ok(browser_sites) = self.browser_sites.lock()
+                {
+                    for site in &mut view.sites {
+                        site.login = browser_sites.contains(&site.site);
+                    }
+                }
+                StatusView {
+                    retry: self.fetcher.metrics().snapshot(),
+                    warnings: self.fetcher.metrics().warnings(),
+                    ..view
+                }
+            }
             Err(e) => StatusView {
                 warnings: vec![format!("status unavailable: {e}")],
                 ..StatusView::default()
@@ -107,7 +120,30 @@ pub async fn run_watcher(
         cfg.backoff.clone(),
     );
     let backoff = cfg.backoff.clone();
+    let config_path = cfg.path.clone();
+    let can_login = crate::fetch::browser::has_display()
+        && matches!(
+            crate::watch::browser_for(&cfg).map(|b| b.launch),
+            Ok(crate::fetch::Launch::Start { .. })
+        );
     let mut watcher = Watcher::new(cfg, channels, false)?;
+
+    // Live reload: the config file's changes (by hand or from the dashboard) and SIGHUP reach
+    // the watcher as requests, applied between checks.
+    let requests = watcher.requests();
+    let (mut reloads, nudge) = crate::reload::follow(config_path.clone(), cancel.clone());
+    let to_watcher = requests.clone();
+    tokio::spawn(async move {
+        while let Some(r) = reloads.recv().await {
+            if to_watcher
+                .send(crate::watch::Request::Reload(Box::new(r)))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
 
     // Signals: Ctrl-C and SIGTERM finish in-flight work, flush the store, exit 0.
     let signal_cancel = cancel.clone();
@@ -126,10 +162,14 @@ pub async fn run_watcher(
             backoff,
             fetcher: watcher.fetcher().clone(),
             metrics: watcher.metrics(),
+            browser_sites: watcher.browser_sites(),
+            can_login,
         });
-        let (bound, _task) = web::serve(
+        let app = Arc::new(web::App::new(config_path, requests, nudge));
+        let (bound, _task) = web::serve_app(
             DashboardConfig { addr, token, hosts },
             source,
+            Some(app),
             cancel.clone(),
         )
         .await

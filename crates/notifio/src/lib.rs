@@ -11,6 +11,7 @@ pub mod listing;
 pub mod notify;
 pub mod reason;
 pub mod redact;
+pub mod reload;
 pub mod status;
 pub mod store;
 pub mod watch;

@@ -12,7 +12,7 @@ use crate::extract::{self, Extraction, SiteProfile};
 use crate::fetch::{BrowserConfig, FetchConfig, FetchMode, FetchRequest, Fetched, Fetcher, Launch};
 use crate::listing::Listing;
 use crate::notify::{ChannelName, Notification};
-use crate::store::{CheckRecord, PageMemo, Recorded, RoutineCheck, SearchSync, Store, StoreError};
+use crate::store::{CheckRecord, PageMemo, Recorded, RoutineCheck, Store, StoreError};
 use notifio_policy::schedule::{SearchState, SiteState};
 use notifio_policy::{
     CheckId, Entry, Markers, Outcome, Reaction, Registry, RequestClass, Scheduler, SchedulerConfig,
@@ -24,6 +24,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
+
+mod apply;
+pub use apply::{PreviewResult, Request, field_of};
 
 /// Wall-clock now in Unix epoch milliseconds: the one place the app reads the clock.
 #[must_use]
@@ -265,6 +268,8 @@ pub struct Watcher {
     pending_since: Option<Instant>,
     /// While set, search states go to `pending_states` instead of the store.
     deferring: bool,
+    /// Live config, previews and login windows ([`Watcher::requests`]).
+    live: apply::Live,
 }
 
 /// Why the watcher could not start or had to stop.
@@ -343,7 +348,8 @@ impl Watcher {
             browser: if config.uses_browser() {
                 Some(browser_for(&config).map_err(WatchError::Browser)?)
             } else {
-                None
+                // Started only by a browser check: one a reload adds, or a preview.
+                browser_for(&config).ok()
             },
             ..FetchConfig::default()
         };
@@ -394,19 +400,7 @@ impl Watcher {
                 })?;
             profiles.push(profile);
         }
-        let rows: Vec<SearchSync> = config
-            .searches
-            .iter()
-            .zip(&profiles)
-            .map(|(s, profile)| SearchSync {
-                name: s.name.clone(),
-                // What the database, `status` and the dashboard show: never a password.
-                url: crate::redact::url_password(&s.url).into_owned(),
-                site: s.site.as_str().to_owned(),
-                rules: rules_fingerprint(profile.profile.as_ref()),
-            })
-            .collect();
-        let ids = store.sync_searches(&rows)?;
+        let ids = store.sync_searches(&apply::sync_rows(&config.searches, &profiles))?;
 
         let mut searches = HashMap::new();
         let mut by_site: HashMap<SiteKey, Vec<SearchId>> = HashMap::new();
@@ -445,26 +439,11 @@ impl Watcher {
             }
             let id = SearchId(db_id);
             by_site.entry(s.site.clone()).or_default().push(id);
+            let shared = extract::SharedProfile { profile, markers };
+            let has_cookies = sessions.contains_key(&s.site);
             searches.insert(
                 id,
-                SearchInfo {
-                    db_id,
-                    name: s.name.clone(),
-                    notify_existing: s.notify_existing,
-                    channels: match &s.notify {
-                        Some(names) => channels
-                            .iter()
-                            .filter(|c| names.iter().any(|n| n == c.as_str()))
-                            .cloned()
-                            .collect(),
-                        None => channels.clone(),
-                    },
-                    has_session: s.fetch == FetchMode::Browser || sessions.contains_key(&s.site),
-                    fetch: s.fetch,
-                    markers,
-                    profile,
-                    site: s.site.clone(),
-                },
+                apply::search_info(s, db_id, shared, &channels, has_cookies),
             );
         }
 
@@ -527,7 +506,7 @@ impl Watcher {
         }
         let (events, _) = broadcast::channel(1024);
         let slow_after = slow_after(&config.retry);
-        Ok(Self {
+        let mut watcher = Self {
             config,
             store,
             scheduler,
@@ -550,7 +529,10 @@ impl Watcher {
             pending_states: BTreeMap::new(),
             pending_since: None,
             deferring: false,
-        })
+            live: apply::Live::default(),
+        };
+        watcher.park_paused()?;
+        Ok(watcher)
     }
 
     /// Forgets every remembered page (`check --fresh`): each page is fetched in full and read
@@ -610,6 +592,7 @@ impl Watcher {
         let (slow_tx, mut slow_rx) = mpsc::unbounded_channel::<CheckId>();
         let mut results: HashMap<SearchId, PassResult> = HashMap::new();
         let mut due = Vec::new();
+        let mut requests = self.live.take_receiver();
         loop {
             if cancel.is_cancelled() {
                 break;
@@ -643,6 +626,7 @@ impl Watcher {
                 Some(done) = rx.recv() => {
                     self.finish(done, mode, &mut results)?;
                 }
+                Some(req) = apply::next_request(&mut requests) => self.serve(req)?,
                 Some(id) = slow_rx.recv() => {
                     if self.scheduler.release_slot(id)
                         && let Some(check) = self.running.get(&id)
@@ -737,7 +721,7 @@ impl Watcher {
         let Some((profile, markers, has_session, via)) = check
             .searches
             .first()
-            .and_then(|id| self.searches.get(id))
+            .and_then(|id| self.searches.get(id).or_else(|| self.live.preview_info(id)))
             .map(|i| {
                 (
                     Arc::clone(&i.profile),
@@ -920,6 +904,7 @@ impl Watcher {
         let reaction =
             self.scheduler
                 .handle_outcome(done.check.id, done.outcome, done.fetched.retry_after, t);
+        self.after_check(&done);
         if reaction.is_none() && done.listings.is_none() && self.clear_on_disk(&done.check.site) {
             self.finish_in_tx(done, mode, results, t, reaction, true)?;
             if self
@@ -1204,10 +1189,10 @@ impl Watcher {
                     last_modified: fetched.header("last-modified").map(str::to_owned),
                 };
                 for id in check.searches.iter() {
-                    if self.pages.get(id) != Some(&memo) {
-                        if let Some(info) = self.searches.get(id) {
-                            self.store.set_page_memo(info.db_id, &memo)?;
-                        }
+                    if self.pages.get(id) != Some(&memo)
+                        && let Some(info) = self.searches.get(id)
+                    {
+                        self.store.set_page_memo(info.db_id, &memo)?;
                         self.pages.insert(*id, memo.clone());
                     }
                 }

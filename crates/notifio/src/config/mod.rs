@@ -8,6 +8,7 @@
 
 mod channels;
 mod duration;
+pub mod edit;
 mod error;
 mod raw;
 mod resolve;
@@ -267,6 +268,8 @@ pub struct SearchConfig {
     /// `notify = ["telegram", "email"]`: the channels its notifications go to; `None` (the
     /// default) is every configured channel.
     pub notify: Option<Vec<String>>,
+    /// `paused = true`: kept in the config, the store and the dashboard, never checked.
+    pub paused: bool,
 }
 
 /// One `[site."…"]`.
@@ -328,7 +331,9 @@ impl Config {
     /// Whether any search is read through the browser.
     #[must_use]
     pub fn uses_browser(&self) -> bool {
-        self.searches.iter().any(|s| s.fetch == FetchMode::Browser)
+        self.searches
+            .iter()
+            .any(|s| !s.paused && s.fetch == FetchMode::Browser)
     }
 
     /// The spacing in force for a site: its own, else `watch.spacing`.
@@ -375,7 +380,17 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             ConfigError::file(path, format!("cannot read the config file: {e}"), None)
         }
     })?;
-    let (config, pending) = validate::config_and_checks(&text, path, &Environment::from_process())?;
+    load_text(&text, path)
+}
+
+/// [`load`] of config `text` that is (or is about to be) the file at `path`: what the live
+/// reload and the dashboard's edits run, so a text is accepted or refused exactly as `watch`
+/// would at start.
+///
+/// # Errors
+/// As [`load`], except reading the file.
+pub fn load_text(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let (config, pending) = validate::config_and_checks(text, path, &Environment::from_process())?;
     resolve::check(&pending)?;
     Ok(config)
 }

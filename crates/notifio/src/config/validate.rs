@@ -96,6 +96,7 @@ const SEARCH_KEYS: &[&str] = &[
     "listing",
     "notify_existing",
     "notify",
+    "paused",
 ];
 const SITE_KEYS: &[&str] = &["cookies", "spacing", "profile", "fetch", "login_url"];
 const LISTING_KEYS: &[&str] = &[
@@ -945,6 +946,7 @@ fn searches(
             .get("notify")
             .map(|f| super::channels::routes(&f, channels))
             .transpose()?;
+        let paused = t.bool("paused")?.unwrap_or(false);
         out.push(SearchConfig {
             name,
             url,
@@ -955,6 +957,7 @@ fn searches(
             notify_existing,
             fetch,
             notify,
+            paused,
         });
     }
     Ok(out)

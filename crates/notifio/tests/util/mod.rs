@@ -71,6 +71,34 @@ pub(crate) async fn start_proxy() -> (String, Arc<Mutex<Vec<String>>>) {
     (url, seen)
 }
 
+// ---------------------------------------------------------------- the app in-process
+
+/// A running `notifio watch` (watcher, live reload, dashboard with its API) in this process,
+/// as `run_watcher` runs it: its dashboard's address, the token that stops it, its task.
+pub(crate) async fn run_app(
+    cfg: notifio::config::Config,
+) -> (
+    std::net::SocketAddr,
+    tokio_util::sync::CancellationToken,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(notifio::demo::run_watcher(
+        cfg,
+        None,
+        cancel.clone(),
+        Some(Box::new(move |addr| {
+            let _ = tx.send(addr);
+        })),
+    ));
+    let addr = tokio::time::timeout(Duration::from_secs(10), rx)
+        .await
+        .expect("the dashboard starts")
+        .expect("the watcher starts");
+    (addr, cancel, task)
+}
+
 // ---------------------------------------------------------------- waiting
 
 /// Polls `f` every 50 ms (letting the runtime serve the in-process portal meanwhile) until it
