@@ -12,6 +12,7 @@ pub mod notify;
 pub mod reason;
 pub mod redact;
 pub mod reload;
+pub mod service;
 pub mod status;
 pub mod store;
 pub mod watch;
