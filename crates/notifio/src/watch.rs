@@ -718,10 +718,18 @@ impl Watcher {
         slow_tx: &mpsc::UnboundedSender<CheckId>,
         cancel: &CancellationToken,
     ) -> Result<(), WatchError> {
+        // The page is read as its first search reads it (a preview's own rules only when no
+        // search watches the page).
         let Some((profile, markers, has_session, via)) = check
             .searches
-            .first()
-            .and_then(|id| self.searches.get(id).or_else(|| self.live.preview_info(id)))
+            .iter()
+            .find_map(|id| self.searches.get(id))
+            .or_else(|| {
+                check
+                    .searches
+                    .first()
+                    .and_then(|id| self.live.preview_info(id))
+            })
             .map(|i| {
                 (
                     Arc::clone(&i.profile),

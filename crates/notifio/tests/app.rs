@@ -371,6 +371,26 @@ async fn searches_are_added_patched_paused_resumed_and_deleted_through_the_api()
     let n = requests_for(&portal, "added");
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(requests_for(&portal, "added"), n);
+    // "Open in browser" for a site read over plain HTTP says why not, and changes nothing.
+    let site = portal
+        .base_url("flats")
+        .trim_start_matches("http://")
+        .to_owned();
+    let (code, body) = app
+        .send(
+            reqwest::Method::POST,
+            &format!("/api/sites/{site}/login"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("not read in the browser"),
+        "{body}"
+    );
     // The last search cannot be deleted: 409.
     let (code, body) = app
         .send(reqwest::Method::DELETE, "/api/searches/first", json!({}))

@@ -431,8 +431,13 @@ impl Watcher {
         Ok(())
     }
 
-    /// At start: paused searches are in the store (and the dashboard) but not scheduled.
+    /// At start: paused searches are in the store (and the dashboard) but not scheduled; what a
+    /// previous `watch` said of its config file no longer holds.
     pub(super) fn park_paused(&mut self) -> Result<(), WatchError> {
+        if self.mode == super::Mode::Forever {
+            let fresh = serde_json::to_string(&ConfigStatus::default()).unwrap_or_default();
+            self.store.put_meta(crate::status::CONFIG_META, &fresh)?;
+        }
         let paused: Vec<String> = self
             .config
             .searches
@@ -496,7 +501,7 @@ impl Watcher {
             via: Some(s.fetch),
             ..PreviewResult::default()
         };
-        if let Some(early) = self.not_now(&s.site) {
+        if let Some(early) = self.not_now(&s.site, s.fetch) {
             let _ = reply.send(PreviewResult {
                 url,
                 site: s.site.to_string(),
@@ -561,10 +566,11 @@ impl Watcher {
         self.live.previews.insert(id, Pending { info, url, reply });
     }
 
-    /// Why `site` may not be asked now, as a preview's answer, or `None` when it may.
-    fn not_now(&self, site: &SiteKey) -> Option<PreviewResult> {
-        if self.live.login.as_ref().is_some_and(|l| &l.site == site)
-            || self.live.paused_for_login.contains(site)
+    /// Why `site` may not be asked now, as a preview's answer, or `None` when it may. While a
+    /// login window has the browser's profile, nothing is read in the browser.
+    fn not_now(&self, site: &SiteKey, fetch: FetchMode) -> Option<PreviewResult> {
+        let login_open = self.live.login.is_some() || !self.live.paused_for_login.is_empty();
+        if login_open && (fetch == FetchMode::Browser || self.live.paused_for_login.contains(site))
         {
             return Some(PreviewResult {
                 outcome: "waiting".into(),
@@ -649,7 +655,7 @@ impl Watcher {
         for id in stalled {
             if let Some(p) = self.live.previews.remove(&id) {
                 self.scheduler.remove_search(id);
-                let early = self.not_now(&p.info.site).unwrap_or_default();
+                let early = self.not_now(&p.info.site, p.info.fetch).unwrap_or_default();
                 let _ = p.reply.send(PreviewResult {
                     url: p.url,
                     site: p.info.site.to_string(),
@@ -716,7 +722,7 @@ impl Watcher {
         let busy = self.running.values().any(|c| {
             c.searches
                 .iter()
-                .filter_map(|id| self.searches.get(id))
+                .filter_map(|id| self.searches.get(id).or_else(|| self.live.preview_info(id)))
                 .any(|s| s.fetch == FetchMode::Browser)
         });
         if busy {
