@@ -3,11 +3,12 @@
 # - chromium: the browser fetch path (tests/it/browser_fetch.rs) and the dashboard's browser test (tests/it/browser.rs);
 # - chromium-driver: the dashboard's browser test drives Chromium through WebDriver;
 # - xvfb: `notifio login` opens a visible window, under a virtual display in tests;
-# - dbus: the desktop notification channel's test runs a session bus of its own.
+# - dbus: the desktop notification channel's test runs a session bus of its own;
+# - systemd: `notifio service`'s test checks the unit it writes with `systemd-analyze verify`.
 # Needs root (CI images run as root).
 set -eu
 missing=""
-for cmd in chromium:chromium chromedriver:chromium-driver Xvfb:xvfb dbus-daemon:dbus; do
+for cmd in chromium:chromium chromedriver:chromium-driver Xvfb:xvfb dbus-daemon:dbus systemd-analyze:systemd; do
     command -v "${cmd%%:*}" >/dev/null 2>&1 || missing="$missing ${cmd#*:}"
 done
 if [ -z "$missing" ]; then

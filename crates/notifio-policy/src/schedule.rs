@@ -285,6 +285,9 @@ struct SiteRecord {
     in_flight: Option<Flight>,
     /// Its pages that are gone (404/410), until a search asks for one again.
     gone: Vec<Cadence>,
+    /// Slots of pages no search watches any more (all removed) and not in flight: a new URL
+    /// takes one of them before growing `pages` ([`Scheduler::remove_search`]).
+    free: Vec<u16>,
     /// How many checks it has started (wrapping): in each [`CheckId`], so that the id of an
     /// old check does not name the next one.
     checks: u16,
@@ -343,6 +346,9 @@ pub struct Scheduler {
     /// Where each URL's page is, and each search's: `(site, slot)`.
     by_url: HashMap<String, (usize, usize)>,
     by_search: HashMap<SearchId, (usize, usize)>,
+    /// Each search's own interval (ms, as in [`Cadence`]): a page's cadence is the shortest of
+    /// its searches', worked out again when one of them leaves or changes.
+    intervals: HashMap<SearchId, u32>,
     wheel: Wheel,
     /// Checks in flight that count against the cap.
     in_flight: usize,
@@ -363,6 +369,7 @@ impl Scheduler {
             site_index: HashMap::new(),
             by_url: HashMap::new(),
             by_search: HashMap::new(),
+            intervals: HashMap::new(),
             wheel: Wheel::new(),
             in_flight: 0,
             draws: Draws::new(seed),
@@ -377,13 +384,30 @@ impl Scheduler {
     pub fn add_search(&mut self, spec: SearchSpec, now: Timestamp) {
         let due = spec.first_due.unwrap_or(now).0;
         let interval_ms = u32::try_from(millis(spec.interval)).unwrap_or(u32::MAX);
+        self.intervals.insert(spec.id, interval_ms);
         if let Some(&(s, slot)) = self.by_url.get(&spec.url) {
             self.by_search.insert(spec.id, (s, slot));
             let site = &mut self.sites[s];
             let page = &mut site.pages[slot];
+            let alone = page.searches.is_empty();
             page.searches = page.searches.iter().copied().chain([spec.id]).collect();
-            if let Some(cadence) = site.cadence_mut(slot) {
-                cadence.interval_ms = cadence.interval_ms.min(interval_ms);
+            match site.cadence_mut(slot) {
+                // A page whose searches were all removed keeps no cadence of theirs.
+                Some(cadence) if alone => cadence.interval_ms = interval_ms,
+                Some(cadence) => cadence.interval_ms = cadence.interval_ms.min(interval_ms),
+                None => {
+                    // Its searches were all removed and it was not in flight: it waits again.
+                    site.free.retain(|&f| usize::from(f) != slot);
+                    site.queue(
+                        Cadence {
+                            slot: slot as u16,
+                            interval_ms,
+                        },
+                        due,
+                    );
+                    self.arm(s);
+                    return;
+                }
             }
             if let Some(at) = site.gone.iter().position(|c| usize::from(c.slot) == slot) {
                 // A search added again for a page that was gone gets a fresh chance.
@@ -394,16 +418,34 @@ impl Scheduler {
             return;
         }
         let s = self.site_for(&spec.site);
-        let slot = self.sites[s].pages.len();
-        assert!(
-            slot < MAX_URLS_PER_SITE,
-            "more than 65,535 search URLs on one site"
-        );
         let site = &mut self.sites[s];
-        site.pages.push(Page {
-            url: spec.url.as_str().into(),
-            searches: Arc::new([spec.id]),
-        });
+        let slot = match site.free.pop() {
+            Some(free) => {
+                // The page no search watches any more gives its slot to this URL.
+                let slot = usize::from(free);
+                let old = std::mem::replace(
+                    &mut site.pages[slot],
+                    Page {
+                        url: spec.url.as_str().into(),
+                        searches: Arc::new([spec.id]),
+                    },
+                );
+                self.by_url.remove(&*old.url);
+                slot
+            }
+            None => {
+                let slot = site.pages.len();
+                assert!(
+                    slot < MAX_URLS_PER_SITE,
+                    "more than 65,535 search URLs on one site"
+                );
+                site.pages.push(Page {
+                    url: spec.url.as_str().into(),
+                    searches: Arc::new([spec.id]),
+                });
+                slot
+            }
+        };
         // Below `MAX_URLS_PER_SITE`: a `u16`.
         site.queue(
             Cadence {
@@ -415,6 +457,112 @@ impl Scheduler {
         self.by_url.insert(spec.url, (s, slot));
         self.by_search.insert(spec.id, (s, slot));
         self.arm(s);
+    }
+
+    /// Stops scheduling a search; returns whether it was scheduled. Its page is no longer
+    /// fetched once no other search watches it (a check of it already in flight still lands,
+    /// and its outcome still counts for the site). Its site, the site's registry entry and
+    /// its spacing are untouched: removing a search never lets a waiting site be asked sooner.
+    pub fn remove_search(&mut self, id: SearchId) -> bool {
+        let Some((s, slot)) = self.by_search.remove(&id) else {
+            return false;
+        };
+        self.intervals.remove(&id);
+        let page = &mut self.sites[s].pages[slot];
+        page.searches = page.searches.iter().copied().filter(|x| *x != id).collect();
+        let shortest = page
+            .searches
+            .iter()
+            .filter_map(|x| self.intervals.get(x))
+            .min()
+            .copied();
+        match shortest {
+            Some(ms) => {
+                if let Some(c) = self.sites[s].cadence_mut(slot) {
+                    c.interval_ms = ms;
+                }
+            }
+            None => self.retire_page(s, slot),
+        }
+        true
+    }
+
+    /// Page `slot` of site `s` has no search any more: out of the queue and the gone list, and
+    /// its slot free for another URL once no check of it is in flight.
+    fn retire_page(&mut self, s: usize, slot: usize) {
+        let site = &mut self.sites[s];
+        if !site.pages[slot].searches.is_empty() {
+            return;
+        }
+        site.queue.retain(|w| usize::from(w.page.slot) != slot);
+        site.gone.retain(|c| usize::from(c.slot) != slot);
+        if site.queue.is_empty()
+            && let Some(tick) = site.wake.take()
+        {
+            // Nothing left to wake it for: `poll_timeout` must not name a wake-up for nothing.
+            self.wheel.remove(tick, s as u32);
+        }
+        let site = &mut self.sites[s];
+        let flying = site
+            .in_flight
+            .is_some_and(|f| usize::from(f.page.page.slot) == slot);
+        if !flying && !site.free.iter().any(|&f| usize::from(f) == slot) {
+            site.free.push(slot as u16);
+        }
+    }
+
+    /// A search's interval changes, from its next check on (the check already planned keeps
+    /// its time). Returns whether the search is scheduled.
+    pub fn set_interval(&mut self, id: SearchId, interval: Duration) -> bool {
+        let Some(&(s, slot)) = self.by_search.get(&id) else {
+            return false;
+        };
+        let interval_ms = u32::try_from(millis(interval)).unwrap_or(u32::MAX);
+        self.intervals.insert(id, interval_ms);
+        let shortest = self.sites[s].pages[slot]
+            .searches
+            .iter()
+            .filter_map(|x| self.intervals.get(x))
+            .min()
+            .copied()
+            .unwrap_or(interval_ms);
+        if let Some(c) = self.sites[s].cadence_mut(slot) {
+            c.interval_ms = shortest;
+        }
+        true
+    }
+
+    /// The least time between two checks of `site`, start to start, from now on (a site not
+    /// known yet gets it when its first search is added). The start already allowed keeps
+    /// its time, so a shorter spacing never brings a check forward past the old one.
+    pub fn set_spacing(&mut self, site: &SiteKey, spacing: Duration) {
+        self.config.site_spacing.insert(site.clone(), spacing);
+        if let Some(&s) = self.site_index.get(site) {
+            self.sites[s].spacing_ms = millis(spacing);
+        }
+    }
+
+    /// The search's page is due at `now` if it was due later (a preview of that page, asked
+    /// for by the user). Spacing, the registry's waits and the single probe still decide when
+    /// it starts. Returns whether the search is scheduled and waiting.
+    pub fn hasten(&mut self, id: SearchId, now: Timestamp) -> bool {
+        let Some(&(s, slot)) = self.by_search.get(&id) else {
+            return false;
+        };
+        let site = &mut self.sites[s];
+        let Some(at) = site
+            .queue
+            .iter()
+            .position(|w| usize::from(w.page.slot) == slot)
+        else {
+            return false;
+        };
+        if site.queue[at].due > now.0 {
+            let page = site.queue.remove(at).page;
+            site.queue(page, now.0);
+            self.arm(s);
+        }
+        true
     }
 
     /// The index of site `key`, numbering it if it is new.
@@ -433,6 +581,7 @@ impl Scheduler {
             queue: SmallVec::new(),
             in_flight: None,
             gone: Vec::new(),
+            free: Vec::new(),
             checks: 0,
             paused: false,
             refused: self.registry.entry(key).is_some(),
@@ -651,6 +800,8 @@ impl Scheduler {
                 }
             }
         };
+        // Its searches were removed while it was out: the outcome counted, the page goes.
+        self.retire_page(s, usize::from(page.slot));
         self.arm(s);
         reaction
     }
@@ -709,6 +860,7 @@ impl Scheduler {
         if flight.probe {
             self.registry.abandon_probe(&self.sites[s].key);
         }
+        self.retire_page(s, usize::from(flight.page.page.slot));
         self.arm(s);
     }
 

@@ -1,5 +1,5 @@
 //! The command line (DESIGN §8): `demo`, `watch`, `check`, `status`, `ladders`, `init`,
-//! `notify test`.
+//! `notify test`, `login`, `service`.
 //!
 //! Thin glue over the library. Exit codes are part of the interface: 0 when the command ran
 //! (whatever the sites answered), 2 for a bad config or usage (the message names
@@ -109,6 +109,24 @@ pub enum Command {
         #[command(subcommand)]
         action: NotifyCommand,
     },
+    /// Start `notifio watch` at login: a systemd user unit (Linux) or a launchd agent (macOS).
+    Service {
+        /// What to do.
+        #[command(subcommand)]
+        action: ServiceCommand,
+    },
+}
+
+/// `notifio service …`.
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Write and enable the service: `notifio watch --config <absolute path>` at login,
+    /// restarted when it fails. Prints what it wrote and how to undo it.
+    Install,
+    /// Disable the service and remove its file.
+    Uninstall,
+    /// Whether the service is installed and running.
+    Status,
 }
 
 /// `notifio notify …`.
@@ -334,6 +352,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             let cfg = load_config(cli.config)?;
             one_thread_runtime()?.block_on(notify_test(cfg, channels))
         }
+        Command::Service { action } => service(cli.config, &action),
         Command::Watch => {
             let cfg = load_config(cli.config)?;
             on_workers(runtime()?, async move {
@@ -355,6 +374,31 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                 })
         }),
     }
+}
+
+/// `notifio service install | uninstall | status`.
+fn service(config: Option<PathBuf>, action: &ServiceCommand) -> Result<(), Failure> {
+    let manager = crate::service::Manager::here().map_err(|e| Failure::Usage(e.to_string()))?;
+    let text = match action {
+        ServiceCommand::Install => {
+            // The config must load now: a unit that starts a watcher which exits 2 at once
+            // would only fail over and over.
+            let cfg = load_config(config)?;
+            let absolute = std::fs::canonicalize(&cfg.path).unwrap_or(cfg.path.clone());
+            let exe = std::env::current_exe()
+                .and_then(std::fs::canonicalize)
+                .map_err(|e| {
+                    Failure::Runtime(anyhow::anyhow!("cannot find the notifio binary: {e}"))
+                })?;
+            crate::service::install(&manager, &exe, &absolute)
+                .map_err(|e| Failure::Runtime(e.into()))?
+        }
+        ServiceCommand::Uninstall => {
+            crate::service::uninstall(&manager).map_err(|e| Failure::Runtime(e.into()))?
+        }
+        ServiceCommand::Status => crate::service::status(&manager),
+    };
+    write_out(&text)
 }
 
 /// `notifio notify test [CHANNEL…]`: one test message per channel, sent directly (not through

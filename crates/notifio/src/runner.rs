@@ -2,7 +2,9 @@
 //!
 //! It takes the state directory (one watcher per directory), builds the notification channels
 //! and their sender, the watcher, and the dashboard, then runs until a signal (Ctrl-C, SIGTERM)
-//! or its token. On the way out the watcher finishes and records the checks still out, and the
+//! or its token. The config file is followed (and SIGHUP heard): a valid change reaches the
+//! watcher as a request it applies between checks; the dashboard edits the same file.
+//! On the way out the watcher finishes and records the checks still out, and the
 //! sender gets a moment to deliver what they found. Both commands go through [`run`], so the
 //! demo shows exactly the product.
 
@@ -77,7 +79,31 @@ pub async fn run(cfg: Config, cancel: CancellationToken, hooks: Hooks) -> Result
         hosts: cfg.watch.dashboard_hosts.clone(),
     });
     let backoff = cfg.backoff.clone();
+    let config_path = cfg.path.clone();
+    // "Open in browser" needs a display and a browser Notifio starts itself.
+    let can_login = crate::fetch::browser::has_display()
+        && matches!(
+            crate::watch::browser_for(&cfg).map(|b| b.launch),
+            Ok(crate::fetch::Launch::Start { .. })
+        );
     let mut watcher = Watcher::new(cfg, names, false)?;
+
+    // Live reload: the config file's changes (by hand or from the dashboard) and SIGHUP reach
+    // the watcher as requests, applied between checks.
+    let requests = watcher.requests();
+    let (mut reloads, nudge) = crate::reload::follow(config_path.clone(), cancel.clone());
+    let to_watcher = requests.clone();
+    tokio::spawn(async move {
+        while let Some(r) = reloads.recv().await {
+            if to_watcher
+                .send(crate::watch::Request::Reload(Box::new(r)))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
 
     // Signals: Ctrl-C and SIGTERM finish in-flight work, flush the store, exit 0.
     let signal_cancel = cancel.clone();
@@ -96,8 +122,11 @@ pub async fn run(cfg: Config, cancel: CancellationToken, hooks: Hooks) -> Result
             backoff,
             fetcher: watcher.fetcher().clone(),
             metrics: watcher.metrics(),
+            browser_sites: watcher.browser_sites(),
+            can_login,
         });
-        let (bound, _task) = web::serve(dashboard, source, cancel.clone())
+        let app = Arc::new(web::App::new(config_path, requests, nudge));
+        let (bound, _task) = web::serve_app(dashboard, source, Some(app), cancel.clone())
             .await
             .map_err(|e| RunError::Dashboard(e.to_string()))?;
         tracing::info!("dashboard on http://{bound}/");
@@ -132,6 +161,10 @@ struct LiveStatus {
     backoff: BackoffPolicy,
     fetcher: Fetcher,
     metrics: Arc<AppMetrics>,
+    /// Sites read in the browser (the watcher keeps it current across reloads).
+    browser_sites: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// A window can be opened for the user: a display, and a browser Notifio starts itself.
+    can_login: bool,
 }
 
 impl StatusSource for LiveStatus {
@@ -142,11 +175,20 @@ impl StatusSource for LiveStatus {
         match status::build(&store, crate::clock::now().as_millis(), &self.backoff) {
             // The watcher writes its retry metrics to the store at most once a second (for
             // `notifio status`); the dashboard lives beside it and reads them first-hand.
-            Ok(view) => StatusView {
-                retry: self.fetcher.metrics().snapshot(),
-                warnings: self.fetcher.metrics().warnings(),
-                ..view
-            },
+            Ok(mut view) => {
+                if self.can_login
+                    && let Ok(browser_sites) = self.browser_sites.lock()
+                {
+                    for site in &mut view.sites {
+                        site.login = browser_sites.contains(&site.site);
+                    }
+                }
+                StatusView {
+                    retry: self.fetcher.metrics().snapshot(),
+                    warnings: self.fetcher.metrics().warnings(),
+                    ..view
+                }
+            }
             Err(e) => StatusView {
                 warnings: vec![format!("status unavailable: {e}")],
                 ..StatusView::default()

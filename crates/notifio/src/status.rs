@@ -26,6 +26,24 @@ pub struct StatusView {
     /// rows but is no longer configured.
     #[serde(default)]
     pub channels: Vec<ChannelStatus>,
+    /// The config file's state: an error that keeps the running config in force, settings
+    /// that need a restart.
+    #[serde(default)]
+    pub config: ConfigStatus,
+}
+
+/// The store's meta key for [`ConfigStatus`], written by the running watcher.
+pub const CONFIG_META: &str = "config";
+
+/// The config's state as the running watcher last saw it (live reload).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigStatus {
+    /// Why the file as it is now cannot be used (`file:line:col: key: message`); the running
+    /// config stays in force meanwhile.
+    pub error: Option<String>,
+    /// Settings changed in the file that apply only at the next start.
+    #[serde(default)]
+    pub restart_needed: Vec<String>,
 }
 
 /// One notification channel in [`StatusView`].
@@ -61,7 +79,7 @@ pub struct SearchStatus {
     pub url: String,
     /// Its site key.
     pub site: String,
-    /// `ok | waiting | probing | session_expired | search_gone | layout_unknown`.
+    /// `ok | waiting | probing | session_expired | search_gone | layout_unknown | paused`.
     pub state: String,
     /// When it will next be checked, if known.
     pub next_check_at: Option<u64>,
@@ -124,6 +142,10 @@ pub struct SiteStatus {
     /// The last checks on this site, oldest first: outcome names (`ok`, `challenge`, …).
     #[serde(default)]
     pub timeline: Vec<String>,
+    /// The dashboard can open it in a window for the user to log in or solve a challenge
+    /// (it is read in the browser, and there is a display): "Open in browser".
+    #[serde(default)]
+    pub login: bool,
 }
 
 use crate::store::{Store, StoreError};
@@ -182,7 +204,7 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
         if state == "ok" && row.last_outcome.as_deref() == Some("layout_unknown") {
             state = "layout_unknown".to_owned();
         }
-        if expired.contains(&row.site) {
+        if expired.contains(&row.site) && state != "paused" {
             state = "session_expired".to_owned();
         }
         let reason = match (state.as_str(), entry) {
@@ -201,6 +223,7 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
                 row.site
             )),
             ("search_gone", _) => Some("the page is gone (404/410): check the search URL".to_owned()),
+            ("paused", _) => Some("paused (`paused = true` in the config): not checked until resumed".to_owned()),
             ("layout_unknown", _) => Some("the result list could not be found on the page: the site's layout may have changed".to_owned()),
             _ => None,
         };
@@ -210,7 +233,7 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
                     .as_millis()
                     .max(row.next_check_at.unwrap_or(0)),
             ),
-            ("search_gone" | "session_expired" | "probing", _) => None,
+            ("search_gone" | "session_expired" | "probing" | "paused", _) => None,
             _ => row.next_check_at,
         };
         let new_listings = store
@@ -269,6 +292,7 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
                 .and_then(|(e, _)| e.retry_after)
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             lengthened_by_retry_after: entry.is_some_and(|(e, _)| e.lengthened_by_retry_after),
+            login: false,
         });
     }
     let soonest = entries
@@ -289,6 +313,10 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
         .and_then(|j| serde_json::from_str(&j).ok())
         .unwrap_or_default();
     let channels = channels(&configured, crate::notify::outbox::summaries(store.conn())?);
+    let config = store
+        .meta(CONFIG_META)?
+        .and_then(|j| serde_json::from_str(&j).ok())
+        .unwrap_or_default();
     Ok(StatusView {
         now,
         soonest,
@@ -297,6 +325,7 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
         retry,
         warnings,
         channels,
+        config,
     })
 }
 
@@ -358,6 +387,20 @@ fn countdown(now: u64, at: Option<u64>) -> String {
 #[must_use]
 pub fn render_table(v: &StatusView) -> String {
     let mut s = String::new();
+    if let Some(e) = &v.config.error {
+        let _ = writeln!(
+            s,
+            "config error (the running config stays in force until the file is fixed):\n  {}",
+            e.replace('\n', "\n  ")
+        );
+    }
+    if !v.config.restart_needed.is_empty() {
+        let _ = writeln!(
+            s,
+            "restart needed: {} changed in the config file; restart `notifio watch` to apply",
+            v.config.restart_needed.join(", ")
+        );
+    }
     for w in &v.warnings {
         let _ = writeln!(s, "warning: {w}");
     }

@@ -24,8 +24,17 @@
 //!   nothing → `an_id_naming_no_check_in_flight_changes_nothing`
 //! - a search in flight is neither gone nor due, even added again →
 //!   `a_search_in_flight_is_neither_gone_nor_due`
+//! - live config (issue 27): a removed search is never checked again, and removing one never
+//!   lets its waiting site be asked sooner → `a_removed_search_is_not_checked_and_its_site_keeps_waiting`;
+//!   a check out when its search is removed still counts for the site →
+//!   `a_check_out_when_its_search_is_removed_still_counts`; a removed page's slot is reused →
+//!   `a_page_no_search_watches_gives_its_slot_to_the_next_url`; interval and spacing changes
+//!   apply from the next check → `an_interval_change_applies_from_the_next_check`,
+//!   `a_spacing_change_applies_to_the_next_start`; a preview's page is brought forward but
+//!   not past spacing → `hasten_brings_a_page_forward_but_spacing_still_holds`
 
 use notifio_policy::schedule::{SearchState, SiteState};
+use std::time::Duration;
 
 use crate::common::{Check, MIN, PollCheck, SEC, T0, d, spec, tick};
 use notifio_policy::{
@@ -681,4 +690,197 @@ fn an_id_naming_no_check_in_flight_changes_nothing() {
     let t = s.poll_timeout().unwrap();
     assert!(t >= T0 + d(27 * SEC) && t <= T0 + d(33 * SEC), "{t:?}");
     assert!(s.poll_check(t).is_some());
+}
+
+#[test]
+fn a_removed_search_is_not_checked_and_its_site_keeps_waiting() {
+    let mut sim = Sim::new(sched(16));
+    let (a, b) = (
+        "https://www.idealista.com/a/",
+        "https://www.idealista.com/b/",
+    );
+    sim.s.add_search(spec(1, a, 30 * SEC), T0);
+    sim.s.add_search(spec(2, b, 30 * SEC), T0);
+    // The site refuses the first check: both searches wait.
+    let c = sim.poll();
+    assert_eq!(c.len(), 1);
+    let reaction = sim
+        .s
+        .handle_outcome(c[0].id, Outcome::RateLimited, None, T0);
+    let Some(Reaction::SiteWaiting { entry, .. }) = reaction else {
+        panic!("{reaction:?}")
+    };
+    let removed = *c[0].searches.first().unwrap();
+    sim.log.clear();
+    assert!(sim.s.remove_search(removed));
+    assert!(!sim.s.remove_search(removed), "removed twice");
+    assert_eq!(sim.s.search_state(removed), None);
+    // Nothing goes out before the wait ends; the other search is then the probe.
+    sim.run(entry.next_retry_at - d(1), |_, c| {
+        panic!("asked during the wait: {c:?}")
+    });
+    sim.run(entry.next_retry_at + d(10 * MIN), |_, _| Outcome::Ok);
+    assert!(!sim.log.is_empty());
+    for (_, c) in &sim.log {
+        assert!(
+            !c.searches.contains(&removed),
+            "removed search checked: {c:?}"
+        );
+    }
+    assert!(sim.log[0].0 >= entry.next_retry_at);
+}
+
+#[test]
+fn a_check_out_when_its_search_is_removed_still_counts() {
+    let mut s = sched(4);
+    let a = "https://www.idealista.com/a/";
+    s.add_search(spec(1, a, 30 * SEC), T0);
+    s.add_search(spec(2, "https://www.idealista.com/b/", 30 * SEC), T0);
+    let c = s.poll_check(T0).unwrap();
+    assert_eq!(*c.searches, [SearchId(1)]);
+    assert!(s.remove_search(SearchId(1)));
+    // The refusal it brings back is the site's all the same.
+    let r = s.handle_outcome(c.id, Outcome::Challenge, None, T0);
+    assert!(matches!(r, Some(Reaction::SiteWaiting { .. })), "{r:?}");
+    assert_eq!(s.site_state(&c.site), SiteState::Waiting);
+    // Only search 2 is left to probe, and the page of search 1 never goes out again.
+    let until = s.registry().entry(&c.site).unwrap().next_retry_at;
+    let probe = s.poll_check(until).unwrap();
+    assert!(probe.probe);
+    assert_eq!(*probe.searches, [SearchId(2)]);
+    s.handle_outcome(probe.id, Outcome::Ok, None, until);
+    let mut now = until;
+    for _ in 0..20 {
+        now = s.poll_timeout().unwrap();
+        let c = s.poll_check(now).unwrap();
+        assert_eq!(*c.searches, [SearchId(2)]);
+        s.handle_outcome(c.id, Outcome::Ok, None, now);
+    }
+    assert!(now > until + d(5 * MIN));
+}
+
+#[test]
+fn a_page_no_search_watches_gives_its_slot_to_the_next_url() {
+    let mut s = sched(4);
+    let (a, b) = (
+        "https://www.idealista.com/a/",
+        "https://www.idealista.com/b/",
+    );
+    s.add_search(spec(1, a, 30 * SEC), T0);
+    let first = s.poll_check(T0).unwrap();
+    s.handle_outcome(first.id, Outcome::Ok, None, T0);
+    assert!(s.remove_search(SearchId(1)));
+    assert_eq!(s.poll_timeout(), None, "nothing left to check");
+    s.add_search(spec(2, b, 30 * SEC), T0 + d(SEC));
+    let c = s.poll_check(T0 + d(2 * SEC)).unwrap();
+    assert_eq!(&*c.url, b);
+    assert_eq!(*c.searches, [SearchId(2)]);
+    // The same slot, a new page: the old check's id names nothing now.
+    assert_eq!(c.id.0 >> 32 & 0xFFFF, first.id.0 >> 32 & 0xFFFF);
+    assert_ne!(c.id, first.id);
+    s.handle_outcome(c.id, Outcome::Ok, None, T0 + d(2 * SEC));
+    // And the first URL, added again, is a page of its own again.
+    s.add_search(spec(3, a, 30 * SEC), T0 + d(3 * SEC));
+    let c = s.poll_check(T0 + d(4 * SEC)).unwrap();
+    assert_eq!((&*c.url, &*c.searches), (a, &[SearchId(3)][..]));
+}
+
+#[test]
+fn a_search_removed_and_added_again_is_due_again() {
+    let mut s = sched(4);
+    let a = "https://www.idealista.com/a/";
+    s.add_search(spec(1, a, 30 * SEC), T0);
+    s.add_search(spec(2, a, 60 * SEC), T0);
+    let c = s.poll_check(T0).unwrap();
+    s.handle_outcome(c.id, Outcome::Ok, None, T0);
+    // Search 1 (the 30 s one) leaves: the page's cadence is search 2's 60 s from its next check.
+    assert!(s.remove_search(SearchId(1)));
+    let t = s.poll_timeout().unwrap();
+    assert!(
+        t <= T0 + d(33 * SEC),
+        "the check already planned keeps its time: {t}"
+    );
+    let c = s.poll_check(t).unwrap();
+    assert_eq!(*c.searches, [SearchId(2)]);
+    s.handle_outcome(c.id, Outcome::Ok, None, t);
+    let next = s.poll_timeout().unwrap();
+    assert!(
+        next >= t + d(54 * SEC) && next <= t + d(66 * SEC),
+        "{next} after {t}"
+    );
+    // Both leave, then one comes back: due at once (its first_due), alone on the page.
+    assert!(s.remove_search(SearchId(2)));
+    assert_eq!(s.poll_timeout(), None);
+    s.add_search(spec(1, a, 30 * SEC), next);
+    let c = s.poll_check(next).unwrap();
+    assert_eq!(*c.searches, [SearchId(1)]);
+}
+
+#[test]
+fn an_interval_change_applies_from_the_next_check() {
+    let mut s = sched(4);
+    s.add_search(spec(1, "https://www.idealista.com/a/", 30 * SEC), T0);
+    let c = s.poll_check(T0).unwrap();
+    s.handle_outcome(c.id, Outcome::Ok, None, T0);
+    let planned = s.poll_timeout().unwrap();
+    assert!(s.set_interval(SearchId(1), Duration::from_secs(120)));
+    assert_eq!(
+        s.poll_timeout(),
+        Some(planned),
+        "the planned check keeps its time"
+    );
+    let c = s.poll_check(planned).unwrap();
+    s.handle_outcome(c.id, Outcome::Ok, None, planned);
+    let next = s.poll_timeout().unwrap();
+    assert!(
+        next >= planned + d(108 * SEC) && next <= planned + d(132 * SEC),
+        "{next}"
+    );
+    assert!(!s.set_interval(SearchId(9), Duration::from_secs(1)));
+}
+
+#[test]
+fn a_spacing_change_applies_to_the_next_start() {
+    let mut s = sched(4);
+    let key = SiteKey::from_url(A).unwrap();
+    s.set_spacing(&key, Duration::from_secs(10));
+    s.add_search(spec(1, "https://www.idealista.com/a/", 5 * MIN), T0);
+    s.add_search(spec(2, "https://www.idealista.com/b/", 5 * MIN), T0);
+    let c = s.poll_check(T0).unwrap();
+    s.handle_outcome(c.id, Outcome::Ok, None, T0);
+    assert_eq!(
+        s.poll_timeout(),
+        Some(tick(T0 + d(10 * SEC))),
+        "set before the site existed"
+    );
+    s.set_spacing(&key, Duration::from_secs(30));
+    let c = s.poll_check(T0 + d(10 * SEC)).unwrap();
+    s.handle_outcome(c.id, Outcome::Ok, None, T0 + d(10 * SEC));
+    s.add_search(
+        spec(3, "https://www.idealista.com/c/", 5 * MIN),
+        T0 + d(10 * SEC),
+    );
+    assert_eq!(s.poll_timeout(), Some(tick(T0 + d(40 * SEC))));
+}
+
+#[test]
+fn hasten_brings_a_page_forward_but_spacing_still_holds() {
+    let mut s = sched(4);
+    s.add_search(spec(1, "https://www.idealista.com/a/", 5 * MIN), T0);
+    s.add_search(spec(2, "https://www.idealista.com/b/", 5 * MIN), T0);
+    let c = s.poll_check(T0).unwrap();
+    assert_eq!(*c.searches, [SearchId(1)]);
+    s.handle_outcome(c.id, Outcome::Ok, None, T0);
+    let c = s.poll_check(T0 + d(2 * SEC)).unwrap();
+    s.handle_outcome(c.id, Outcome::Ok, None, T0 + d(2 * SEC));
+    assert!(s.poll_timeout().unwrap() > T0 + d(4 * MIN));
+    // Search 1's page, hastened right after search 2's check, waits for the spacing.
+    assert!(s.hasten(SearchId(1), T0 + d(2 * SEC)));
+    assert_eq!(s.poll_timeout(), Some(tick(T0 + d(4 * SEC))));
+    assert!(s.poll_check(T0 + d(3 * SEC)).is_none());
+    let c = s.poll_check(T0 + d(4 * SEC)).unwrap();
+    assert_eq!(*c.searches, [SearchId(1)]);
+    // In flight, there is nothing to bring forward.
+    assert!(!s.hasten(SearchId(1), T0 + d(4 * SEC)));
+    assert!(!s.hasten(SearchId(7), T0));
 }

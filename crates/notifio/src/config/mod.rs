@@ -8,6 +8,7 @@
 
 mod channels;
 mod duration;
+pub mod edit;
 mod error;
 mod raw;
 mod resolve;
@@ -321,6 +322,8 @@ pub struct SearchConfig {
     /// With `fetch = "app"`: the app's request for this search, worked out from `url` at
     /// start (ImmobilienScout24).
     pub app: Option<AppSearch>,
+    /// `paused = true`: kept in the config, the store and the dashboard, never checked.
+    pub paused: bool,
 }
 
 /// One `[site."…"]`.
@@ -389,7 +392,9 @@ impl Config {
     /// Whether any search is read through the browser.
     #[must_use]
     pub fn uses_browser(&self) -> bool {
-        self.searches.iter().any(|s| s.fetch == FetchMode::Browser)
+        self.searches
+            .iter()
+            .any(|s| !s.paused && s.fetch == FetchMode::Browser)
     }
 
     /// The spacing in force for a site: its own, else `watch.spacing`.
@@ -436,7 +441,17 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             ConfigError::file(path, format!("cannot read the config file: {e}"), None)
         }
     })?;
-    let (config, pending) = validate::config_and_checks(&text, path, &Environment::from_process())?;
+    load_text(&text, path)
+}
+
+/// [`load`] of config `text` that is (or is about to be) the file at `path`: what the live
+/// reload and the dashboard's edits run, so a text is accepted or refused exactly as `watch`
+/// would at start.
+///
+/// # Errors
+/// As [`load`], except reading the file.
+pub fn load_text(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let (config, pending) = validate::config_and_checks(text, path, &Environment::from_process())?;
     resolve::check(&pending)?;
     Ok(config)
 }

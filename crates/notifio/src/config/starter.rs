@@ -12,6 +12,9 @@ pub const STARTER: &str = r#"# notifio.toml: what to watch, and how politely.
 # Every key is optional except at least one [[search]]. Durations are "200ms", "30s", "2m", "1h".
 # Relative paths are relative to this file; "~" is your home directory.
 # Reference: docs/config.md
+# `notifio watch` follows this file: edits apply live, no restart. Its dashboard
+# (http://127.0.0.1:7878/) adds, edits, pauses and deletes searches by editing this file too,
+# keeping your comments.
 
 # One [[search]] per result page to watch. Names must be unique.
 [[search]]
@@ -21,6 +24,7 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # profile = "idealista"     # idealista | immoscout24 | facebook | generic (default: by site)
 # notify_existing = false   # announce what the first check finds, instead of a silent baseline
 # notify = ["telegram", "email"]   # the channels this search notifies (default: every one in [notify])
+# paused = true             # kept, but not checked (the dashboard's Pause / Resume)
 # Filters decide what is announced (everything is recorded); each may also go in [watch]:
 # max_price = 1200          # also min_price, min_rooms / max_rooms, min_area / max_area (m²)
 # include = ["terraza", "/balc[oó]n/"]   # at least one in the title or description (accents, case ignored)

@@ -115,6 +115,7 @@ const SEARCH_KEYS: &[&str] = &[
     "notify_existing",
     "notify",
     "pages",
+    "paused",
 ];
 const SITE_KEYS: &[&str] = &[
     "cookies",
@@ -1068,6 +1069,7 @@ fn searches(
             .map(|f| super::channels::routes(&f, channels))
             .transpose()?;
         let announce = announce_rules(&t, &watch.announce)?;
+        let paused = t.bool("paused")?.unwrap_or(false);
         out.push(SearchConfig {
             name,
             url,
@@ -1081,6 +1083,7 @@ fn searches(
             announce,
             pages,
             app,
+            paused,
         });
     }
     Ok(out)

@@ -613,6 +613,20 @@ impl Tx<'_> {
         Ok(ids)
     }
 
+    /// Gives a search's row, and so its history and listings, a new name (a search renamed in
+    /// the config). Returns `false`, changing nothing, when a row has that name already (a
+    /// search of that name that was removed earlier: its row is the one the name now means).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn rename_search(&self, old: &str, new: &str) -> Result<bool, StoreError> {
+        let n = self.0.execute(
+            "UPDATE searches SET name = ?2 WHERE name = ?1 AND NOT EXISTS (SELECT 1 FROM searches WHERE name = ?2)",
+            params![old, new],
+        )?;
+        Ok(n == 1)
+    }
+
     /// Records one finished check: history row, the searches' last outcome, and — for a
     /// successful check — the listings, which of them are new, and their notification rows.
     ///

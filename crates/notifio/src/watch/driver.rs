@@ -1,5 +1,6 @@
 //! The driver: ONE sleep, re-armed to whatever comes first (the scheduler's next deadline, the
-//! journal's next flush), a channel of finished checks, and a channel of slow ones. It starts
+//! journal's next flush), a channel of finished checks, a channel of slow ones, and the
+//! requests a running watcher is sent (`apply`). It starts
 //! what the scheduler says is due, hands every finished check to `record`,
 //! and on shutdown gives the checks still out a moment to finish and be recorded.
 
@@ -37,6 +38,7 @@ impl Watcher {
         };
         let mut pass = Pass::default();
         let mut due = Vec::new();
+        let mut requests = self.live.take_receiver();
         loop {
             if cancel.is_cancelled() {
                 break;
@@ -74,6 +76,7 @@ impl Watcher {
                 () = cancel.cancelled() => break,
                 Some(done) = done_rx.recv() => self.finish(done, &mut pass)?,
                 Some(id) = slow_rx.recv() => self.slow(id),
+                Some(req) = super::apply::next_request(&mut requests) => self.serve(req)?,
                 () = sleep_or_forever(sleep) => {
                     if self.journal.flush_in() == Some(Duration::ZERO) {
                         self.flush()?;
@@ -102,7 +105,19 @@ impl Watcher {
         returns: &Returns,
         cancel: &CancellationToken,
     ) -> Result<(), WatchError> {
-        let Some(first) = check.searches.first().and_then(|id| self.searches.get(id)) else {
+        // The page is read as its first search reads it (a preview's own rules only when no
+        // search watches the page).
+        let first = check
+            .searches
+            .iter()
+            .find_map(|id| self.searches.get(id))
+            .or_else(|| {
+                check
+                    .searches
+                    .first()
+                    .and_then(|id| self.live.preview_info(id))
+            });
+        let Some(first) = first else {
             self.scheduler.abandon(check.id);
             return Ok(());
         };
@@ -117,7 +132,7 @@ impl Watcher {
         let pages = check
             .searches
             .iter()
-            .filter_map(|id| self.searches.get(id))
+            .filter_map(|id| self.searches.get(id).or_else(|| self.live.preview_info(id)))
             .map(|i| i.pages)
             .max()
             .unwrap_or(1);

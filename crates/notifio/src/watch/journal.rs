@@ -24,7 +24,7 @@ const FLUSH_EVERY: Duration = Duration::from_secs(1);
 const META_EVERY: Duration = Duration::from_secs(1);
 
 /// A search's state as stored: its name and next check time.
-type StateRow = (&'static str, Option<u64>);
+pub(super) type StateRow = (&'static str, Option<u64>);
 
 #[derive(Debug, Default)]
 pub(super) struct Journal {
@@ -156,8 +156,20 @@ impl Journal {
         Ok(())
     }
 
+    /// Forgets what it kept or knows of a search taken out of the schedule (removed or
+    /// paused): its state is written afresh if it comes back.
+    pub(super) fn forget(&mut self, db_id: u32) {
+        self.states.remove(&db_id);
+        self.states_written.remove(&db_id);
+    }
+
     /// Writes a search's state now unless that is what the disk already has.
-    fn write_state(&mut self, tx: &Tx<'_>, id: SearchId, row: StateRow) -> Result<(), StoreError> {
+    pub(super) fn write_state(
+        &mut self,
+        tx: &Tx<'_>,
+        id: SearchId,
+        row: StateRow,
+    ) -> Result<(), StoreError> {
         if self.states_written.get(&id.0) != Some(&row) {
             // Newer than any kept state of this search, which must not overwrite it later.
             self.states.remove(&id.0);

@@ -13,8 +13,11 @@
 //! - `check`: one check as a task: fetch its page, classify it, extract its listings;
 //! - `record`: what a finished check writes, in one transaction, and what it sets off;
 //! - `journal`: what the store holds and what it is still owed (rows kept back a second);
-//! - `pass`: `notifio check`'s one answer per search.
+//! - `pass`: `notifio check`'s one answer per search;
+//! - `apply`: what the watcher is asked between checks (a reloaded config, a preview, a login
+//!   window).
 
+mod apply;
 mod check;
 mod driver;
 mod journal;
@@ -22,6 +25,7 @@ mod pass;
 mod record;
 mod setup;
 
+pub use apply::{PreviewResult, Request, field_of};
 pub use setup::browser_for;
 
 use crate::config::Config;
@@ -149,6 +153,8 @@ pub struct Watcher {
     outbox_wake: Arc<Notify>,
     events: broadcast::Sender<WatchEvent>,
     metrics: Arc<AppMetrics>,
+    /// Live config, previews and login windows ([`Watcher::requests`]).
+    live: apply::Live,
 }
 
 /// Why the watcher could not start or had to stop.

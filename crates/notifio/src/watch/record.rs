@@ -38,6 +38,7 @@ impl Watcher {
         let reaction =
             self.scheduler
                 .handle_outcome(done.check.id, done.outcome, done.fetched.retry_after, t);
+        self.after_check(&done);
         let ordinary = reaction.is_none()
             && done.listings.is_none()
             && self
@@ -254,11 +255,12 @@ fn remember_page(
         etag: done.fetched.header("etag").map(str::to_owned),
         last_modified: done.fetched.header("last-modified").map(str::to_owned),
     };
+    // Only the searches the watcher keeps: a preview's page is shown, not remembered.
     for id in done.check.searches.iter() {
-        if pages.get(id) != Some(&memo) {
-            if let Some(info) = searches.get(id) {
-                tx.set_page_memo(info.db_id, &memo)?;
-            }
+        if pages.get(id) != Some(&memo)
+            && let Some(info) = searches.get(id)
+        {
+            tx.set_page_memo(info.db_id, &memo)?;
             pages.insert(*id, memo.clone());
         }
     }

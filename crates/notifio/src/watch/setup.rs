@@ -7,7 +7,7 @@
 
 use super::{Journal, Mode, WatchError, Watcher};
 use crate::clock::now;
-use crate::config::Config;
+use crate::config::{Config, SearchConfig};
 use crate::extract::immoscout24_app::AppSearch;
 use crate::extract::{self, SharedProfile, SiteProfile};
 use crate::fetch::{BrowserConfig, FetchConfig, FetchMode, Fetcher, Launch};
@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, broadcast};
 
 /// In a one-pass watcher a checked search is not due again for this long (i.e. not in the pass).
-const ONE_PASS_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
+pub(super) const ONE_PASS_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// One search as the watcher knows it.
 #[derive(Debug, Clone)]
@@ -48,6 +48,41 @@ pub(super) struct SearchInfo {
     pub(super) rules: Arc<AnnounceRules>,
 }
 
+impl SearchInfo {
+    /// A configured search as the driver keeps it: `shared` is its profile, `channels` every
+    /// configured channel, `has_cookies` whether its site has a cookies file.
+    pub(super) fn new(
+        s: &SearchConfig,
+        db_id: u32,
+        shared: SharedProfile,
+        channels: &[ChannelName],
+        has_cookies: bool,
+    ) -> Self {
+        let SharedProfile { profile, markers } = shared;
+        Self {
+            db_id,
+            name: s.name.clone(),
+            notify_existing: s.notify_existing,
+            channels: match &s.notify {
+                Some(names) => channels
+                    .iter()
+                    .filter(|c| names.iter().any(|n| n == c.as_str()))
+                    .cloned()
+                    .collect(),
+                None => channels.to_vec(),
+            },
+            has_session: s.fetch == FetchMode::Browser || has_cookies,
+            fetch: s.fetch,
+            pages: s.pages,
+            app: s.app.clone().map(Arc::new),
+            markers,
+            profile,
+            site: s.site.clone(),
+            rules: Arc::new(s.announce.clone()),
+        }
+    }
+}
+
 /// The configured searches, by id and by site, and every configured channel.
 #[derive(Debug, Default)]
 pub(super) struct Searches {
@@ -64,6 +99,50 @@ impl Searches {
 
     pub(super) fn len(&self) -> usize {
         self.by_id.len()
+    }
+
+    /// Every configured channel, in configured order.
+    pub(super) fn channels(&self) -> &[ChannelName] {
+        &self.channels
+    }
+
+    /// The sites that have a search.
+    pub(super) fn sites(&self) -> impl Iterator<Item = &SiteKey> {
+        self.by_site.keys()
+    }
+
+    /// Adds or replaces a search (a reload); a search that moved to another site leaves the
+    /// old one.
+    pub(super) fn insert(&mut self, id: SearchId, info: SearchInfo) {
+        let moved_from = self
+            .by_id
+            .get(&id)
+            .map(|was| was.site.clone())
+            .filter(|was| *was != info.site);
+        if let Some(was) = moved_from {
+            self.leave_site(id, &was);
+        }
+        let on_site = self.by_site.entry(info.site.clone()).or_default();
+        if !on_site.contains(&id) {
+            on_site.push(id);
+        }
+        self.by_id.insert(id, info);
+    }
+
+    /// Takes a search out (removed or paused).
+    pub(super) fn remove(&mut self, id: SearchId) -> Option<SearchInfo> {
+        let info = self.by_id.remove(&id)?;
+        self.leave_site(id, &info.site);
+        Some(info)
+    }
+
+    fn leave_site(&mut self, id: SearchId, site: &SiteKey) {
+        if let Some(ids) = self.by_site.get_mut(site) {
+            ids.retain(|x| *x != id);
+            if ids.is_empty() {
+                self.by_site.remove(site);
+            }
+        }
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = (&SearchId, &SearchInfo)> {
@@ -114,19 +193,7 @@ impl Watcher {
         let fetcher = fetcher_for(&config)?;
         let sessions = load_cookies(&config, &fetcher)?;
         let profiles = profiles_for(&config)?;
-        let rows: Vec<SearchSync> = config
-            .searches
-            .iter()
-            .zip(&profiles)
-            .map(|(s, profile)| SearchSync {
-                name: s.name.clone(),
-                // What the database, `status` and the dashboard show: never a password.
-                url: crate::redact::url_password(&s.url).into_owned(),
-                site: s.site.as_str().to_owned(),
-                rules: rules_fingerprint(profile.profile.as_ref()),
-            })
-            .collect();
-        let ids = store.sync_searches(&rows)?;
+        let ids = store.sync_searches(&sync_rows(&config.searches, &profiles))?;
         let site_spacing = site_spacing(&config, &profiles);
         let searches = searches(&config, &ids, profiles, &sessions, channels)?;
 
@@ -188,7 +255,7 @@ impl Watcher {
             pages.insert(SearchId(id), memo);
         }
         let (events, _) = broadcast::channel(1024);
-        Ok(Self {
+        let mut watcher = Self {
             slow_after: slow_after(&config.retry),
             config,
             store,
@@ -202,8 +269,26 @@ impl Watcher {
             outbox_wake: Arc::new(Notify::new()),
             events,
             metrics: Arc::default(),
-        })
+            live: super::apply::Live::default(),
+        };
+        watcher.park_paused()?;
+        Ok(watcher)
     }
+}
+
+/// The store's rows for `searches` (read with `profiles`, in the same order).
+pub(super) fn sync_rows(searches: &[SearchConfig], profiles: &[SharedProfile]) -> Vec<SearchSync> {
+    searches
+        .iter()
+        .zip(profiles)
+        .map(|(s, p)| SearchSync {
+            name: s.name.clone(),
+            // What the database, `status` and the dashboard show: never a password.
+            url: crate::redact::url_password(&s.url).into_owned(),
+            site: s.site.as_str().to_owned(),
+            rules: rules_fingerprint(p.profile.as_ref()),
+        })
+        .collect()
 }
 
 /// The fetcher `config` asks for: its retry classes, limits and headers, and the browser when a
@@ -216,7 +301,8 @@ fn fetcher_for(config: &Config) -> Result<Fetcher, WatchError> {
         browser: if config.uses_browser() {
             Some(browser_for(config).map_err(WatchError::Browser)?)
         } else {
-            None
+            // Started only by a browser check: a search a reload adds, or a preview.
+            browser_for(config).ok()
         },
         user_agent: config
             .fetch
@@ -255,7 +341,7 @@ fn load_cookies(
 
 /// Each search's profile (its own, else its site's, else the site's default), in config order;
 /// searches with the same rules share one.
-fn profiles_for(config: &Config) -> Result<Vec<SharedProfile>, WatchError> {
+pub(super) fn profiles_for(config: &Config) -> Result<Vec<SharedProfile>, WatchError> {
     let mut made = extract::ProfileCache::default();
     config
         .searches
@@ -304,10 +390,9 @@ fn searches(
 ) -> Result<Searches, WatchError> {
     let mut out = Searches::default();
     for ((s, &db_id), shared) in config.searches.iter().zip(ids).zip(profiles) {
-        let SharedProfile { profile, markers } = shared;
-        if profile.needs_cookies()
+        if shared.profile.needs_cookies()
             && s.fetch == FetchMode::Http
-            && let Some(problem) = session_problem(profile.as_ref(), sessions.get(&s.site))
+            && let Some(problem) = session_problem(shared.profile.as_ref(), sessions.get(&s.site))
         {
             return Err(WatchError::NeedsSession {
                 search: s.name.clone(),
@@ -315,32 +400,8 @@ fn searches(
                 problem,
             });
         }
-        let id = SearchId(db_id);
-        out.by_site.entry(s.site.clone()).or_default().push(id);
-        out.by_id.insert(
-            id,
-            SearchInfo {
-                db_id,
-                name: s.name.clone(),
-                notify_existing: s.notify_existing,
-                channels: match &s.notify {
-                    Some(names) => channels
-                        .iter()
-                        .filter(|c| names.iter().any(|n| n == c.as_str()))
-                        .cloned()
-                        .collect(),
-                    None => channels.clone(),
-                },
-                has_session: s.fetch == FetchMode::Browser || sessions.contains_key(&s.site),
-                fetch: s.fetch,
-                pages: s.pages,
-                app: s.app.clone().map(Arc::new),
-                markers,
-                profile,
-                site: s.site.clone(),
-                rules: Arc::new(s.announce.clone()),
-            },
-        );
+        let info = SearchInfo::new(s, db_id, shared, &channels, sessions.contains_key(&s.site));
+        out.insert(SearchId(db_id), info);
     }
     out.channels = channels;
     Ok(out)
@@ -424,7 +485,7 @@ fn slow_after(retry: &notifio_policy::RetryPolicies) -> Duration {
 
 /// How a search's pages are read (profile, selectors) and by which Notifio: the store drops a
 /// search's page memo when this changes, since the same page may then yield other listings.
-fn rules_fingerprint(profile: &dyn SiteProfile) -> String {
+pub(super) fn rules_fingerprint(profile: &dyn SiteProfile) -> String {
     let rules = format!("{}/{profile:?}", env!("CARGO_PKG_VERSION"));
     format!("{:032x}", xxhash_rust::xxh3::xxh3_128(rules.as_bytes()))
 }

@@ -1,7 +1,9 @@
 // Notifio dashboard: polls api/status every 2 s and renders it; countdowns tick client-side
 // from the server's deadlines, corrected by the offset between the JSON's `now` and this
 // browser's clock. Everything from the server is inserted as text (never as HTML): listing
-// titles come from third-party sites.
+// titles come from third-party sites. Searches are added, edited, paused and deleted through
+// the JSON API (docs/dashboard.md), which edits the config file; the next poll shows the
+// result, so the page never reloads.
 'use strict';
 
 const POLL_MS = 2000;
@@ -28,7 +30,11 @@ const KIND_LABEL = {
 const STATE_LABEL = {
   ok: 'ok', clear: 'clear', waiting: 'waiting', probing: 'probing',
   session_expired: 'session expired', search_gone: 'search gone', layout_unknown: 'layout unknown',
+  paused: 'paused',
 };
+// Cards whose delete is waiting for a confirmation, by search name.
+const confirming = new Set();
+let lastView = null;
 
 function serverNow() { return Date.now() + offsetMs; }
 
@@ -142,7 +148,7 @@ function reasonFor(s, site) {
 function renderSearch(s, site) {
   const reason = reasonFor(s, site);
   const card = el('article', {
-    class: 'card search state-' + s.state, 'data-search-id': s.id, 'data-testid': 'search-' + s.id,
+    class: 'card search state-' + s.state, 'data-search-id': s.id, 'data-search-name': s.name, 'data-testid': 'search-' + s.id,
     'data-state': s.state,
   },
     el('div', { class: 'row' }, el('h3', { class: 'name' }, s.name),
@@ -160,6 +166,7 @@ function renderSearch(s, site) {
           ' · ', el('span', { class: 'outcome' }, label(s.last_outcome || 'unknown')))
         : 'Never checked'),
   );
+  card.append(searchActions(s));
   const listings = s.new_listings || [];
   if (listings.length) {
     const ul = el('ul', { class: 'listings', 'data-testid': 'listings' });
@@ -178,6 +185,23 @@ function renderSearch(s, site) {
     card.append(el('p', { class: 'muted listings-empty' }, 'No new listings yet.'));
   }
   return card;
+}
+
+function searchActions(s) {
+  const box = el('div', { class: 'actions' });
+  if (confirming.has(s.name)) {
+    box.append('Delete this search? Its history stays. ',
+      el('button', { type: 'button', class: 'danger', 'data-action': 'delete-yes', 'data-name': s.name, 'data-testid': 'confirm-delete' }, 'Delete'),
+      el('button', { type: 'button', 'data-action': 'delete-no', 'data-name': s.name }, 'Keep'));
+    return box;
+  }
+  box.append(
+    el('button', { type: 'button', 'data-action': 'edit', 'data-name': s.name, 'data-testid': 'edit' }, 'Edit'),
+    s.state === 'paused'
+      ? el('button', { type: 'button', 'data-action': 'resume', 'data-name': s.name, 'data-testid': 'resume' }, 'Resume')
+      : el('button', { type: 'button', 'data-action': 'pause', 'data-name': s.name, 'data-testid': 'pause' }, 'Pause'),
+    el('button', { type: 'button', 'data-action': 'delete', 'data-name': s.name, 'data-testid': 'delete' }, 'Delete'));
+  return box;
 }
 
 function renderSite(t) {
@@ -201,6 +225,13 @@ function renderSite(t) {
         + (t.retry_after_ms ? ' (the site asked for ' + fmtDuration(t.retry_after_ms) + ')' : ''))
       : null,
   );
+  // A site that needs the user (a challenge, an expired session) and is read in the browser:
+  // the same window `notifio login` opens. Only offered where a window can be shown.
+  const needsUser = t.state === 'session_expired' || t.kind === 'challenge';
+  if (t.login && needsUser) {
+    card.append(el('div', { class: 'actions' },
+      el('button', { type: 'button', class: 'primary', 'data-action': 'login', 'data-site': t.site, 'data-testid': 'open-in-browser' }, 'Open in browser')));
+  }
   const tl = t.timeline || [];
   if (tl.length) {
     const line = el('div', { class: 'timeline', 'data-testid': 'timeline', 'aria-label': 'last checks, oldest first' });
@@ -232,7 +263,16 @@ function renderChannel(c) {
 }
 
 function render(view) {
+  lastView = view;
   const sites = new Map((view.sites || []).map((t) => [t.site, t]));
+  const cfg = view.config || {};
+  const ce = document.getElementById('config-error');
+  ce.textContent = cfg.error ? 'The config file has a problem; the running config stays in force until it is fixed:\n' + cfg.error : '';
+  ce.hidden = !cfg.error;
+  const rs = document.getElementById('restart');
+  const restart = cfg.restart_needed || [];
+  rs.textContent = restart.length ? 'Restart notifio watch to apply: ' + restart.join(', ') + ' (the running values stay in force).' : '';
+  rs.hidden = !restart.length;
 
   const warn = document.getElementById('warnings');
   warn.replaceChildren(...(view.warnings || []).map((w) => el('li', {}, w)));
@@ -281,10 +321,211 @@ function tick() {
   }
 }
 
+function authHeaders() { return token ? { Authorization: 'Bearer ' + token } : {}; }
+
+// A JSON request to the API: resolves to { ok, status, body }.
+async function api(method, path, body) {
+  const headers = Object.assign({ 'Content-Type': 'application/json' }, authHeaders());
+  const resp = await fetch(path, { method, headers, cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body) });
+  let data = null;
+  try { data = await resp.json(); } catch (_) { data = { error: 'HTTP ' + resp.status }; }
+  return { ok: resp.ok, status: resp.status, body: data };
+}
+
+function showError(form, slot, result) {
+  const box = form.querySelector('[data-testid="' + slot + '"]');
+  for (const input of form.querySelectorAll('input')) input.removeAttribute('aria-invalid');
+  if (!result) { box.textContent = ''; return; }
+  const err = result.body || {};
+  const field = err.field || '';
+  const name = { 'listing.selector': 'selector', 'listing.id_attr': 'id_attr', listing: 'selector' }[field] || field;
+  const input = name ? form.querySelector('input[name="' + name + '"]') : null;
+  if (input) input.setAttribute('aria-invalid', 'true');
+  box.textContent = (field ? field + ': ' : '') + (err.error || 'HTTP ' + result.status);
+}
+
+// ---------------------------------------------------------------- the add form
+
+const addForm = document.getElementById('add');
+let profileInfo = null;
+
+function listingOf(form) {
+  const sel = form.elements.selector.value.trim();
+  if (!profileInfo || !profileInfo.needs_listing) return undefined;
+  const id = form.elements.id_attr.value.trim();
+  return id ? { selector: sel, id_attr: id } : { selector: sel };
+}
+
+async function lookUpProfile() {
+  const url = addForm.elements.url.value.trim();
+  const line = addForm.querySelector('[data-testid="profile"]');
+  const generic = addForm.querySelector('fieldset.generic');
+  if (!url) { line.textContent = ''; generic.hidden = true; profileInfo = null; return; }
+  const resp = await fetch('api/profile?url=' + encodeURIComponent(url), { headers: authHeaders(), cache: 'no-store' });
+  const data = await resp.json().catch(() => ({}));
+  // The form moved on (another URL, or reset after an add) while this was asked.
+  if (addForm.elements.url.value.trim() !== url) return;
+  if (!resp.ok) { line.textContent = data.error || ''; generic.hidden = true; profileInfo = null; return; }
+  profileInfo = data;
+  generic.hidden = !data.needs_listing;
+  line.textContent = data.needs_listing
+    ? data.site + ' has no built-in profile: say which element is one listing, and preview it.'
+    : data.site + ' is read with the ' + data.profile + ' profile (' + (data.fetch === 'browser' ? 'in the browser' : 'over HTTP') + ').';
+  if (!addForm.elements.name.value.trim()) {
+    try { addForm.elements.name.placeholder = new URL(url).hostname + new URL(url).pathname; } catch (_) { /* not a URL yet */ }
+  }
+}
+
+addForm.elements.url.addEventListener('change', lookUpProfile);
+addForm.elements.url.addEventListener('blur', lookUpProfile);
+
+function renderPreview(box, r) {
+  const head = el('p', { 'data-testid': 'preview-outcome', 'data-outcome': r.outcome },
+    r.outcome === 'ok'
+      ? (r.found + ' listing' + (r.found === 1 ? '' : 's') + ' found' + (r.status ? ' (HTTP ' + r.status + ')' : ''))
+      : label(r.outcome) + (r.reason ? ': ' + r.reason : ''));
+  const ul = el('ul', { 'data-testid': 'preview-listings' });
+  for (const l of r.listings || []) {
+    const price = fmtPrice(l);
+    ul.append(el('li', { 'data-listing-id': l.id }, link(l.url, l.title || ('Listing ' + l.id), 'title'),
+      price ? ' · ' : null, price ? el('span', { class: 'price' }, price) : null));
+  }
+  box.replaceChildren(head, ul);
+}
+
+addForm.addEventListener('click', async (ev) => {
+  const b = ev.target.closest('button[data-action="preview"]');
+  if (!b) return;
+  await lookUpProfile();
+  const box = addForm.querySelector('[data-testid="preview-result"]');
+  box.replaceChildren(el('p', { class: 'muted' }, 'Asking the site (it waits for its turn)…'));
+  const body = { url: addForm.elements.url.value.trim() };
+  const listing = listingOf(addForm);
+  if (listing) body.listing = listing;
+  const r = await api('POST', 'api/preview', body);
+  if (!r.ok) { box.replaceChildren(); showError(addForm, 'add-error', r); return; }
+  showError(addForm, 'add-error', null);
+  renderPreview(box, r.body);
+});
+
+addForm.addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  await lookUpProfile();
+  const f = addForm.elements;
+  const body = { name: f.name.value.trim() || f.name.placeholder, url: f.url.value.trim() };
+  if (f.interval.value.trim()) body.interval = f.interval.value.trim();
+  const listing = listingOf(addForm);
+  if (listing) body.listing = listing;
+  const r = await api('POST', 'api/searches', body);
+  if (!r.ok) { showError(addForm, 'add-error', r); return; }
+  showError(addForm, 'add-error', null);
+  addForm.reset();
+  addForm.elements.name.placeholder = 'e.g. Madrid under 1200';
+  addForm.querySelector('[data-testid="profile"]').textContent = '';
+  addForm.querySelector('[data-testid="preview-result"]').replaceChildren(
+    el('p', { 'data-testid': 'added' }, 'Added “' + body.name + '”: its first check is a silent baseline.'));
+  addForm.querySelector('fieldset.generic').hidden = true;
+  profileInfo = null;
+  poll(true);
+});
+
+// ---------------------------------------------------------------- edit, pause, delete
+
+const editPanel = document.getElementById('edit-panel');
+const editForm = document.getElementById('edit');
+let editing = null; // { name, table }
+
+async function openEditor(name) {
+  const resp = await fetch('api/searches', { headers: authHeaders(), cache: 'no-store' });
+  const data = await resp.json().catch(() => ({}));
+  const table = (data.searches || []).find((t) => t.name === name);
+  if (!table) return;
+  editing = { name, table };
+  const f = editForm.elements;
+  f.name.value = table.name;
+  f.interval.value = table.interval || '';
+  const sel = editForm.querySelector('.generic-only');
+  const listing = table.listing && typeof table.listing === 'object' ? table.listing : null;
+  sel.hidden = !(listing && listing.selector);
+  f.selector.value = listing && listing.selector ? listing.selector : '';
+  const chans = editForm.querySelector('fieldset.channels');
+  const names = data.channels || [];
+  chans.hidden = names.length < 2;
+  chans.replaceChildren(el('legend', {}, 'Notify on'), ...names.map((c) => el('label', {},
+    el('input', { type: 'checkbox', name: 'channel', value: c, checked: !table.notify || table.notify.includes(c) ? 'checked' : null }), ' ' + c)));
+  showError(editForm, 'edit-error', null);
+  document.getElementById('h-edit').textContent = 'Edit “' + name + '”';
+  editPanel.hidden = false;
+  f.name.focus();
+}
+
+editForm.addEventListener('click', (ev) => {
+  if (ev.target.closest('button[data-action="cancel"]')) { editPanel.hidden = true; editing = null; }
+});
+
+editForm.addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  if (!editing) return;
+  const f = editForm.elements;
+  const t = editing.table;
+  const body = {};
+  if (f.name.value.trim() !== t.name) body.name = f.name.value.trim();
+  const interval = f.interval.value.trim();
+  if (interval !== (t.interval || '')) body.interval = interval || null;
+  if (t.listing && typeof t.listing === 'object' && t.listing.selector && f.selector.value.trim() !== t.listing.selector) {
+    body.listing = Object.assign({}, t.listing, { selector: f.selector.value.trim() });
+  }
+  const boxes = [...editForm.querySelectorAll('input[name="channel"]')];
+  if (boxes.length > 1) {
+    const chosen = boxes.filter((b) => b.checked).map((b) => b.value);
+    const all = chosen.length === boxes.length;
+    const was = t.notify || null;
+    if (all && was) body.notify = null;
+    else if (!all && JSON.stringify(chosen) !== JSON.stringify(was)) body.notify = chosen;
+  }
+  const r = await api('PATCH', 'api/searches/' + encodeURIComponent(editing.name), body);
+  if (!r.ok) { showError(editForm, 'edit-error', r); return; }
+  editPanel.hidden = true;
+  editing = null;
+  poll(true);
+});
+
+document.addEventListener('click', async (ev) => {
+  const b = ev.target.closest('#searches button[data-action], #sites button[data-action]');
+  if (!b) return;
+  const name = b.getAttribute('data-name');
+  const action = b.getAttribute('data-action');
+  if (action === 'edit') { openEditor(name); return; }
+  if (action === 'delete') { confirming.add(name); if (lastView) render(lastView); return; }
+  if (action === 'delete-no') { confirming.delete(name); if (lastView) render(lastView); return; }
+  let r;
+  if (action === 'delete-yes') {
+    confirming.delete(name);
+    r = await api('DELETE', 'api/searches/' + encodeURIComponent(name), {});
+  } else if (action === 'pause' || action === 'resume') {
+    r = await api('POST', 'api/searches/' + encodeURIComponent(name) + '/' + action, {});
+  } else if (action === 'login') {
+    const site = b.getAttribute('data-site');
+    b.disabled = true;
+    r = await api('POST', 'api/sites/' + encodeURIComponent(site) + '/login', {});
+    b.disabled = false;
+    const note = el('p', { class: 'reason', 'data-testid': 'login-note' }, r.ok ? r.body.message : (r.body.error || 'HTTP ' + r.status));
+    b.closest('.card').append(note);
+    return;
+  }
+  if (r && !r.ok) {
+    const warn = document.getElementById('warnings');
+    warn.hidden = false;
+    warn.append(el('li', { 'data-testid': 'action-error' }, (r.body.error || 'HTTP ' + r.status)));
+  }
+  poll(true);
+});
+
+let pollTimer = null;
 async function poll() {
   const conn = document.getElementById('conn');
   try {
-    const headers = token ? { Authorization: 'Bearer ' + token } : {};
+    const headers = authHeaders();
     const resp = await fetch('api/status', { cache: 'no-store', headers });
     if (resp.status === 401) {
       conn.textContent = 'this dashboard needs its token: open it as /?token=…';
@@ -303,7 +544,8 @@ async function poll() {
     conn.textContent = 'cannot reach notifio (' + e.message + '), retrying…';
     conn.classList.add('down');
   }
-  setTimeout(poll, POLL_MS);
+  clearTimeout(pollTimer);
+  pollTimer = setTimeout(poll, POLL_MS);
 }
 
 setInterval(tick, TICK_MS);

@@ -103,21 +103,28 @@ fn split_host(host: &str) -> (&str, Option<u16>) {
     }
 }
 
+/// The host a request names: its `Host` header, or its HTTP/2 authority.
+fn host_of(req: &Request) -> Option<String> {
+    req.headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()))
+}
+
 /// Middleware: 421 Misdirected Request unless the request's host is one the dashboard answers
-/// to ([`AllowedHosts`]).
+/// to ([`AllowedHosts`]); 403 for a request that would change something (see
+/// [`require_mutation_rules`]).
 pub(super) async fn require_host(
     State(hosts): State<Arc<AllowedHosts>>,
     req: Request,
     next: Next,
 ) -> Response {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()));
-    if host.as_deref().is_some_and(|h| hosts.allows(h)) {
+    if host_of(&req).as_deref().is_some_and(|h| hosts.allows(h)) {
         return next.run(req).await;
+    }
+    if !req.method().is_safe() {
+        return refuse("this dashboard answers only to the names it is known by");
     }
     (
         StatusCode::MISDIRECTED_REQUEST,
@@ -138,16 +145,7 @@ pub(super) async fn require_token(
     let Some(expected) = token.as_deref() else {
         return next.run(req).await;
     };
-    let from_header = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer)
-        .is_some_and(|given| same(given, expected));
-    let from_query = req.uri().query().is_some_and(|q| {
-        url::form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "token" && same(&v, expected))
-    });
-    if from_header || from_query {
+    if carries_token(&req, expected) {
         return next.run(req).await;
     }
     let mut resp = (
@@ -161,6 +159,86 @@ pub(super) async fn require_token(
         HeaderValue::from_static("Bearer realm=\"notifio\""),
     );
     resp
+}
+
+/// What a request that changes something must bring, besides an allowed `Host`: a JSON body
+/// (`Content-Type: application/json`, which a cross-site form cannot send without the
+/// browser asking us first, and we never say yes), an `Origin` that is absent (not a browser,
+/// or a same-origin request of an older one) or the dashboard's own, and the token when one
+/// is set. Anything else gets 403 and reaches no route.
+#[derive(Debug)]
+pub(super) struct MutationRules {
+    pub(super) hosts: Arc<AllowedHosts>,
+    pub(super) token: Option<String>,
+}
+
+/// A refusal of a mutating request: 403 with `{"error", "field": null}`.
+fn refuse(why: &str) -> Response {
+    let body = serde_json::json!({ "error": format!("refused: {why}"), "field": null });
+    (StatusCode::FORBIDDEN, axum::Json(body)).into_response()
+}
+
+/// Middleware for the routes that change something (see [`MutationRules`]).
+pub(super) async fn require_mutation_rules(
+    State(rules): State<Arc<MutationRules>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if !host_of(&req)
+        .as_deref()
+        .is_some_and(|h| rules.hosts.allows(h))
+    {
+        return refuse("this dashboard answers only to the names it is known by");
+    }
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let ours = origin
+            .to_str()
+            .ok()
+            .and_then(|o| url::Url::parse(o).ok())
+            .filter(|u| u.scheme() == "http" && u.path() == "/" && u.username().is_empty())
+            .and_then(|u| {
+                let host = u.host_str()?.to_owned();
+                Some(match u.port() {
+                    Some(p) => format!("{host}:{p}"),
+                    None => host,
+                })
+            })
+            .is_some_and(|h| rules.hosts.allows(&h));
+        if !ours {
+            return refuse("a request from another site's page (its Origin is not this dashboard)");
+        }
+    }
+    let json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return refuse("changes need `Content-Type: application/json`");
+    }
+    if let Some(expected) = rules.token.as_deref().filter(|t| !t.trim().is_empty())
+        && !carries_token(&req, expected)
+    {
+        return refuse("this dashboard needs its token (`Authorization: Bearer <token>`)");
+    }
+    next.run(req).await
+}
+
+/// Whether the request carries `expected` as `Authorization: Bearer <token>` (the scheme in
+/// any case, RFC 9110) or `?token=<token>`.
+fn carries_token(req: &Request, expected: &str) -> bool {
+    let from_header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer)
+        .is_some_and(|given| same(given, expected));
+    from_header
+        || req.uri().query().is_some_and(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .any(|(k, v)| k == "token" && same(&v, expected))
+        })
 }
 
 /// The credentials of `Bearer <token>`: the scheme is case-insensitive, one or more spaces

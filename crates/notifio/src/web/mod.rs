@@ -1,11 +1,17 @@
 //! The dashboard: one embedded page, `/api/status` (the DESIGN §8 JSON), `/metrics`
-//! (Prometheus text) and `/healthz`, served by `notifio watch`. It only reads: the watch loop
-//! hands it a [`StatusSource`] and the page polls it, so what the browser shows is exactly
-//! what `notifio status` prints. Off loopback it refuses to start without a bearer token, and
-//! it answers only requests whose `Host` is one of its own names (421 otherwise).
+//! (Prometheus text) and `/healthz`, served by `notifio watch`, and with an [`App`] the API
+//! that manages searches (`api.rs`). Status is read from a [`StatusSource`] the watch loop
+//! hands it, and the page polls it, so what the browser shows is exactly what `notifio status`
+//! prints; changes go through the config file and the live reload. Off loopback it refuses to
+//! start without a bearer token, it answers only requests whose `Host` is one of its own names
+//! (421 otherwise), and a request that changes something must also be JSON from the
+//! dashboard's own origin (403 otherwise).
 
+mod api;
 mod auth;
 mod page;
+
+pub use api::App;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -93,11 +99,22 @@ pub enum WebError {
     },
 }
 
-/// Binds `cfg.addr` and serves the dashboard until `cancel` fires. Returns the bound address
-/// (useful with port 0) and the server task, which ends after a graceful shutdown.
+/// Binds `cfg.addr` and serves the dashboard (reading only) until `cancel` fires. Returns the
+/// bound address (useful with port 0) and the server task, which ends after a graceful
+/// shutdown.
 pub async fn serve(
     cfg: DashboardConfig,
     source: Arc<dyn StatusSource>,
+    cancel: CancellationToken,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), WebError> {
+    serve_app(cfg, source, None, cancel).await
+}
+
+/// [`serve`], with the API that manages searches when `app` is given (`notifio watch`).
+pub async fn serve_app(
+    cfg: DashboardConfig,
+    source: Arc<dyn StatusSource>,
+    app: Option<Arc<App>>,
     cancel: CancellationToken,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), WebError> {
     let token = auth::check_token(cfg.addr, cfg.token)?;
@@ -118,13 +135,30 @@ pub async fn serve(
     } else {
         tracing::info!("dashboard on http://{bound}/");
     }
-    let app = router(source, token).layer(middleware::from_fn_with_state(
-        Arc::new(auth::AllowedHosts::new(bound, &cfg.hosts)),
-        auth::require_host,
-    ));
+    let hosts = Arc::new(auth::AllowedHosts::new(bound, &cfg.hosts));
+    let mut routes = router(source, token.clone());
+    if let Some(app) = app {
+        let token = token.filter(|t| !t.trim().is_empty());
+        let reads = api::reads(Arc::clone(&app)).route_layer(middleware::from_fn_with_state(
+            Arc::new(token.clone()),
+            auth::require_token,
+        ));
+        let rules = Arc::new(auth::MutationRules {
+            hosts: Arc::clone(&hosts),
+            token,
+        });
+        let changes = api::changes(app).route_layer(middleware::from_fn_with_state(
+            rules,
+            auth::require_mutation_rules,
+        ));
+        routes = routes.merge(reads).merge(changes);
+    }
+    let routes = routes
+        .layer(middleware::from_fn(common_headers))
+        .layer(middleware::from_fn_with_state(hosts, auth::require_host));
     let task = tokio::spawn(async move {
         let shutdown = cancel.cancelled_owned();
-        if let Err(e) = axum::serve(listener, app)
+        if let Err(e) = axum::serve(listener, routes)
             .with_graceful_shutdown(shutdown)
             .await
         {
@@ -134,10 +168,10 @@ pub async fn serve(
     Ok((bound, task))
 }
 
-/// The dashboard's routes. With `Some(token)`, every route except `/healthz` requires
-/// `Authorization: Bearer <token>` or `?token=<token>`. There are no mutating routes.
-/// [`serve`] adds the `Host` check, which needs the bound address.
-pub fn router(source: Arc<dyn StatusSource>, token: Option<String>) -> Router {
+/// The dashboard's reading routes. With `Some(token)`, every route except `/healthz` requires
+/// `Authorization: Bearer <token>` or `?token=<token>`. [`serve_app`] adds the API's routes,
+/// the headers every response carries and the `Host` check, which needs the bound address.
+fn router(source: Arc<dyn StatusSource>, token: Option<String>) -> Router {
     let guarded = Router::new()
         .route("/", get(index))
         .route("/api/status", get(status))
@@ -147,10 +181,7 @@ pub fn router(source: Arc<dyn StatusSource>, token: Option<String>) -> Router {
             Arc::new(token.filter(|t| !t.trim().is_empty())),
             auth::require_token,
         ));
-    Router::new()
-        .route("/healthz", get(healthz))
-        .merge(guarded)
-        .layer(middleware::from_fn(common_headers))
+    Router::new().route("/healthz", get(healthz)).merge(guarded)
 }
 
 /// `GET /`: the page, with a fresh CSP nonce for its inline script and style.

@@ -3,10 +3,11 @@
 //! countdown ticks client-side, the reason names the refusal kind, and a new listing appears
 //! without a reload. Saves `target/dashboard.png` (and a phone-sized one) to look at.
 //!
-//! Without chromium/chromedriver (`.ci/install-browser.sh` installs them) the test skips with a
+//! Without chromium/chromedriver (`.ci/install-test-deps.sh` installs them) the test skips with a
 //! message, except under `CI=true`, where a missing browser is a failure.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use crate::util::free_port;
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -124,6 +125,8 @@ fn initial_view(start: u64) -> StatusView {
                 timeline: ["ok", "ok", "ok", "challenge", "challenge", "challenge"]
                     .map(String::from)
                     .to_vec(),
+                // Read in the browser, with a display: the page offers "Open in browser".
+                login: true,
             },
             SiteStatus {
                 site: "immobilienscout24.de".into(),
@@ -148,6 +151,7 @@ fn initial_view(start: u64) -> StatusView {
             retry_rate: 0.021,
         },
         warnings: vec!["facebook.com logged us out: refresh its cookies file.".into()],
+        config: notifio::status::ConfigStatus::default(),
         channels: vec![notifio::status::ChannelStatus {
             name: "telegram".into(),
             state: "failed".into(),
@@ -171,14 +175,6 @@ impl Drop for Driver {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// "7m 12s" / "45s" / "1h 05m" → seconds.
@@ -207,40 +203,31 @@ fn artifact(name: &str) -> PathBuf {
         .join(name)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dashboard_ticks_explains_and_updates_live() {
+/// Whether chromium and chromedriver are missing (then the test skips, except under CI).
+fn browser_missing() -> bool {
     let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
         .into_iter()
         .filter(|p| !Path::new(p).exists())
         .collect();
-    if !missing.is_empty() {
-        let msg = format!(
-            "browser test needs {missing:?}: run .ci/install-browser.sh \
-             (apt-get install chromium chromium-driver)"
-        );
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("{msg}");
-        }
-        eprintln!("SKIPPED: {msg}");
-        return;
+    if missing.is_empty() {
+        return false;
     }
+    let msg = format!(
+        "browser test needs {missing:?}: run .ci/install-test-deps.sh \
+         (apt-get install chromium chromium-driver)"
+    );
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{msg}");
+    }
+    eprintln!("SKIPPED: {msg}");
+    true
+}
 
-    let start = epoch_ms();
-    let source = Arc::new(TestSource {
-        view: Mutex::new(initial_view(start)),
-    });
-    let cancel = CancellationToken::new();
-    let cfg = DashboardConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        token: None,
-        hosts: Vec::new(),
-    };
-    let (addr, server) = web::serve(cfg, source.clone(), cancel.clone())
-        .await
-        .unwrap();
-
+/// chromedriver on a free port and a headless chromium session through it; both end when the
+/// returned values are dropped (and `client.close()`).
+async fn open_browser() -> (Driver, Client, tempfile::TempDir) {
     let port = free_port();
-    let _driver = Driver(
+    let driver = Driver(
         Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
@@ -253,7 +240,6 @@ async fn dashboard_ticks_explains_and_updates_live() {
         assert!(Instant::now() < deadline, "chromedriver did not start");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-
     let profile = tempfile::tempdir().unwrap();
     let mut caps = serde_json::Map::new();
     caps.insert(
@@ -275,6 +261,28 @@ async fn dashboard_ticks_explains_and_updates_live() {
         .connect(&format!("http://127.0.0.1:{port}"))
         .await
         .unwrap();
+    (driver, client, profile)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_ticks_explains_and_updates_live() {
+    if browser_missing() {
+        return;
+    }
+    let start = epoch_ms();
+    let source = Arc::new(TestSource {
+        view: Mutex::new(initial_view(start)),
+    });
+    let cancel = CancellationToken::new();
+    let cfg = DashboardConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        token: None,
+        hosts: Vec::new(),
+    };
+    let (addr, server) = web::serve(cfg, source.clone(), cancel.clone())
+        .await
+        .unwrap();
+    let (_driver, client, _profile) = open_browser().await;
 
     // Run the checks, then always close the session (so chromium exits) before reporting.
     let outcome = std::panic::AssertUnwindSafe(drive(&client, addr, &source))
@@ -286,6 +294,210 @@ async fn dashboard_ticks_explains_and_updates_live() {
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// The app against a real watcher on the fake portal: a search added with the form shows its
+/// first check without a reload, the preview lists the cards a selector finds, and delete
+/// (after its confirmation) removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_is_previewed_added_and_deleted_from_the_page() {
+    if browser_missing() {
+        return;
+    }
+    let agency = fake_portal::SiteSpec {
+        name: "agency".into(),
+        listings: 9,
+        page_bytes: 20_000,
+        ..fake_portal::SiteSpec::default()
+    };
+    let flats = fake_portal::SiteSpec {
+        name: "flats".into(),
+        page_bytes: 20_000,
+        ..fake_portal::SiteSpec::default()
+    };
+    let portal = fake_portal::Portal::start(vec![flats, agency])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("notifio.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[watch]\nspacing = \"100ms\"\nstate_dir = {:?}\ndashboard = \"127.0.0.1:0\"\n\n\
+             [[search]]\nname = \"Flats\"\nurl = {:?}\ninterval = \"5s\"\n\
+             listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
+            dir.path().join("state").display().to_string(),
+            portal.search_url("flats", "all"),
+        ),
+    )
+    .unwrap();
+    let cfg = notifio::config::load(&config).unwrap();
+    let (addr, cancel, watcher) = crate::util::run_app(cfg).await;
+    let (_driver, client, _profile) = open_browser().await;
+    let outcome = std::panic::AssertUnwindSafe(drive_app(&client, addr, &portal, &config))
+        .catch_unwind()
+        .await;
+    let _ = client.close().await;
+    cancel.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), watcher).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn drive_app(client: &Client, addr: SocketAddr, portal: &fake_portal::Portal, config: &Path) {
+    client.goto(&format!("http://{addr}/")).await.unwrap();
+    client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(r#"[data-search-name="Flats"]"#))
+        .await
+        .unwrap();
+    client
+        .execute("window.__notReloaded = true; return true;", vec![])
+        .await
+        .unwrap();
+    let url = portal.search_url("agency", "rooms");
+    let form = client.find(Locator::Css("#add")).await.unwrap();
+    form.find(Locator::Css("input[name=url]"))
+        .await
+        .unwrap()
+        .send_keys(&url)
+        .await
+        .unwrap();
+    // Leaving the field asks which profile reads the site: none, so the selector is asked for.
+    form.find(Locator::Css("input[name=name]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let selector = client
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(
+            "#add fieldset.generic:not([hidden]) input[name=selector]",
+        ))
+        .await
+        .expect("a generic site asks for a card selector");
+    let profile = form
+        .find(Locator::Css("[data-testid=profile]"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(profile.contains("no built-in profile"), "{profile}");
+    selector.send_keys("article.listing").await.unwrap();
+    form.find(Locator::Css("input[name=id_attr]"))
+        .await
+        .unwrap()
+        .send_keys("data-id")
+        .await
+        .unwrap();
+    form.find(Locator::Css("[data-testid=preview]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(
+            r#"[data-testid=preview-outcome][data-outcome="ok"]"#,
+        ))
+        .await
+        .expect("the preview answers");
+    let cards = form
+        .find_all(Locator::Css("[data-testid=preview-listings] li"))
+        .await
+        .unwrap();
+    let shown = portal.listings("agency", "rooms");
+    assert_eq!(
+        cards.len(),
+        shown.len(),
+        "the preview lists every card the selector finds"
+    );
+    let first = cards[0].text().await.unwrap();
+    assert!(shown.iter().any(|l| first.contains(&l.title)), "{first}");
+    // Shown, not recorded: the page has no search for it yet.
+    assert!(
+        client
+            .find_all(Locator::Css(r#"[data-search-name="Rooms"]"#))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    form.find(Locator::Css("input[name=name]"))
+        .await
+        .unwrap()
+        .send_keys("Rooms")
+        .await
+        .unwrap();
+    form.find(Locator::Css("[data-testid=add]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // Its first check shows on the page, without a reload.
+    let checked = client
+        .wait()
+        .at_most(Duration::from_secs(8))
+        .for_element(Locator::Css(
+            r#"[data-search-name="Rooms"][data-state="ok"] [data-testid=last-check] .outcome"#,
+        ))
+        .await
+        .expect("the added search's first check appears");
+    assert_eq!(checked.text().await.unwrap(), "ok");
+    assert!(
+        std::fs::read_to_string(config)
+            .unwrap()
+            .contains("name = \"Rooms\"")
+    );
+    let kept = client
+        .execute("return window.__notReloaded === true;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(kept, serde_json::Value::Bool(true), "the page was reloaded");
+    let png = client.screenshot().await.unwrap();
+    std::fs::write(artifact("dashboard-app.png"), png).unwrap();
+
+    // Delete asks first, on the card; then the card goes and the file no longer has it.
+    client
+        .find(Locator::Css(
+            r#"[data-search-name="Rooms"] [data-testid=delete]"#,
+        ))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css(
+            r#"[data-search-name="Rooms"] [data-testid=confirm-delete]"#,
+        ))
+        .await
+        .expect("delete asks for a confirmation")
+        .click()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while !client
+        .find_all(Locator::Css(r#"[data-search-name="Rooms"]"#))
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the deleted search stayed on the page"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!std::fs::read_to_string(config).unwrap().contains("Rooms"));
 }
 
 async fn drive(client: &Client, addr: SocketAddr, source: &TestSource) {
@@ -357,6 +569,17 @@ async fn drive(client: &Client, addr: SocketAddr, source: &TestSource) {
         .await
         .unwrap();
     assert!(ra.contains("Retry-After lengthened the wait"), "{ra}");
+    // "Open in browser" where the site can be opened for the user, and nowhere else (the
+    // facebook.com card's site cannot: no display, or not read in the browser).
+    let open = client
+        .find_all(Locator::Css("[data-testid=open-in-browser]"))
+        .await
+        .unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!(
+        open[0].attr("data-site").await.unwrap().as_deref(),
+        Some("idealista.com")
+    );
     let dots = client
         .find_all(Locator::Css(&format!("{site} .timeline .dot")))
         .await

@@ -1277,3 +1277,69 @@ fn a_check_beside_a_running_watch_borrows_its_browser() {
     assert_eq!(watch.terminate(), Some(0));
     rt.block_on(portal.shutdown());
 }
+
+/// "Open in browser" on the dashboard: the running watcher's browser is closed while the login
+/// window has the profile, no check can start another meanwhile, and the next check starts it
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_closed_frees_the_profile_holds_checks_back_and_the_next_check_restarts_it() {
+    use notifio::fetch::{BrowserConfig, FetchConfig, FetchRequest, Fetcher, Launch};
+    let Some(executable) = browser_or_skip("while_closed") else {
+        return;
+    };
+    let _one = SERIAL.lock().await;
+    let portal = Portal::start(vec![site("plain")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fetcher = Fetcher::new(FetchConfig {
+        browser: Some(BrowserConfig {
+            launch: Launch::Start {
+                executable,
+                profile_dir: dir.path().join("profile"),
+                headless: true,
+            },
+            block: Vec::new(),
+        }),
+        ..FetchConfig::default()
+    })
+    .unwrap();
+    let url = portal.search_url("plain", "a");
+    let site = notifio_policy::SiteKey::from_url(&url).unwrap();
+    let req = FetchRequest::search(&url, site).in_browser(None);
+    let first = fetcher.fetch(&req, &CancellationToken::new()).await;
+    assert_eq!(first.status, Some(200), "{:?}", first.last_error);
+    let browser = fetcher.browser().unwrap();
+    let pid = browser.pid().await.expect("a browser of ours runs");
+
+    let (pending, asked) = browser
+        .while_closed(async {
+            crate::util::wait_for(Duration::from_secs(10), "the browser to close", || {
+                main_processes(&browser_processes(std::process::id()))
+                    .is_empty()
+                    .then_some(())
+            })
+            .await;
+            // What the login window would do here; a check asked for meanwhile waits.
+            let (f, r) = (fetcher.clone(), req.clone());
+            let pending = tokio::spawn(async move { f.fetch(&r, &CancellationToken::new()).await });
+            let asked = portal.request_count("plain");
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            assert!(
+                !pending.is_finished(),
+                "a check ran while the profile was lent"
+            );
+            assert_eq!(portal.request_count("plain"), asked);
+            assert!(main_processes(&browser_processes(std::process::id())).is_empty());
+            (pending, asked)
+        })
+        .await;
+    let second = pending.await.unwrap();
+    assert_eq!(second.status, Some(200), "{:?}", second.last_error);
+    assert_eq!(portal.request_count("plain"), asked + 1);
+    assert_eq!(
+        browser.starts(),
+        2,
+        "the next check started the browser again"
+    );
+    assert_ne!(browser.pid().await, Some(pid));
+    fetcher.shutdown().await;
+}

@@ -4,6 +4,7 @@
 //!
 //! `cargo test -p notifio --test it watch::` runs one area.
 
+mod app;
 mod browser;
 mod browser_fetch;
 mod channels;
@@ -19,6 +20,7 @@ mod is24_app;
 mod notify;
 mod pages;
 mod reliability;
+mod service;
 mod status_e2e;
 mod util;
 mod watch;

@@ -71,6 +71,33 @@ pub(crate) async fn start_proxy() -> (String, Arc<Mutex<Vec<String>>>) {
     (url, seen)
 }
 
+// ---------------------------------------------------------------- the app in-process
+
+/// A running `notifio watch` (watcher, live reload, dashboard with its API) in this process,
+/// as `notifio watch` runs it (`runner::run`): its dashboard's address, the token that stops it, its task.
+pub(crate) async fn run_app(
+    cfg: notifio::config::Config,
+) -> (
+    std::net::SocketAddr,
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), notifio::runner::RunError>>,
+) {
+    let cancel = CancellationToken::new();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let hooks = notifio::runner::Hooks {
+        narrator: None,
+        on_dashboard: Some(Box::new(move |addr| {
+            let _ = tx.send(addr);
+        })),
+    };
+    let task = tokio::spawn(notifio::runner::run(cfg, cancel.clone(), hooks));
+    let addr = tokio::time::timeout(Duration::from_secs(10), rx)
+        .await
+        .expect("the dashboard starts")
+        .expect("the watcher starts");
+    (addr, cancel, task)
+}
+
 // ---------------------------------------------------------------- waiting
 
 /// Polls `f` every 50 ms (letting the runtime serve the in-process portal meanwhile) until it

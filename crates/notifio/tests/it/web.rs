@@ -88,6 +88,7 @@ fn sample_view() -> StatusView {
             retry_after_ms: Some(120_000),
             lengthened_by_retry_after: false,
             timeline: vec!["ok".into(), "challenge".into(), "challenge".into()],
+            login: false,
         }],
         retry: RetryStatus {
             requests: 120,
@@ -97,6 +98,7 @@ fn sample_view() -> StatusView {
             retry_rate: 0.025,
         },
         warnings: vec!["retry rate 6.0% over the last hour (above 5%)".into()],
+        config: notifio::status::ConfigStatus::default(),
         channels: vec![notifio::status::ChannelStatus {
             name: "telegram".into(),
             state: "failed".into(),

@@ -359,31 +359,25 @@ impl Browser {
     /// Closes our tabs, and the browser if we started it (cleanly, so its cookies are on
     /// disk), waiting at most a few seconds before killing it.
     pub async fn shutdown(&self) {
-        let Some(r) = self.running.lock().await.take() else {
-            return;
-        };
-        let tabs: Vec<Tab> = std::mem::take(&mut *lock(&r.idle));
-        for t in tabs {
-            let _ = r
-                .cdp
-                .execute(CloseTargetParams::new(t.page.target_id().clone()))
-                .await;
+        let running = self.running.lock().await.take();
+        if let Some(r) = running {
+            close(r).await;
         }
-        let process = lock(&r.process).take();
-        let Some(mut process) = process else {
-            return;
-        };
-        let _ = tokio::time::timeout(
-            Duration::from_secs(2),
-            r.cdp
-                .execute(chromiumoxide::cdp::browser_protocol::browser::CloseParams::default()),
-        )
-        .await;
-        let until = Instant::now() + Duration::from_secs(5);
-        while !process.exited() && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    /// Runs `f` with the browser closed: the login window (`notifio login`, the dashboard's
+    /// "Open in browser") needs the profile to itself. Closes the browser as
+    /// [`Self::shutdown`] does, and no check can start another until `f` is done (one that
+    /// tries waits); the next check after it starts the browser again, with the profile's
+    /// new session.
+    pub async fn while_closed<T>(&self, f: impl Future<Output = T>) -> T {
+        let mut slot = self.running.lock().await;
+        if let Some(r) = slot.take() {
+            close(r).await;
         }
-        process.kill();
+        let out = f.await;
+        drop(slot);
+        out
     }
 
     async fn take_tab(&self, r: &Arc<Running>) -> Result<Tab, String> {
@@ -545,6 +539,33 @@ impl Browser {
             }
         }
     }
+}
+
+/// Closes a running browser: our tabs, then the browser itself if we started it (cleanly, so
+/// its cookies are on disk), killing it after a few seconds.
+async fn close(r: Arc<Running>) {
+    let tabs: Vec<Tab> = std::mem::take(&mut *lock(&r.idle));
+    for t in tabs {
+        let _ = r
+            .cdp
+            .execute(CloseTargetParams::new(t.page.target_id().clone()))
+            .await;
+    }
+    let process = lock(&r.process).take();
+    let Some(mut process) = process else {
+        return;
+    };
+    let _ = tokio::time::timeout(
+        Duration::from_secs(2),
+        r.cdp
+            .execute(chromiumoxide::cdp::browser_protocol::browser::CloseParams::default()),
+    )
+    .await;
+    let until = Instant::now() + Duration::from_secs(5);
+    while !process.exited() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    process.kill();
 }
 
 /// Closes a tab from the browser side, first stopping whatever script its page runs (a page in
