@@ -314,7 +314,8 @@ pub(crate) struct Site {
     pub(crate) base_url: String,
     pub(crate) state: Mutex<SiteMut>,
     pub(crate) count: AtomicUsize,
-    /// Response body bytes sent (as their `Content-Length` says; compressed when sent so).
+    /// Response body bytes sent (their exact length; compressed when sent so; streamed bodies
+    /// of unknown length are not counted).
     pub(crate) bytes: std::sync::atomic::AtomicU64,
     pub(crate) shared: Arc<Shared>,
     pub(crate) shutdown: CancellationToken,
@@ -615,7 +616,8 @@ impl Portal {
         self.site(site).count.load(Ordering::SeqCst)
     }
 
-    /// Response body bytes a site has sent so far (compressed size when it compressed).
+    /// Response body bytes a site has sent so far (compressed size when it compressed; the
+    /// streamed bodies of hostile behaviours, whose length is unknown, are not counted).
     ///
     /// # Panics
     /// On an unknown site name.

@@ -1,13 +1,16 @@
 //! `fake-portal`: runs the loopback portal until Ctrl-C/SIGTERM, for benchmarks against other
 //! watchers (urlwatch, changedetection.io) and manual poking. Prints one line per site with its
 //! URLs. Benchmarks script it from outside: `--script` makes every site refuse on a timeline,
-//! SIGUSR1 adds a listing to every search, and `--log` writes the request log at exit.
+//! `--render-after` and `--images` serve pages only a browser reads in full, SIGUSR1 adds a
+//! listing to every search, SIGUSR2 prints what each site has served so far (the browser
+//! benchmark's bytes), and `--log` writes the request log at exit.
 
 use clap::Parser;
-use fake_portal::{Behaviour, ChallengeKind, Portal, SiteSpec};
+use fake_portal::{Behaviour, ChallengeKind, Portal, Render, SiteSpec};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
+use tokio::signal::unix::{SignalKind, signal};
 
 /// A scriptable rental portal on 127.0.0.1.
 #[derive(Parser, Debug)]
@@ -37,6 +40,13 @@ struct Args {
     /// Send no `ETag`/`Last-Modified` and never answer 304 (every check downloads the page).
     #[arg(long)]
     no_validators: bool,
+    /// Result pages carry no cards in their HTML: a script builds them this long after the
+    /// page loads (e.g. `100ms`), as single-page apps do. Plain HTTP sees none.
+    #[arg(long, value_parser = parse_duration)]
+    render_after: Option<Duration>,
+    /// Result pages show this many images (48 KiB each, `/img/N.jpg`).
+    #[arg(long, default_value_t = 0)]
+    images: usize,
     /// A timeline every site follows from start, e.g. `10s=429:6,25s=challenge,40s=normal`.
     /// Kinds: `normal`, `429[:retry-after]`, `challenge[:status]` (Cloudflare, default 403),
     /// `403`, `5xx` (any status 500–599).
@@ -124,6 +134,8 @@ async fn main() -> std::io::Result<()> {
             fault_rate: args.fault_rate,
             page_bytes: args.page_bytes,
             validators: !args.no_validators,
+            render: args.render_after.map_or(Render::Html, Render::Script),
+            images: args.images,
             ..SiteSpec::new(&format!("site{}", i + 1))
         })
         .collect();
@@ -136,6 +148,11 @@ async fn main() -> std::io::Result<()> {
             portal.set_behaviour(&site, Behaviour::Script(steps.clone()));
         }
     }
+    // Every signal is listened for before the URLs are printed: a script that signals as soon
+    // as it has read them must not meet the default action (which ends the process).
+    let mut usr1 = signal(SignalKind::user_defined1())?;
+    let mut usr2 = signal(SignalKind::user_defined2())?;
+    let mut term = signal(SignalKind::terminate())?;
     let searches: Vec<String> = (1..=args.searches).map(|i| format!("s{i}")).collect();
     for site in portal.sites() {
         let urls: Vec<String> = searches
@@ -165,11 +182,6 @@ async fn main() -> std::io::Result<()> {
     {
         let p = portal.clone();
         tokio::spawn(async move {
-            let Ok(mut usr1) =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
-            else {
-                return;
-            };
             while usr1.recv().await.is_some() {
                 for site in p.sites() {
                     p.add_listing(&site, None);
@@ -178,7 +190,15 @@ async fn main() -> std::io::Result<()> {
             }
         });
     }
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    {
+        let p = portal.clone();
+        tokio::spawn(async move {
+            while usr2.recv().await.is_some() {
+                print!("{}", served(&p));
+                let _ = std::io::stdout().flush();
+            }
+        });
+    }
     tokio::select! {
         r = tokio::signal::ctrl_c() => r?,
         _ = term.recv() => {}
@@ -203,9 +223,26 @@ async fn main() -> std::io::Result<()> {
     Ok(())
 }
 
+/// What every site has served so far, one line each (`served SITE REQUESTS BYTES`), then
+/// `served end`: response body bytes as sent (compressed when sent so), for SIGUSR2.
+fn served(p: &Portal) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for site in p.sites() {
+        let _ = writeln!(
+            out,
+            "served {site} {} {}",
+            p.request_count(&site),
+            p.bytes_sent(&site)
+        );
+    }
+    out.push_str("served end\n");
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{parse_duration, parse_script};
+    use super::{parse_duration, parse_script, served};
     use fake_portal::Behaviour;
     use std::time::Duration;
 
@@ -226,6 +263,39 @@ mod tests {
         assert!(parse_script("5s=teapot").is_err());
         assert!(parse_script("5s=normal,1s=429").is_err());
         assert!(parse_script("429").is_err());
+    }
+
+    #[tokio::test]
+    async fn served_counts_each_site() {
+        let portal = fake_portal::Portal::start(vec![
+            fake_portal::SiteSpec::new("a"),
+            fake_portal::SiteSpec::new("b"),
+        ])
+        .await
+        .unwrap();
+        let url = portal.search_url("a", "s1");
+        let addr = url.trim_start_matches("http://").split('/').next().unwrap();
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(
+            &mut conn,
+            b"GET /search/s1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut body = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut conn, &mut body)
+            .await
+            .unwrap();
+        let text = served(&portal);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        let a: Vec<&str> = lines[0].split(' ').collect();
+        assert_eq!(&a[..3], ["served", "a", "1"], "{text}");
+        let bytes: u64 = a[3].parse().unwrap();
+        assert!(bytes > 250_000 && (bytes as usize) < body.len(), "{text}");
+        assert_eq!(lines[1], "served b 0 0");
+        assert_eq!(lines[2], "served end");
+        portal.shutdown().await;
     }
 
     #[test]

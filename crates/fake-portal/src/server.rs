@@ -154,10 +154,14 @@ fn encode_component(s: &str) -> String {
 async fn behave(State(site): State<Arc<Site>>, req: Request, next: Next) -> Response<Body> {
     let site2 = site.clone();
     let r = behave_inner(State(site), req, next).await;
+    // A body built from bytes knows its exact length (hyper writes it as `Content-Length`
+    // only later, so the header is not there yet); a streamed one (drip, gzip bomb) does not
+    // and counts only if it set the header itself.
     let len = r
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .or_else(|| axum::body::HttpBody::size_hint(r.body()).exact())
         .unwrap_or(0);
     site2.bytes.fetch_add(len, Ordering::SeqCst);
     r

@@ -390,6 +390,103 @@ async fn nothing_reaches_the_site_between_two_checks() {
     portal.shutdown().await;
 }
 
+/// Every live descendant of `root` (from each process's parent in `/proc/PID/stat`).
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        for &(child, parent) in &parent_of {
+            if parent == p {
+                out.push(child);
+                todo.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// A page a check has left is gone, not kept for "Back": after 24 checks in four tabs the
+/// browser runs a handful of renderers, not one per page read (the back/forward cache kept
+/// each left page alive in a renderer of its own: ~30 renderers, 1.1 GB in the benchmark).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_left_behind_do_not_pile_up_in_memory() {
+    if browser_or_skip("pages_left_behind").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let names = ["p1", "p2", "p3", "p4"];
+    let portal = Portal::start(names.iter().map(|n| site(n)).collect())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut body = String::new();
+    for n in names {
+        // Two searches per site, and the site's table once.
+        body += &search(
+            &format!("{n}a"),
+            &portal.search_url(n, "a"),
+            FetchMode::Browser,
+        );
+        body += &format!(
+            "[[search]]\nname = \"{n}b\"\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n",
+            portal.search_url(n, "b")
+        );
+    }
+    let text = config_text(dir.path(), &body).replace("interval = \"1h\"", "interval = \"1s\"");
+    let mut watcher = Watcher::new(load_config(dir.path(), &text), vec![], false).unwrap();
+    let fetcher = watcher.fetcher().clone();
+    let mut events = watcher.subscribe();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move { watcher.run(stop).await });
+    tokio::time::timeout(Duration::from_secs(90), async {
+        let mut done = 0;
+        while done < 24 {
+            if let Ok(WatchEvent::CheckDone { outcome, .. }) = events.recv().await {
+                assert_eq!(outcome.as_str(), "ok");
+                done += 1;
+            }
+        }
+    })
+    .await
+    .expect("24 checks");
+    let browser = fetcher.browser().expect("a browser is set up");
+    let pid = browser.pid().await.expect("a browser of ours runs");
+    // Renderers rewrite their command line over their environment, so they are found as the
+    // browser's descendants, not by our marker.
+    let renderers = descendants(pid)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--type=renderer"))
+        })
+        .count();
+    println!("renderers after 24 checks in up to 4 tabs: {renderers}");
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    assert!(
+        renderers <= 12,
+        "{renderers} renderers: pages left behind are being kept"
+    );
+    portal.shutdown().await;
+}
+
 /// A cookie the site sets in one `notifio check` is sent by the next one: the profile lives
 /// on disk, and the browser is closed cleanly at the end of a pass.
 #[test]

@@ -66,10 +66,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// that it can be told apart from the user's own browsers (`ps e`, tests reading `/proc`).
 pub const OWNER_ENV: &str = "NOTIFIO_BROWSER_OWNER";
 /// A tab is closed and replaced after this many checks, so that nothing a site's pages leave
-/// behind in it (and the CDP client's per-tab bookkeeping) grows over a day.
-const CHECKS_PER_TAB: u32 = 50;
-/// Idle tabs kept for reuse; more are closed.
-const IDLE_TABS: usize = 8;
+/// behind in it (and the CDP client's per-tab bookkeeping) grows over a day. A tab's renderer
+/// grows by ~1.4 MB per 300 KB page it has read until the tab is closed (the browser
+/// benchmark's soak: one renderer 78 → 136 MB over 40 checks); 20 keeps that under ~30 MB a
+/// tab, for a new tab (a few ms) every 20 checks.
+const CHECKS_PER_TAB: u32 = 20;
+/// Idle tabs kept for reuse; more are closed. Each tab keeps a renderer (~45 MB with a 300 KB
+/// page behind it) while it waits; a `watch` rarely has more than two browser checks at once
+/// (the soak of the browser benchmark: ~0.6 on average), and a burst beyond that opens a tab
+/// for the check and closes it after.
+const IDLE_TABS: usize = 2;
 /// How long leaving a page for `about:blank` may take before the tab is closed instead.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
 

@@ -236,10 +236,16 @@ pub(super) async fn read_page(
                         in_flight.remove(e.request_id.inner());
                         quiet_since = Instant::now();
                     }
-                    Ev::Load => {
+                    // Only this document's load counts: the tab's previous page (the
+                    // `about:blank` it was left on) can report its own load after we started
+                    // listening, and taking that one would start the 500 ms of quiet before
+                    // the page even arrived (its script-built cards then missed on a busy
+                    // machine: the browser benchmark saw it).
+                    Ev::Load if doc.is_some() => {
                         loaded = true;
                         quiet_since = Instant::now();
                     }
+                    Ev::Load => {}
                 }
             }
             res = &mut navigation, if !navigated => {
