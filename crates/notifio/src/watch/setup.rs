@@ -269,7 +269,7 @@ impl Watcher {
             outbox_wake: Arc::new(Notify::new()),
             events,
             metrics: Arc::default(),
-            live: super::apply::Live::default(),
+            live: Default::default(),
         };
         watcher.park_paused()?;
         Ok(watcher)
