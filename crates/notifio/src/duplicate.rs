@@ -122,6 +122,14 @@ fn same_figures(a: &Listing, b: &Listing) -> bool {
     close(aa, ab, AREA_WITHIN) && close(pa, pb, PRICE_WITHIN)
 }
 
+/// The values `y` for which [`close`]`(x, y, share)` can hold, widened by a hair for rounding:
+/// what the store may narrow its search for a twin to, before [`likely_same`] decides.
+#[must_use]
+pub fn within(x: f64, share: f64) -> (f64, f64) {
+    let hair = 1e-6;
+    (x * (1.0 - share) - hair, (x + hair) / (1.0 - share))
+}
+
 /// `x` and `y` differ by at most `share` of the larger (both positive).
 fn close(x: f64, y: f64, share: f64) -> bool {
     let big = x.max(y);
@@ -159,6 +167,34 @@ fn similar_titles(a: Option<&str>, b: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The store narrows its search for a twin to [`within`]: every figure [`close`]
+        /// accepts must be inside it, or a true twin would never be looked at.
+        #[test]
+        fn within_holds_every_figure_close_accepts(
+            x in 1.0f64..1e7,
+            ratio in 0.9f64..1.1,
+            area in proptest::bool::ANY,
+        ) {
+            let share = if area { AREA_WITHIN } else { PRICE_WITHIN };
+            let y = x * ratio;
+            let (lo, hi) = within(x, share);
+            if close(x, y, share) {
+                proptest::prop_assert!(lo <= y && y <= hi, "{y} outside {lo}..{hi} for {x}");
+            }
+        }
+    }
+
+    /// The edges: a figure exactly `share` of the larger away is a twin and inside the range.
+    #[test]
+    fn within_includes_its_edges() {
+        let (lo, hi) = within(1000.0, PRICE_WITHIN);
+        assert!(close(1000.0, 970.0, PRICE_WITHIN) && lo <= 970.0);
+        let edge = 1000.0 / (1.0 - PRICE_WITHIN);
+        assert!(close(1000.0, edge, PRICE_WITHIN) && edge <= hi);
+        assert!(!close(1000.0, hi + 1.0, PRICE_WITHIN));
+    }
 
     fn flat(title: &str, price: f64, rooms: f64, area: f64) -> Listing {
         Listing {

@@ -7,7 +7,7 @@
 //! A listing found by several searches of one check is announced once, naming every search
 //! that wants it; listings wanted by the same searches share one message.
 
-use super::prices::{self, Elsewhere};
+use super::prices;
 use super::{CheckRecord, StoreError};
 use crate::duplicate;
 use crate::filter::AnnounceRules;
@@ -43,7 +43,9 @@ pub(super) fn announce(
     let mut groups: Vec<Group> = Vec::new();
 
     // New listings, to the searches whose filters let them through.
-    let mut elsewhere: Option<Vec<Elsewhere>> = None;
+    let since = rec
+        .now
+        .saturating_sub(u64::try_from(duplicate::WINDOW.as_millis()).unwrap_or(u64::MAX));
     for l in new {
         let mut to: Vec<usize> = audience
             .iter()
@@ -53,15 +55,8 @@ pub(super) fn announce(
         if to.is_empty() {
             continue;
         }
-        if elsewhere.is_none() {
-            let since = rec
-                .now
-                .saturating_sub(u64::try_from(duplicate::WINDOW.as_millis()).unwrap_or(u64::MAX));
-            elsewhere = Some(prices::elsewhere_since(tx, site, since)?);
-        }
-        let twin = elsewhere
-            .iter()
-            .flatten()
+        let twin = prices::twins_elsewhere(tx, site, since, l)?
+            .into_iter()
             .find(|e| duplicate::likely_same(l, &e.listing))
             .map(|e| AlsoOn {
                 id: l.id.clone(),

@@ -9,6 +9,7 @@
 //! writes). A card without a price changes nothing: the last known price stays.
 
 use super::StoreError;
+use crate::duplicate;
 use crate::listing::Listing;
 use crate::price::{PriceChange, currency_code};
 use rusqlite::{Connection, params};
@@ -134,39 +135,54 @@ pub(super) struct Elsewhere {
     pub(super) first_seen: u64,
 }
 
-/// Listings first seen on sites other than `site` since `since`, with rooms, area and price
-/// known (duplicate matching needs all three), oldest first.
+/// The listings first seen on sites other than `site` since `since` that could be `l`'s twin:
+/// the same rooms, area and price within [`duplicate`]'s shares (the index on rooms and area
+/// keeps this a few rows, not every listing of the last two weeks), oldest first. Empty when
+/// `l` lacks one of the three figures, since matching needs them all.
+///
+/// [`duplicate`]: crate::duplicate
 ///
 /// # Errors
 /// On SQL failure.
-pub(super) fn elsewhere_since(
+pub(super) fn twins_elsewhere(
     tx: &Connection,
     site: &str,
     since: u64,
+    l: &Listing,
 ) -> Result<Vec<Elsewhere>, StoreError> {
+    let (Some(rooms), Some(area), Some(price)) = (l.rooms, l.area_m2, l.price) else {
+        return Ok(Vec::new());
+    };
+    let (area_lo, area_hi) = duplicate::within(area, duplicate::AREA_WITHIN);
+    let (price_lo, price_hi) = duplicate::within(price, duplicate::PRICE_WITHIN);
     let mut stmt = tx.prepare_cached(
         "SELECT site, listing_id, first_seen, title, price, currency, rooms, area_m2, url
          FROM listings
-         WHERE first_seen >= ?2 AND site <> ?1
-           AND rooms IS NOT NULL AND area_m2 IS NOT NULL AND price IS NOT NULL
+         WHERE rooms BETWEEN ?3 - 1e-6 AND ?3 + 1e-6
+           AND area_m2 BETWEEN ?4 AND ?5
+           AND price BETWEEN ?6 AND ?7
+           AND first_seen >= ?2 AND site <> ?1
          ORDER BY first_seen, site, listing_id",
     )?;
-    let rows = stmt.query_map(params![site, since], |r| {
-        Ok(Elsewhere {
-            site: r.get(0)?,
-            first_seen: r.get(2)?,
-            listing: Listing {
-                id: r.get(1)?,
-                title: r.get(3)?,
-                price: r.get(4)?,
-                currency: r.get(5)?,
-                rooms: r.get(6)?,
-                area_m2: r.get(7)?,
-                url: r.get(8)?,
-                ..Listing::default()
-            },
-        })
-    })?;
+    let rows = stmt.query_map(
+        params![site, since, rooms, area_lo, area_hi, price_lo, price_hi],
+        |r| {
+            Ok(Elsewhere {
+                site: r.get(0)?,
+                first_seen: r.get(2)?,
+                listing: Listing {
+                    id: r.get(1)?,
+                    title: r.get(3)?,
+                    price: r.get(4)?,
+                    currency: r.get(5)?,
+                    rooms: r.get(6)?,
+                    area_m2: r.get(7)?,
+                    url: r.get(8)?,
+                    ..Listing::default()
+                },
+            })
+        },
+    )?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
