@@ -4,6 +4,9 @@ Measures the watcher process only (not the portal): CPU (user+sys, from wait4 af
 peak RSS (wait4's maxrss, cross-checked with VmHWM), and the number of checks (search-page
 requests the portal logged while the watcher ran). New listings appear on one search per site
 every 30 s, so some checks find something new and go through notification enqueueing.
+
+To compare two builds side by side, `--notifio OTHER_TREE/target/release/notifio` measures
+another build's watcher with this driver and this tree's fake portal (same pages, same config).
 """
 
 import argparse
@@ -35,6 +38,8 @@ def main():
                     "rest of the run (a steady-state profile without the first pass)")
     ap.add_argument("--perf-call-graph", default="fp",
                     help="perf's --call-graph mode for --perf-from (e.g. dwarf,16384)")
+    ap.add_argument("--notifio", default=NOTIFIO, metavar="PATH",
+                    help="the watcher binary to measure (default: this tree's release build)")
     ap.add_argument("--new-every", default="30s",
                     help="a new listing on one search per site this often; 'never' for none")
     args = ap.parse_args()
@@ -49,7 +54,7 @@ def main():
     cfg = os.path.join(work, "notifio.toml")
     notifio_config(cfg, os.path.join(work, "state"), portal.all_urls(), interval=args.interval,
                    concurrency=args.concurrency)
-    cmd = [NOTIFIO, "watch", "--config", cfg]
+    cmd = [args.notifio, "watch", "--config", cfg]
     if args.perf:
         cmd = ["perf", "record", "-g", "-o", os.path.join(os.getcwd(), "perf.data"), "--"] + cmd
     t0 = time.time()
@@ -93,28 +98,33 @@ def main():
                  and t0 * 1000 <= int(x.split("\t")[0]) <= t_end * 1000)
     full = sum(1 for x in lines if "\t/search/" in x and x.split("\t")[4] == "-")
     err = open(os.path.join(work, "notifio.err")).read().strip().splitlines()
-    print("searches %d over %d sites, interval %s, %.0f s, validators %s" % (
-        args.sites * args.per_site, args.sites, args.interval, t_end - t0,
+    print("%s: searches %d over %d sites, interval %s, %.0f s, validators %s" % (
+        args.notifio, args.sites * args.per_site, args.sites, args.interval, t_end - t0,
         "on (304s)" if args.validators else "off (every check downloads ~300 KB)"))
     print("| checks | CPU s (user+sys) | CPU ms/check | peak RSS MB | exit |")
     print("|---|---|---|---|---|")
     print("| %d | %.2f | %.3f | %.1f | %s |" % (checks, cpu, 1000 * cpu / max(checks, 1), rss,
                                               os.waitstatus_to_exitcode(status)))
     print("\n(%d of the checks were unconditional; steady-state CPU from the samples: %s)" % (
-        full, steady(samples)))
+        full, steady(samples, args.sites * args.per_site, args.interval)))
     if err:
         print("\nwatcher stderr (last lines): " + " / ".join(err[-3:]))
     shutil.rmtree(work, ignore_errors=True)
 
 
-def steady(samples):
-    """CPU per second between the first sample after 60 s and the last sample."""
+def steady(samples, searches, interval):
+    """CPU per second between the first sample after 60 s and the last sample, and that
+    divided by the checks per second the schedule asks for (searches / interval)."""
     s = [x for x in samples if x[0] >= 60]
     if len(s) < 2:
         return "run too short"
     (ta, ca, _), (tb, cb, _) = s[0], s[-1]
-    return "%.1f ms CPU per second of watching from t=%.0fs to t=%.0fs" % (
-        1000 * (cb - ca) / (tb - ta), ta, tb)
+    per_s = 1000 * (cb - ca) / (tb - ta)
+    text = "%.1f ms CPU per second of watching from t=%.0fs to t=%.0fs" % (per_s, ta, tb)
+    if interval.endswith("s") and interval[:-1].isdigit():
+        text += " -> %.3f ms per check at %.1f checks/s" % (
+            per_s * int(interval[:-1]) / searches, searches / int(interval[:-1]))
+    return text
 
 
 if __name__ == "__main__":
