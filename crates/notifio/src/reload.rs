@@ -243,13 +243,23 @@ impl Nudge {
 /// again changes nothing), then each text that differs from the last one read, and the text
 /// at every SIGHUP, changed or not, each validated.
 #[must_use]
-pub fn follow(path: PathBuf, cancel: CancellationToken) -> (mpsc::Receiver<Reloaded>, Nudge) {
+pub fn follow(
+    path: PathBuf,
+    loaded: u64,
+    cancel: CancellationToken,
+) -> (mpsc::Receiver<Reloaded>, Nudge) {
     let (tx, rx) = mpsc::channel(4);
     let nudge = Nudge::default();
     let wake = Arc::clone(&nudge.0);
     // Read before this returns, so that an edit made right after is seen as one.
+    // Parsed only when it is not the text the running config came from (an edit between
+    // the start's read and this one): parsing a config of a thousand searches again costs
+    // a few MB at start for nothing.
     let first = std::fs::read_to_string(&path).ok();
-    if let Some(text) = &first {
+    if let Some(text) = first
+        .as_deref()
+        .filter(|t| config::text_digest(t) != loaded)
+    {
         let _ = tx.try_send(config::load_text(text, &path));
     }
     // Watching before this returns, too.
@@ -513,7 +523,8 @@ interval = "1m"
         );
         std::fs::write(&path, &text).unwrap();
         let cancel = CancellationToken::new();
-        let (mut rx, nudge) = follow(path.clone(), cancel.clone());
+        // Not the text the watcher loaded (digest 0): the first read is yielded.
+        let (mut rx, nudge) = follow(path.clone(), 0, cancel.clone());
         let first = next(&mut rx).await.unwrap();
         assert_eq!(first.searches[1].interval, Duration::from_secs(60));
         std::fs::write(&path, text.replace("\"1m\"", "\"3m\"")).unwrap();
@@ -537,6 +548,33 @@ interval = "1m"
         std::fs::rename(&tmp, &path).unwrap();
         let c = next(&mut rx).await.unwrap();
         assert_eq!(c.searches[1].interval, Duration::from_secs(60));
+        cancel.cancel();
+    }
+
+    /// The text the running config was loaded from is not parsed again at start; the first
+    /// edit after it is.
+    #[tokio::test]
+    async fn the_text_already_running_is_not_yielded_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notifio.toml");
+        let text = BASE.replace(
+            "/tmp/notifio-reload-test",
+            &dir.path().display().to_string(),
+        );
+        std::fs::write(&path, &text).unwrap();
+        let loaded = config::load(&path).unwrap();
+        assert_eq!(loaded.text_digest, config::text_digest(&text));
+        let cancel = CancellationToken::new();
+        let (mut rx, _nudge) = follow(path.clone(), loaded.text_digest, cancel.clone());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), rx.recv())
+                .await
+                .is_err(),
+            "the running text came back as a reload"
+        );
+        std::fs::write(&path, text.replace("\"1m\"", "\"3m\"")).unwrap();
+        let c = next(&mut rx).await.unwrap();
+        assert_eq!(c.searches[1].interval, Duration::from_secs(180));
         cancel.cancel();
     }
 }

@@ -80,6 +80,7 @@ pub async fn run(cfg: Config, cancel: CancellationToken, hooks: Hooks) -> Result
     });
     let backoff = cfg.backoff.clone();
     let config_path = cfg.path.clone();
+    let cfg_digest = cfg.text_digest;
     // "Open in browser" needs a display and a browser Notifio starts itself.
     let can_login = crate::fetch::browser::has_display()
         && matches!(
@@ -91,7 +92,8 @@ pub async fn run(cfg: Config, cancel: CancellationToken, hooks: Hooks) -> Result
     // Live reload: the config file's changes (by hand or from the dashboard) and SIGHUP reach
     // the watcher as requests, applied between checks.
     let requests = watcher.requests();
-    let (mut reloads, nudge) = crate::reload::follow(config_path.clone(), cancel.clone());
+    let (mut reloads, nudge) =
+        crate::reload::follow(config_path.clone(), cfg_digest, cancel.clone());
     let to_watcher = requests.clone();
     tokio::spawn(async move {
         while let Some(r) = reloads.recv().await {

@@ -14,7 +14,7 @@ mod raw;
 mod resolve;
 mod starter;
 mod validate;
-pub use validate::{BLOCKABLE, MAX_PAGES, MAX_SEARCHES_PER_SITE};
+pub use validate::{BLOCKABLE, MAX_PAGES, MAX_SEARCHES_PER_SITE, text_digest};
 
 pub use duration::{DURATION_EXPECTED, SIZE_EXPECTED, parse_duration, parse_size};
 pub use error::{ConfigError, Spot};
@@ -57,6 +57,9 @@ pub struct Config {
     pub searches: Vec<SearchConfig>,
     /// `[site."…"]`: per-site settings keyed by [`SiteKey`] text (`facebook.com`).
     pub sites: BTreeMap<String, SiteSettings>,
+    /// A digest of the text it was read from: the live reload parses the file again only
+    /// once its text differs from this.
+    pub text_digest: u64,
 }
 
 /// `[watch]`.

@@ -202,8 +202,15 @@ pub(crate) fn config_and_checks(
         browser,
         searches,
         sites,
+        text_digest: text_digest(text),
     };
     Ok((config, pending))
+}
+
+/// What [`Config::text_digest`] holds for `text`.
+#[must_use]
+pub fn text_digest(text: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
 }
 
 /// A `[fetch]` text that goes into a request header: no control characters (a CR/LF would

@@ -136,8 +136,9 @@ pub(super) struct Elsewhere {
 }
 
 /// The listings first seen on sites other than `site` since `since` that could be `l`'s twin:
-/// the same rooms, area and price within [`duplicate`]'s shares (the index on rooms and area
-/// keeps this a few rows, not every listing of the last two weeks), oldest first. Empty when
+/// the same rooms (as parsed from the same kind of text, so equal), area and price within
+/// [`duplicate`]'s shares (the index on rooms and area keeps this a few rows, not every
+/// listing of the last two weeks), oldest first. Empty when
 /// `l` lacks one of the three figures, since matching needs them all.
 ///
 /// [`duplicate`]: crate::duplicate
@@ -158,7 +159,7 @@ pub(super) fn twins_elsewhere(
     let mut stmt = tx.prepare_cached(
         "SELECT site, listing_id, first_seen, title, price, currency, rooms, area_m2, url
          FROM listings
-         WHERE rooms BETWEEN ?3 - 1e-6 AND ?3 + 1e-6
+         WHERE rooms = ?3
            AND area_m2 BETWEEN ?4 AND ?5
            AND price BETWEEN ?6 AND ?7
            AND first_seen >= ?2 AND site <> ?1

@@ -176,6 +176,12 @@ impl Watcher {
     /// # Errors
     /// A store failure (the watcher stops).
     pub fn apply(&mut self, change: ConfigChange) -> Result<(), WatchError> {
+        if change.no_search_changes() && change.config == self.config {
+            // The file as the watcher already runs it (the follower's first read, a save
+            // without changes, a restart-only edit): nothing to rebuild.
+            warn_restart(&change.restart_needed);
+            return self.set_config_state(None, change.restart_needed);
+        }
         let profiles = match self.prepare(&change) {
             Ok(p) => p,
             Err(message) => {
@@ -307,14 +313,8 @@ impl Watcher {
         if changed {
             tracing::info!("config reloaded: {summary}");
         }
-        let restart = restart_needed;
-        if !restart.is_empty() {
-            tracing::warn!(
-                "restart notifio watch to apply: {} (the running values stay in force)",
-                restart.join(", ")
-            );
-        }
-        self.set_config_state(None, restart)
+        warn_restart(&restart_needed);
+        self.set_config_state(None, restart_needed)
     }
 
     /// Everything a change needs that can fail, before anything is changed: each search's
@@ -749,6 +749,16 @@ impl Watcher {
             Err(e) => tracing::warn!(%site, "the login window failed: {e}"),
         }
         Ok(())
+    }
+}
+
+/// Says in the log which settings wait for a restart, if any.
+fn warn_restart(keys: &[String]) {
+    if !keys.is_empty() {
+        tracing::warn!(
+            "restart notifio watch to apply: {} (the running values stay in force)",
+            keys.join(", ")
+        );
     }
 }
 
