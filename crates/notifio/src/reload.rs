@@ -360,6 +360,7 @@ fn watch_dirs(
     }
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(ev) = res
+            && changes_the_file(ev.kind)
             && ev
                 .paths
                 .iter()
@@ -372,6 +373,18 @@ fn watch_dirs(
         watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
     }
     Ok(watcher)
+}
+
+/// Whether an event can mean new contents: not one of the file being opened or read, which
+/// our own read of it causes (the follower would otherwise wake itself ten times a second,
+/// reading the file each time: 7% of `watch`'s CPU with a config of 1,000 searches).
+fn changes_the_file(kind: notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        notify::EventKind::Access(_) => false,
+        _ => true,
+    }
 }
 
 fn dir_of(path: &Path) -> PathBuf {
@@ -504,6 +517,29 @@ interval = "1m"
                 "; restart needed for watch.state_dir, watch.dashboard, notify, browser"
             )
         );
+    }
+
+    /// Our own reading of the file (open, read, close) is not a change; a write, a rename, a
+    /// removal or a close after writing is.
+    #[test]
+    fn reading_the_file_is_not_a_change_of_it() {
+        use notify::EventKind;
+        use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind};
+        for kind in [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+        ] {
+            assert!(!changes_the_file(kind), "{kind:?}");
+        }
+        for kind in [
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Modify(ModifyKind::Any),
+            EventKind::Create(CreateKind::File),
+            EventKind::Remove(RemoveKind::File),
+        ] {
+            assert!(changes_the_file(kind), "{kind:?}");
+        }
     }
 
     async fn next(rx: &mut mpsc::Receiver<Reloaded>) -> Reloaded {
