@@ -175,8 +175,12 @@ impl Watcher {
     ///
     /// # Errors
     /// A store failure (the watcher stops).
-    pub fn apply(&mut self, change: ConfigChange) -> Result<(), WatchError> {
-        if change.no_search_changes() && change.config == self.config {
+    pub fn apply(&mut self, mut change: ConfigChange) -> Result<(), WatchError> {
+        // Compared as settings, not as text: a comment edited is no change.
+        let digest = std::mem::replace(&mut change.config.text_digest, self.config.text_digest);
+        let same = change.config == self.config;
+        change.config.text_digest = digest;
+        if change.no_search_changes() && same {
             // The file as the watcher already runs it (the follower's first read, a save
             // without changes, a restart-only edit): nothing to rebuild.
             warn_restart(&change.restart_needed);
