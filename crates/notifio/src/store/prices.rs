@@ -137,8 +137,8 @@ pub(super) struct Elsewhere {
 
 /// The listings first seen on sites other than `site` since `since` that could be `l`'s twin:
 /// the same rooms (as parsed from the same kind of text, so equal), area and price within
-/// [`duplicate`]'s shares (the index on rooms and area keeps this a few rows, not every
-/// listing of the last two weeks), oldest first. Empty when
+/// [`duplicate`]'s shares (the index on rooms and area, which also holds price, first seen
+/// and site, answers this without reading any row but the matches), oldest first. Empty when
 /// `l` lacks one of the three figures, since matching needs them all.
 ///
 /// [`duplicate`]: crate::duplicate
