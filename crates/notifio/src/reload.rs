@@ -262,6 +262,10 @@ pub fn follow(
     {
         let _ = tx.try_send(config::load_text(text, &path));
     }
+    // The last text read, as its digest: a thousand searches' config is ~130 KB to keep for
+    // one comparison.
+    let mut last = first.as_deref().map(config::text_digest);
+    drop(first);
     // Watching before this returns, too.
     let (events_tx, mut events) = mpsc::unbounded_channel::<()>();
     let watcher = watch_dirs(&path, events_tx);
@@ -279,7 +283,6 @@ pub fn follow(
             POLL_WITHOUT_EVENTS
         };
         let mut hangup = hangup();
-        let mut last = first;
         let mut ticker = tokio::time::interval(poll);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker.tick().await;
@@ -306,9 +309,12 @@ pub fn follow(
                     .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
             };
             let reloaded = match read {
-                Ok(text) if !force && last.as_deref() == Some(text.as_str()) => continue,
                 Ok(text) => {
-                    last = Some(text.clone());
+                    let digest = config::text_digest(&text);
+                    if !force && last == Some(digest) {
+                        continue;
+                    }
+                    last = Some(digest);
                     let at = path.clone();
                     tokio::task::spawn_blocking(move || config::load_text(&text, &at))
                         .await

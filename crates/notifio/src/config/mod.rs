@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Intervals below this get a warning at start (DESIGN §9); they are not refused.
@@ -318,13 +319,15 @@ pub struct SearchConfig {
     /// `notify = ["telegram", "email"]`: the channels its notifications go to; `None` (the
     /// default) is every configured channel.
     pub notify: Option<Vec<String>>,
-    /// Its filters and price-change rules, each key its own or `[watch]`'s.
-    pub announce: AnnounceRules,
+    /// Its filters and price-change rules, each key its own or `[watch]`'s. Shared: the
+    /// searches that set none of these keys hold one copy, `[watch]`'s, and the watcher holds
+    /// the same one.
+    pub announce: Arc<AnnounceRules>,
     /// How many result pages a check reads: 1 (the default) to [`MAX_PAGES`].
     pub pages: u32,
     /// With `fetch = "app"`: the app's request for this search, worked out from `url` at
-    /// start (ImmobilienScout24).
-    pub app: Option<AppSearch>,
+    /// start (ImmobilienScout24). Shared with the checks that send it.
+    pub app: Option<Arc<AppSearch>>,
     /// `paused = true`: kept in the config, the store and the dashboard, never checked.
     pub paused: bool,
 }
@@ -366,7 +369,7 @@ impl Config {
                     s.name
                 ));
             }
-            if let Some(w) = s.app.as_ref().and_then(AppSearch::warning) {
+            if let Some(w) = s.app.as_deref().and_then(AppSearch::warning) {
                 out.push(format!("search \"{}\": {w}", s.name));
             }
         }

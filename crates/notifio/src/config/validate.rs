@@ -26,6 +26,7 @@ use notifio_policy::{
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 const ROOT_KEYS: &[&str] = &[
@@ -926,6 +927,8 @@ fn searches(
     pending: &mut [Pending],
 ) -> Result<Vec<SearchConfig>> {
     let mut profiles = crate::extract::ProfileCache::default();
+    // The rules of every search that sets no filter or price key of its own (most).
+    let watch_announce = Arc::new(watch.announce.clone());
     const EXAMPLE: &str = "[[search]]\n  name = \"Madrid\"\n  url = \"https://www.idealista.com/alquiler-viviendas/madrid-madrid/\"";
     let Some(f) = root.get("search") else {
         return Err(root
@@ -1054,7 +1057,7 @@ fn searches(
             };
             let search = crate::extract::immoscout24_app::app_search(&web, &api)
                 .map_err(|e| url_f.err(e.to_string()))?;
-            Some(search)
+            Some(Arc::new(search))
         } else {
             None
         };
@@ -1075,7 +1078,10 @@ fn searches(
             .get("notify")
             .map(|f| super::channels::routes(&f, channels))
             .transpose()?;
-        let announce = announce_rules(&t, &watch.announce)?;
+        let announce = match announce_rules(&t, &watch.announce)? {
+            own if own == *watch_announce => Arc::clone(&watch_announce),
+            own => Arc::new(own),
+        };
         let paused = t.bool("paused")?.unwrap_or(false);
         out.push(SearchConfig {
             name,

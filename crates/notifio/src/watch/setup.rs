@@ -74,11 +74,11 @@ impl SearchInfo {
             has_session: s.fetch == FetchMode::Browser || has_cookies,
             fetch: s.fetch,
             pages: s.pages,
-            app: s.app.clone().map(Arc::new),
+            app: s.app.clone(),
             markers,
             profile,
             site: s.site.clone(),
-            rules: Arc::new(s.announce.clone()),
+            rules: Arc::clone(&s.announce),
         }
     }
 }
