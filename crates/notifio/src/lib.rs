@@ -11,6 +11,7 @@ pub mod extract;
 pub mod fetch;
 pub mod filter;
 pub mod listing;
+pub mod memory;
 pub mod notify;
 mod pages;
 pub mod price;

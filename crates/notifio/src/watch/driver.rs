@@ -1,13 +1,15 @@
 //! The driver: ONE sleep, re-armed to whatever comes first (the scheduler's next deadline, the
 //! journal's next flush), a channel of finished checks, a channel of slow ones, and the
 //! requests a running watcher is sent (`apply`). It starts
-//! what the scheduler says is due, hands every finished check to `record`,
-//! and on shutdown gives the checks still out a moment to finish and be recorded.
+//! what the scheduler says is due, hands every finished check to `record` (and the memory of
+//! a large page it read back to the system, see `memory`), and on shutdown gives the checks
+//! still out a moment to finish and be recorded.
 
 use super::check::{Check, Done, Task};
 use super::pass::Pass;
 use super::{Mode, WatchError, WatchEvent, Watcher};
 use crate::clock::now;
+use crate::memory::Trimmer;
 use crate::store::PageMemo;
 use notifio_policy::CheckId;
 use std::sync::Arc;
@@ -39,6 +41,7 @@ impl Watcher {
         let mut pass = Pass::default();
         let mut due = Vec::new();
         let mut requests = self.live.take_receiver();
+        let mut trimmer = Trimmer::default();
         loop {
             if cancel.is_cancelled() {
                 break;
@@ -74,7 +77,12 @@ impl Watcher {
             };
             tokio::select! {
                 () = cancel.cancelled() => break,
-                Some(done) = done_rx.recv() => self.finish(done, &mut pass)?,
+                Some(done) = done_rx.recv() => {
+                    let read = done.fetched.body.len();
+                    self.finish(done, &mut pass)?;
+                    // Its page is freed now.
+                    trimmer.handle_freed(read, now());
+                }
                 Some(id) = slow_rx.recv() => self.slow(id),
                 Some(req) = super::apply::next_request(&mut requests) => self.serve(req)?,
                 () = sleep_or_forever(sleep) => {
