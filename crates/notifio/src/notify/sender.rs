@@ -406,12 +406,7 @@ fn open(path: &std::path::Path) -> rusqlite::Result<Connection> {
     }
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(5))?;
-    conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))?;
-    // As the store's connection: a commit is safe from a crash of Notifio without an fsync
-    // (it is in the WAL); only a power cut can undo the last marks, which then costs one
-    // duplicate, as a crash may. SQLite's default (FULL) synced the disk once per delivered
-    // notification, 2% of `watch`'s CPU in its benchmark and a disk wake-up each time.
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    outbox::set_journal(&conn)?;
     // The sender touches a handful of outbox pages: a small page cache (default 2 MB).
     conn.pragma_update(None, "cache_size", -256)?;
     conn.execute_batch(outbox::SCHEMA)?;

@@ -305,8 +305,7 @@ impl Store {
                 None,
             )));
         }
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        outbox::set_journal(&conn)?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         // 1 MB of page cache instead of SQLite's 2 MB: the hot pages (searches, the newest
         // checks, index interiors) fit, and memory is part of the product (≤ 30 MB RSS).
