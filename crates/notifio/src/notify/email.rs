@@ -19,7 +19,7 @@ use lettre::{AsyncSendmailTransport, AsyncSmtpTransport, AsyncTransport, Tokio1E
 use notifio_policy::AttemptResult;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// Environment variable holding the SMTP password.
@@ -100,10 +100,12 @@ pub enum EmailError {
 
 enum Transport {
     /// Built on first send: lettre's connection pool spawns a task when it is created, which
-    /// needs a tokio runtime, and the channel is often configured before one runs.
+    /// needs a tokio runtime, and the channel is often configured before one runs. Dropped
+    /// when an exchange overran its time (the pool's connection may be mid-dialogue) and
+    /// built again at the next send.
     Smtp {
         builder: AsyncSmtpTransportBuilder,
-        built: OnceLock<AsyncSmtpTransport<Tokio1Executor>>,
+        built: Mutex<Option<AsyncSmtpTransport<Tokio1Executor>>>,
     },
     Sendmail(AsyncSendmailTransport<Tokio1Executor>),
 }
@@ -116,6 +118,8 @@ pub struct Email {
     /// Where we connect, for logs and errors (no credentials).
     endpoint: String,
     secret: Option<Secret>,
+    /// How long one exchange with the server may take in all.
+    timeout: Duration,
 }
 
 // Manual Debug: the endpoint and addresses, never the credentials inside the transport.
@@ -192,6 +196,7 @@ impl Email {
                 to,
                 endpoint: "sendmail".into(),
                 secret,
+                timeout,
             });
         }
         if let Some(cmd) = smtp.strip_prefix("sendmail:") {
@@ -201,6 +206,7 @@ impl Email {
                 to,
                 endpoint: format!("sendmail ({cmd})"),
                 secret,
+                timeout,
             });
         }
 
@@ -258,12 +264,13 @@ impl Email {
         Ok(Self {
             transport: Transport::Smtp {
                 builder,
-                built: OnceLock::new(),
+                built: Mutex::new(None),
             },
             from,
             to,
             endpoint: format!("{}://{host}:{port}", url.scheme()),
             secret,
+            timeout,
         })
     }
 
@@ -293,12 +300,51 @@ impl Email {
         })
     }
 
-    /// Sends one message; `Ok` means the server (or sendmail) accepted it.
+    /// Sends one message; `Ok` means the server (or sendmail) accepted it. The whole exchange
+    /// (connect, STARTTLS, the SMTP dialogue, the message) has `timeout`: lettre's own timeout
+    /// covers the connect only, and a server that accepts the connection and then says nothing
+    /// must cost one attempt, not the channel.
     pub(crate) async fn send(&self, msg: &Message) -> Result<(), DeliveryError> {
         let email = self.build(msg)?;
-        let result = match &self.transport {
-            Transport::Smtp { builder, built } => built
-                .get_or_init(|| builder.clone().build())
+        let sent = tokio::time::timeout(self.timeout, self.hand_over(email)).await;
+        let result = match sent {
+            Ok(r) => r,
+            Err(_) => {
+                if let Transport::Smtp { built, .. } = &self.transport {
+                    // Its pooled connection stopped mid-dialogue: never reuse it.
+                    built.lock().unwrap_or_else(PoisonError::into_inner).take();
+                }
+                Err((
+                    AttemptResult::Timeout,
+                    format!(
+                        "no answer within {} (retry.notify.timeout)",
+                        notifio_policy::format_duration(self.timeout)
+                    ),
+                ))
+            }
+        };
+        result.map_err(|(attempt, text)| {
+            let text = match &self.secret {
+                Some(s) => s.scrub(&text),
+                None => text,
+            };
+            DeliveryError::new(attempt, format!("email via {}: {text}", self.endpoint))
+        })
+    }
+
+    /// The SMTP transport, built on first use.
+    fn smtp(
+        builder: &AsyncSmtpTransportBuilder,
+        built: &Mutex<Option<AsyncSmtpTransport<Tokio1Executor>>>,
+    ) -> AsyncSmtpTransport<Tokio1Executor> {
+        let mut built = built.lock().unwrap_or_else(PoisonError::into_inner);
+        built.get_or_insert_with(|| builder.clone().build()).clone()
+    }
+
+    /// Hands the message to the server or sendmail, with what failed and why.
+    async fn hand_over(&self, email: lettre::Message) -> Result<(), (AttemptResult, String)> {
+        match &self.transport {
+            Transport::Smtp { builder, built } => Self::smtp(builder, built)
                 .send(email)
                 .await
                 .map(|_| ())
@@ -329,14 +375,7 @@ impl Email {
                 .send(email)
                 .await
                 .map_err(|e| (AttemptResult::Connect, e.to_string())),
-        };
-        result.map_err(|(attempt, text)| {
-            let text = match &self.secret {
-                Some(s) => s.scrub(&text),
-                None => text,
-            };
-            DeliveryError::new(attempt, format!("email via {}: {text}", self.endpoint))
-        })
+        }
     }
 }
 
@@ -423,11 +462,11 @@ mod tests {
 
     /// An SMTP server on 127.0.0.1 that offers AUTH but no STARTTLS, recording every command
     /// line it reads; it accepts whatever it is sent.
-    async fn plaintext_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    async fn plaintext_server() -> (u16, std::sync::Arc<Mutex<Vec<String>>>) {
         use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {

@@ -213,10 +213,24 @@ pub(crate) struct Delivery {
     pub now_ms: u64,
 }
 
+/// The deadline of one whole delivery when the config sets none: the `notify` retry class's
+/// default deadline.
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(20);
+
 /// Where notifications go: the configured channels, each under its [`ChannelName`].
-#[derive(Default)]
 pub struct Channels {
     list: Vec<(ChannelName, Channel)>,
+    /// How long one delivery may take in all, whatever the channel.
+    deadline: Duration,
+}
+
+impl Default for Channels {
+    fn default() -> Self {
+        Self {
+            list: Vec::new(),
+            deadline: DEFAULT_DEADLINE,
+        }
+    }
 }
 
 // Manual Debug: names the channels, never their settings (they hold secrets).
@@ -233,6 +247,50 @@ impl Channels {
     #[must_use]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The deadline of one whole delivery on any channel (the `notify` retry class's
+    /// `deadline`): a service that accepts the connection and then says nothing costs its own
+    /// channel this long and no other channel anything.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// See [`Self::with_deadline`]. Default: 20 s.
+    #[must_use]
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// Delivers one message on the channel `name` within [`Self::deadline`] (connect, TLS, the
+    /// service's dialogue and its answer all count). See [`Channel::deliver`] for the parts.
+    pub(crate) async fn deliver(
+        &self,
+        name: &ChannelName,
+        n: &Notification,
+        msg: &Message,
+        delivery: &Delivery,
+        on_part: &(dyn Fn(u32) + Sync),
+    ) -> Result<(), DeliveryError> {
+        let Some(channel) = self.get(name) else {
+            return Err(DeliveryError::new(
+                AttemptResult::Invalid,
+                format!("the {name} channel is not configured; its messages wait for it"),
+            ));
+        };
+        match tokio::time::timeout(self.deadline, channel.deliver(n, msg, delivery, on_part)).await
+        {
+            Ok(r) => r,
+            Err(_) => Err(DeliveryError::new(
+                AttemptResult::Timeout,
+                format!(
+                    "{name}: no complete answer within {} (retry.notify.deadline)",
+                    notifio_policy::format_duration(self.deadline)
+                ),
+            )),
+        }
     }
 
     /// Adds a channel under the next free name of its kind (`telegram`, then `telegram-2`).
@@ -292,7 +350,7 @@ impl Channels {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, NotifyError> {
         let n = &cfg.notify;
-        let mut channels = Self::new();
+        let mut channels = Self::new().with_deadline(cfg.retry.notify.deadline());
         if let Some(settings) = &n.email {
             let password = env(email::PASSWORD_ENV).map(Secret::new);
             channels = channels.with_email(Email::with_password(

@@ -7,6 +7,13 @@
 //! WAL database. Within a channel, rows go out in id order: a channel whose oldest pending row
 //! is waiting for a retry holds its later rows back (see [`due`]); a channel whose head failed
 //! permanently (a bad token) holds all its rows until [`release_held`] at the next start.
+//!
+//! One sender at a time delivers a channel: before it sends anything it claims the channel
+//! ([`claim`]) for a lease longer than one delivery may take, renews the claim before each row
+//! and releases it after. A second sender (a `check --notify` beside a watcher, two checks at
+//! once) finds the channel claimed and leaves its rows alone, so a row is never sent by two
+//! senders; a sender that died holding a claim holds it only until the lease ends, or not at
+//! all once its process is gone.
 
 use super::{ChannelName, Notification};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -28,6 +35,8 @@ pub fn set_journal(conn: &Connection) -> rusqlite::Result<()> {
 /// The table and its index. Idempotent; safe to run at every start. (A database from before
 /// migration 4 had a `CHECK` on `channel` and no `parts_sent`/`failed_at`: the store's
 /// migration 4 rebuilds it, keeping its rows.)
+///
+/// `outbox_claims` says which sender delivers a channel now, and until when (see [`claim`]).
 ///
 /// `channel` is the [`ChannelName`]; `payload` is the [`Notification`] as JSON; `last_error`
 /// is a delivery error that never contains a secret; `parts_sent` counts the parts of a split
@@ -53,6 +62,11 @@ CREATE TABLE IF NOT EXISTS outbox (
     failed_at       INTEGER
 );
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (channel, id) WHERE sent_at IS NULL;
+CREATE TABLE IF NOT EXISTS outbox_claims (
+    channel TEXT    PRIMARY KEY,
+    owner   TEXT    NOT NULL,
+    until   INTEGER NOT NULL
+);
 "
     };
 }
@@ -171,6 +185,133 @@ pub fn due(conn: &Connection, now_ms: u64, limit: usize) -> rusqlite::Result<Vec
         })
     })?;
     rows.collect()
+}
+
+/// The rows of `channel` that may be attempted at `now_ms`, oldest first, at most `limit`:
+/// its pending rows when its head is due and not held (see [`due`]), else none.
+///
+/// # Errors
+/// SQLite failed.
+pub fn due_on(
+    conn: &Connection,
+    channel: &str,
+    now_ms: u64,
+    limit: usize,
+) -> rusqlite::Result<Vec<OutboxRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT o.id, o.channel, o.payload, o.attempts, o.created_at, o.next_attempt_at, o.parts_sent
+         FROM outbox o
+         JOIN outbox hr ON hr.id = (SELECT MIN(id) FROM outbox WHERE channel = ?1 AND sent_at IS NULL)
+         WHERE o.channel = ?1 AND o.sent_at IS NULL AND hr.next_attempt_at <= ?2 AND hr.failed_at IS NULL
+         ORDER BY o.id
+         LIMIT ?3",
+    )?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map(params![channel, to_i64(now_ms), limit], |r| {
+        Ok(OutboxRow {
+            id: r.get(0)?,
+            channel: ChannelName::new(r.get::<_, String>(1)?),
+            payload: r.get(2)?,
+            attempts: u32::try_from(r.get::<_, i64>(3)?).unwrap_or(u32::MAX),
+            created_at: to_u64(r.get(4)?),
+            next_attempt_at: to_u64(r.get(5)?),
+            parts_sent: u32::try_from(r.get::<_, i64>(6)?).unwrap_or(0),
+        })
+    })?;
+    rows.collect()
+}
+
+/// When `channel`'s head row is tried next, or `None` when it has nothing pending or its head
+/// is held.
+///
+/// # Errors
+/// SQLite failed.
+pub fn next_attempt_on(conn: &Connection, channel: &str) -> rusqlite::Result<Option<u64>> {
+    conn.prepare_cached(
+        "SELECT next_attempt_at FROM outbox
+         WHERE id = (SELECT MIN(id) FROM outbox WHERE channel = ?1 AND sent_at IS NULL)
+           AND failed_at IS NULL",
+    )?
+    .query_row([channel], |r| r.get::<_, i64>(0))
+    .optional()
+    .map(|v| v.map(to_u64))
+}
+
+/// Who holds a channel's claim, and until when (epoch ms).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The sender holding it (`<pid>:<random>`).
+    pub owner: String,
+    /// Its lease ends then.
+    pub until: u64,
+}
+
+/// Claims `channel` for `owner` until `until_ms` (or renews `owner`'s claim), unless another
+/// owner's lease is still running at `now_ms`: one statement, so two senders racing for a
+/// channel cannot both win. Returns whether `owner` holds the claim now.
+///
+/// # Errors
+/// SQLite failed.
+pub fn claim(
+    conn: &Connection,
+    channel: &str,
+    owner: &str,
+    now_ms: u64,
+    until_ms: u64,
+) -> rusqlite::Result<bool> {
+    let changed = conn
+        .prepare_cached(
+            "INSERT INTO outbox_claims (channel, owner, until) VALUES (?1, ?2, ?3)
+             ON CONFLICT (channel) DO UPDATE SET owner = excluded.owner, until = excluded.until
+             WHERE outbox_claims.owner = excluded.owner OR outbox_claims.until <= ?4",
+        )?
+        .execute(params![channel, owner, to_i64(until_ms), to_i64(now_ms)])?;
+    Ok(changed == 1)
+}
+
+/// Takes over the claim of `channel` from `dead`, whose process is gone, unless someone else
+/// took it meanwhile. Returns whether `owner` holds it now.
+///
+/// # Errors
+/// SQLite failed.
+pub fn take_over(
+    conn: &Connection,
+    channel: &str,
+    dead: &str,
+    owner: &str,
+    until_ms: u64,
+) -> rusqlite::Result<bool> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE outbox_claims SET owner = ?3, until = ?4 WHERE channel = ?1 AND owner = ?2",
+        )?
+        .execute(params![channel, dead, owner, to_i64(until_ms)])?;
+    Ok(changed == 1)
+}
+
+/// The claim on `channel`, if any.
+///
+/// # Errors
+/// SQLite failed.
+pub fn claim_of(conn: &Connection, channel: &str) -> rusqlite::Result<Option<Claim>> {
+    conn.prepare_cached("SELECT owner, until FROM outbox_claims WHERE channel = ?1")?
+        .query_row([channel], |r| {
+            Ok(Claim {
+                owner: r.get(0)?,
+                until: to_u64(r.get(1)?),
+            })
+        })
+        .optional()
+}
+
+/// Gives up `owner`'s claim on `channel` (another owner's is left alone).
+///
+/// # Errors
+/// SQLite failed.
+pub fn release(conn: &Connection, channel: &str, owner: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached("DELETE FROM outbox_claims WHERE channel = ?1 AND owner = ?2")?
+        .execute(params![channel, owner])?;
+    Ok(())
 }
 
 /// Records that the transport accepted row `id`.
@@ -450,6 +591,64 @@ mod tests {
         let fresh = Connection::open_in_memory().unwrap();
         fresh.execute_batch(MIGRATE_TO_NAMED_CHANNELS).unwrap();
         enqueue(&fresh, &note("c"), &["matrix"], 1).unwrap();
+    }
+
+    #[test]
+    fn one_sender_holds_a_channel_until_it_releases_or_its_lease_ends() {
+        let conn = db();
+        assert!(claim(&conn, "email", "1:a", 1000, 31_000).unwrap());
+        assert!(
+            !claim(&conn, "email", "2:b", 1000, 31_000).unwrap(),
+            "held by 1:a"
+        );
+        assert!(
+            claim(&conn, "mailbox", "2:b", 1000, 31_000).unwrap(),
+            "channels apart"
+        );
+        assert!(
+            claim(&conn, "email", "1:a", 2000, 32_000).unwrap(),
+            "its owner renews"
+        );
+        assert_eq!(
+            claim_of(&conn, "email").unwrap(),
+            Some(Claim {
+                owner: "1:a".into(),
+                until: 32_000
+            })
+        );
+        release(&conn, "email", "2:b").unwrap();
+        assert!(
+            !claim(&conn, "email", "2:b", 3000, 33_000).unwrap(),
+            "not its claim"
+        );
+        assert!(
+            claim(&conn, "email", "2:b", 32_000, 62_000).unwrap(),
+            "lease over"
+        );
+        assert!(!take_over(&conn, "email", "1:a", "3:c", 70_000).unwrap());
+        assert!(take_over(&conn, "email", "2:b", "3:c", 70_000).unwrap());
+        release(&conn, "email", "3:c").unwrap();
+        assert_eq!(claim_of(&conn, "email").unwrap(), None);
+    }
+
+    #[test]
+    fn a_channels_due_rows_and_next_attempt_are_its_own() {
+        let conn = db();
+        enqueue(&conn, &note("a"), &["email", "mailbox"], 1000).unwrap(); // 1, 2
+        enqueue(&conn, &note("b"), &["email", "mailbox"], 1000).unwrap(); // 3, 4
+        defer(&conn, 1, 5000, 1, "timeout").unwrap();
+        assert!(due_on(&conn, "email", 2000, 10).unwrap().is_empty());
+        let ids: Vec<i64> = due_on(&conn, "mailbox", 2000, 10)
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, [2, 4]);
+        assert_eq!(next_attempt_on(&conn, "email").unwrap(), Some(5000));
+        assert_eq!(next_attempt_on(&conn, "mailbox").unwrap(), Some(1000));
+        hold(&conn, 1, 6000, 2, "bad token").unwrap();
+        assert_eq!(next_attempt_on(&conn, "email").unwrap(), None, "held");
+        assert_eq!(next_attempt_on(&conn, "nowhere").unwrap(), None);
     }
 
     #[test]
