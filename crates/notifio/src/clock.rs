@@ -19,3 +19,11 @@ pub fn now() -> Timestamp {
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
     )
 }
+
+/// How long ago `t` was on the wall clock (zero for a time in the future): the age of a
+/// file's modification time.
+#[must_use]
+#[allow(clippy::disallowed_methods)] // the wall clock, as `now` reads it
+pub fn since(t: SystemTime) -> std::time::Duration {
+    SystemTime::now().duration_since(t).unwrap_or_default()
+}

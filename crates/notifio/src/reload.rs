@@ -18,9 +18,10 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-/// How long the file must be quiet after an event before it is read (an editor's save is
-/// often several writes).
-const SETTLE: Duration = Duration::from_millis(100);
+/// How long the file must be quiet after an event before it is read: a save is often several
+/// writes (an editor's, a script's in chunks), and a half-written file must not be applied
+/// (it would drop the searches not written yet). The dashboard's writer waits the same.
+const SETTLE: Duration = config::write::SETTLE;
 /// How often the file is read anyway when filesystem events work (they may not arrive on a
 /// network filesystem), and when they do not.
 const POLL_WITH_EVENTS: Duration = Duration::from_secs(10);
@@ -290,17 +291,34 @@ pub fn follow(
             let force = tokio::select! {
                 () = cancel.cancelled() => break,
                 Some(()) = events.recv() => {
-                    // Let the save finish; every event meanwhile is the same save.
-                    tokio::time::sleep(SETTLE).await;
-                    while events.try_recv().is_ok() {}
+                    // Let the save finish: every event meanwhile is the same save, and the
+                    // file is read once it has been left alone for SETTLE.
+                    loop {
+                        if let Ok(Some(())) = tokio::time::timeout(SETTLE, events.recv()).await {
+                            continue;
+                        }
+                        // A writer whose events did not reach us (its file's time says).
+                        let rest = config::write::unsettled_for(&path);
+                        if rest.is_zero() {
+                            break;
+                        }
+                        tokio::time::sleep(rest).await;
+                    }
                     false
                 }
+                // The dashboard wrote the file whole, in one rename: read it now.
                 () = wake.notified() => false,
                 () = next_hangup(&mut hangup) => {
                     tracing::info!("SIGHUP: reloading {}", path.display());
                     true
                 }
-                _ = ticker.tick() => false,
+                _ = ticker.tick() => {
+                    // Being written right now: the next event or tick reads it.
+                    if !config::write::unsettled_for(&path).is_zero() {
+                        continue;
+                    }
+                    false
+                }
             };
             let read = {
                 let path = path.clone();

@@ -4,9 +4,14 @@
 //! The file stays the user's: its comments, order and formatting are what make it worth
 //! keeping in version control, so an edit touches one `[[search]]` table and leaves every
 //! other byte as it was (toml_edit keeps the formatting of what it does not change; a new
-//! search is spliced in as text after the last one). These functions only transform text; the
-//! caller validates the result (`config::load_text`) before writing it, and the live reload
-//! then applies it like any edit made by hand: one path for both.
+//! search is spliced in as text after the last one, a deleted one cut out as text).
+//! Comments belong to what they are next to: the block of comment lines right above a
+//! table's header is the table's, and so is the block right after its last line (its
+//! commented-out options) unless that block runs straight into the next header. A comment
+//! with a blank line between it and the table, such as the file's own header, is nobody's
+//! and stays byte for byte. These functions only transform text; the caller validates the
+//! result (`config::load_text`) before writing it (`config::write`), and the live reload then
+//! applies it like any edit made by hand: one path for both.
 
 use std::ops::Range;
 use std::str::FromStr as _;
@@ -76,6 +81,7 @@ pub fn add_search(text: &str, fields: &[(String, Value)]) -> Result<String, Edit
     one.insert("search", Item::ArrayOfTables(aot));
     let rendered = one.to_string();
 
+    // After the last search and its trailing comments (its commented-out options).
     let at = ImDocument::parse(text)
         .ok()
         .and_then(|im| {
@@ -83,7 +89,7 @@ pub fn add_search(text: &str, fields: &[(String, Value)]) -> Result<String, Edit
                 .and_then(Item::as_array_of_tables)
                 .and_then(|a| a.iter().last().and_then(end_of))
         })
-        .map_or(text.len(), |end| line_end(text, end));
+        .map_or(text.len(), |end| trailing_end(text, end));
     let mut out = String::with_capacity(text.len() + rendered.len() + 2);
     out.push_str(&text[..at]);
     if !out.is_empty() && !out.ends_with('\n') {
@@ -136,23 +142,94 @@ pub fn patch_search(
     })
 }
 
-/// `text` without the search `name` (and the comments above its header, which toml_edit
-/// counts as its own).
+/// `text` without the search `name`: its table, the comment block right above its header and
+/// the one right after its last line (see the module docs). Every other byte stays, the
+/// file's own header comments too.
 ///
 /// # Errors
 /// [`EditError::NoSuchSearch`], [`EditError::LastSearch`], `NotEditable`.
 pub fn delete_search(text: &str, name: &str) -> Result<String, EditError> {
+    // The checks (and the refusal of files it cannot edit cleanly) on the editable document.
     edit(text, |aot| {
-        let i = aot
-            .iter()
-            .position(|t| name_of(t) == Some(name))
-            .ok_or_else(|| EditError::NoSuchSearch(name.to_owned()))?;
+        if !aot.iter().any(|t| name_of(t) == Some(name)) {
+            return Err(EditError::NoSuchSearch(name.to_owned()));
+        }
         if aot.len() == 1 {
             return Err(EditError::LastSearch(name.to_owned()));
         }
-        aot.remove(i);
         Ok(())
-    })
+    })?;
+    // The cut, as text, where the parsed document says the table is.
+    let im = ImDocument::parse(text).map_err(not_toml)?;
+    let table = im
+        .get("search")
+        .and_then(Item::as_array_of_tables)
+        .and_then(|a| a.iter().find(|t| name_of(t) == Some(name)))
+        .ok_or_else(|| EditError::NoSuchSearch(name.to_owned()))?;
+    let (Some(header), Some(last)) = (table.span().map(|s| s.start), end_of(table)) else {
+        return Err(EditError::NotEditable(
+            "cannot tell where the search is in the file".into(),
+        ));
+    };
+    let from = attached_above(text, header);
+    let mut to = trailing_end(text, last);
+    // One blank line between what was before and what comes after, as there was.
+    let blank_before = from == 0 || text[..from].ends_with("\n\n");
+    if blank_before {
+        let next = line_end(text, to);
+        if to < text.len() && text[to..next].trim().is_empty() {
+            to = next;
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    out.push_str(&text[..from]);
+    out.push_str(&text[to..]);
+    Ok(out)
+}
+
+/// Whether a line (with or without its newline) is a comment.
+fn is_comment(line: &str) -> bool {
+    line.trim_start().starts_with('#')
+}
+
+/// The start of the line `at` is on.
+fn line_start(text: &str, at: usize) -> usize {
+    text[..at].rfind('\n').map_or(0, |i| i + 1)
+}
+
+/// Where the comment block right above the header at `header` starts (the header's line when
+/// there is none): contiguous comment lines, up to a blank or any other line.
+fn attached_above(text: &str, header: usize) -> usize {
+    let mut start = line_start(text, header);
+    while start > 0 {
+        let prev = line_start(text, start - 1);
+        if !is_comment(&text[prev..start]) {
+            break;
+        }
+        start = prev;
+    }
+    start
+}
+
+/// Where a table whose last value ends at `last` ends: past that line and the comment lines
+/// right after it (its commented-out options), unless they run straight into another header,
+/// whose comments they then are.
+fn trailing_end(text: &str, last: usize) -> usize {
+    let end = line_end(text, last);
+    let mut probe = end;
+    while probe < text.len() {
+        let next = line_end(text, probe);
+        let line = &text[probe..next];
+        if is_comment(line) {
+            probe = next;
+            continue;
+        }
+        if probe > end && line.trim_start().starts_with('[') {
+            return end;
+        }
+        break;
+    }
+    probe
 }
 
 /// `text` with the search `name` paused (`paused = true`) or resumed (the key removed, so a
@@ -447,6 +524,58 @@ spacing = "5s"
         assert_eq!(
             delete_search(FILE, "Nowhere").unwrap_err(),
             EditError::NoSuchSearch("Nowhere".into())
+        );
+    }
+
+    /// `notifio init`'s file: deleting its first search keeps the file's header byte for byte
+    /// and takes the search's own comments with it; a new search goes after the last one's
+    /// commented-out options, not between them and it.
+    #[test]
+    fn the_starter_files_header_and_a_searchs_own_comments_stay_where_they_belong() {
+        let starter = crate::config::STARTER;
+        let out = add_search(
+            starter,
+            &[
+                field("name", "Second"),
+                field(
+                    "url",
+                    "https://www.idealista.com/alquiler-viviendas/valencia/",
+                ),
+            ],
+        )
+        .unwrap();
+        let options = out.find("# pages = 1").unwrap();
+        let second = out.find("name = \"Second\"").unwrap();
+        assert!(second > options, "after the first search's options:\n{out}");
+        assert!(
+            second < out.find("# ImmobilienScout24").unwrap(),
+            "before the next section's comment:\n{out}"
+        );
+        let header_end = starter.find("\n\n").unwrap() + 2;
+        let header = &starter[..header_end];
+        let cut = delete_search(&out, "Madrid under 1200").unwrap();
+        assert!(cut.starts_with(header), "the header stays:\n{cut}");
+        assert!(!cut.contains("Madrid under 1200"));
+        assert!(
+            !cut.contains("# notify_existing = false   # announce"),
+            "its options go"
+        );
+        assert!(cut.contains("name = \"Second\""));
+        assert!(cut.contains("# ImmobilienScout24: paste"), "{cut}");
+        assert!(!cut.contains("\n\n\n"), "no doubled blank line:\n{cut}");
+        crate::config::parse(&cut, std::path::Path::new("notifio.toml")).unwrap();
+    }
+
+    #[test]
+    fn a_comment_running_into_the_next_header_is_that_searchs() {
+        let text = "[[search]]\nname = \"A\"\n# about B\n[[search]]\nname = \"B\"\n# B's option\n";
+        assert_eq!(
+            delete_search(text, "A").unwrap(),
+            "# about B\n[[search]]\nname = \"B\"\n# B's option\n"
+        );
+        assert_eq!(
+            delete_search(text, "B").unwrap(),
+            "[[search]]\nname = \"A\"\n"
         );
     }
 

@@ -14,6 +14,7 @@ mod raw;
 mod resolve;
 mod starter;
 mod validate;
+pub mod write;
 pub use validate::{BLOCKABLE, MAX_PAGES, MAX_SEARCHES_PER_SITE, text_digest};
 
 pub use duration::{DURATION_EXPECTED, SIZE_EXPECTED, parse_duration, parse_size};
@@ -450,6 +451,50 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     load_text(&text, path)
 }
 
+/// The state directory the config file at `path` names, read even when the file has a
+/// mistake elsewhere (or does not parse at all): `notifio status` then still shows what the
+/// running watcher does. Its `[watch] state_dir` if it can be found (by a TOML parse, else by
+/// its line), resolved as [`load`] would; else the platform's data directory.
+#[must_use]
+pub fn state_dir_despite_errors(path: &Path) -> Option<PathBuf> {
+    let env = Environment::from_process();
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let written = match text.parse::<toml::Table>() {
+        Ok(t) => t
+            .get("watch")
+            .and_then(|w| w.get("state_dir"))
+            .and_then(toml::Value::as_str)
+            .map(str::to_owned),
+        Err(_) => state_dir_line(&text),
+    };
+    match written {
+        Some(raw) => resolve::resolve_path(&raw, &resolve::base_dir(path), &env).ok(),
+        None => env.data_dir,
+    }
+}
+
+/// `state_dir = "…"` under `[watch]`, found line by line in a file TOML cannot parse.
+fn state_dir_line(text: &str) -> Option<String> {
+    let mut in_watch = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_watch = line.trim_end_matches(|c: char| c != ']') == "[watch]";
+            continue;
+        }
+        let Some(value) = line.strip_prefix("state_dir").map(str::trim_start) else {
+            continue;
+        };
+        let Some(value) = value.strip_prefix('=').map(str::trim) else {
+            continue;
+        };
+        if in_watch {
+            let quoted = value.strip_prefix('"')?;
+            return quoted.split('"').next().map(str::to_owned);
+        }
+    }
+    None
+}
+
 /// [`load`] of config `text` that is (or is about to be) the file at `path`: what the live
 /// reload and the dashboard's edits run, so a text is accepted or refused exactly as `watch`
 /// would at start.
@@ -478,4 +523,38 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
 /// As [`parse`].
 pub fn parse_in(text: &str, path: &Path, env: &Environment) -> Result<Config, ConfigError> {
     validate::config(text, path, env)
+}
+
+#[cfg(test)]
+mod lenient_tests {
+    use super::*;
+
+    #[test]
+    fn the_state_dir_is_found_in_a_file_that_does_not_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notifio.toml");
+        std::fs::write(
+            &path,
+            "[watch]\nstate_dir = \"state\"\ninterval = \n[[search]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            state_dir_despite_errors(&path),
+            Some(dir.path().join("state"))
+        );
+        std::fs::write(
+            &path,
+            "[watch]\nstate_dir = \"/srv/n\"\ninterval = \"soon\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            state_dir_despite_errors(&path),
+            Some(PathBuf::from("/srv/n"))
+        );
+        std::fs::write(&path, "[site.x]\nstate_dir = \"/not/this\"\n[[search\n").unwrap();
+        assert_eq!(
+            state_dir_despite_errors(&path),
+            Environment::from_process().data_dir
+        );
+    }
 }

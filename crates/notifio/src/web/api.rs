@@ -2,12 +2,14 @@
 //! delete, pause and resume them, preview a page, open a site in a window for the user.
 //!
 //! Every change is an edit of the config file (`config::edit`, the rest of the file kept
-//! byte for byte), validated as `watch` would validate it at start, written atomically, and
-//! then applied by the live reload like an edit made by hand: the file stays the one source
-//! of truth. Previews and login windows are requests to the running watcher, whose scheduler
+//! byte for byte), validated as `watch` would validate it at start, applied to the file as it
+//! is at that moment and written atomically (`config::write`: a hand edit made at the same
+//! time is never lost), and then applied by the live reload like an edit made by hand: the
+//! file stays the one source of truth. Previews and login windows are requests to the running watcher, whose scheduler
 //! decides when a site is asked. Errors are `{"error", "field"}` with 400 (a value the config
 //! refuses, `field` naming its key), 404 (no such search) or 409 (a name taken, the last
-//! search, a file that cannot be edited or is invalid elsewhere). Mutating routes are guarded
+//! search, a file that cannot be edited, is read-only, keeps changing, or is invalid
+//! elsewhere). Mutating routes are guarded
 //! by `auth::require_mutation_rules`.
 
 use crate::config::{self, edit, edit::EditError};
@@ -233,50 +235,23 @@ fn validate(path: &Path, text: &str, index: usize) -> Result<config::Config, Api
     })
 }
 
-/// Writes the new text over the config file in one step (a temporary file renamed over it,
-/// with the file's permissions; through a symlink to its target), then asks the follower to
-/// read it.
-async fn write(app: &App, text: String) -> Result<(), ApiError> {
-    let path = app.config_path.clone();
-    tokio::task::spawn_blocking(move || write_atomically(&path, &text))
+/// Applies `change` to the config file as it is at that moment (`config::write`: a hand edit
+/// made meanwhile is kept, and the change applied to it), then asks the follower to read it.
+/// `change` returns the new text, validated, or `None` for no change. Returns the file's text
+/// afterwards.
+async fn write(
+    app: &App,
+    change: impl FnMut(&str) -> Result<Option<String>, ApiError>,
+) -> Result<String, ApiError> {
+    use config::write::WriteError;
+    let text = config::write::apply(&app.config_path, change)
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None))?
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::CONFLICT,
-                format!(
-                    "cannot write the config file {}: {e}",
-                    app.config_path.display()
-                ),
-                None,
-            )
+        .map_err(|e| match e {
+            WriteError::Change(e) => e,
+            other => ApiError::new(StatusCode::CONFLICT, other.to_string(), None),
         })?;
     app.nudge.now();
-    Ok(())
-}
-
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-    let dir = target.parent().unwrap_or(Path::new("."));
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "notifio.toml".into());
-    let tmp = dir.join(format!(".{name}.notifio-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        if let Ok(meta) = std::fs::metadata(&target) {
-            f.set_permissions(meta.permissions())?;
-        }
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &target)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    Ok(text)
 }
 
 /// The search `name` of `config` as the API shows it, from the file's table.
@@ -383,14 +358,14 @@ async fn add(
     let fields = fields(&body)?;
     let name = body["name"].as_str().unwrap_or_default().trim().to_owned();
     let _one = app.edit.lock().await;
-    let text = read(&app.config_path).await?;
-    let new = edit::add_search(&text, &fields)?;
-    validate(
-        &app.config_path,
-        &new,
-        edit::searches(&new).map_or(0, |s| s.len().saturating_sub(1)),
-    )?;
-    write(&app, new.clone()).await?;
+    let path = app.config_path.clone();
+    let new = write(&app, |text| {
+        let new = edit::add_search(text, &fields)?;
+        let index = edit::searches(&new).map_or(0, |s| s.len().saturating_sub(1));
+        validate(&path, &new, index)?;
+        Ok(Some(new))
+    })
+    .await?;
     tracing::info!(search = %name, "search added from the dashboard");
     Ok((
         StatusCode::CREATED,
@@ -416,14 +391,21 @@ async fn edit_one(
     app: &App,
     name: &str,
     shown_as: &str,
-    change: impl FnOnce(&str) -> Result<String, EditError>,
+    change: impl Fn(&str) -> Result<String, EditError>,
 ) -> ApiResult {
     let _one = app.edit.lock().await;
-    let text = read(&app.config_path).await?;
-    let new = change(&text)?;
-    if new != text {
+    let mut changed = false;
+    let new = write(app, |text| {
+        let new = change(text)?;
+        if new == text {
+            return Ok(None);
+        }
         validate(&app.config_path, &new, index_of(&new, shown_as))?;
-        write(app, new.clone()).await?;
+        changed = true;
+        Ok(Some(new))
+    })
+    .await?;
+    if changed {
         tracing::info!(search = %name, "search changed from the dashboard");
     }
     Ok(Json(serde_json::json!({ "search": shown(&new, shown_as) })).into_response())
@@ -464,10 +446,12 @@ async fn change(
 /// `DELETE /api/searches/{name}`: its history stays in the state database.
 async fn delete(State(app): State<Arc<App>>, UrlPath(name): UrlPath<String>) -> ApiResult {
     let _one = app.edit.lock().await;
-    let text = read(&app.config_path).await?;
-    let new = edit::delete_search(&text, &name)?;
-    validate(&app.config_path, &new, usize::MAX)?;
-    write(&app, new).await?;
+    write(&app, |text| {
+        let new = edit::delete_search(text, &name)?;
+        validate(&app.config_path, &new, usize::MAX)?;
+        Ok(Some(new))
+    })
+    .await?;
     tracing::info!(search = %name, "search deleted from the dashboard");
     Ok(Json(serde_json::json!({ "deleted": name })).into_response())
 }
@@ -598,31 +582,5 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field.as_deref(), Some("name"));
-    }
-
-    #[test]
-    fn the_file_is_replaced_whole_through_a_symlink() {
-        let dir = tempfile::tempdir().unwrap();
-        let real = dir.path().join("real.toml");
-        std::fs::write(&real, "old").unwrap();
-        let link = dir.path().join("notifio.toml");
-        #[cfg(unix)]
-        std::os::unix::fs::symlink(&real, &link).unwrap();
-        #[cfg(not(unix))]
-        std::fs::copy(&real, &link).unwrap();
-        write_atomically(&link, "new").unwrap();
-        assert_eq!(std::fs::read_to_string(&link).unwrap(), "new");
-        #[cfg(unix)]
-        {
-            assert!(
-                std::fs::symlink_metadata(&link)
-                    .unwrap()
-                    .file_type()
-                    .is_symlink()
-            );
-            assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
-        }
-        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(left.len(), 2, "no temporary file is left");
     }
 }
