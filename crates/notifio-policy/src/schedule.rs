@@ -270,7 +270,7 @@ struct Flight {
 const INLINE_PAGES: usize = 16;
 
 /// A site, the unit of timing. Each of its pages is at one point of its cycle: waiting in
-/// `queue`, out with the check `in_flight`, or `gone`.
+/// `queue`, out with the check `in_flight`, `gone`, or (in a one-pass run) `checked`.
 #[derive(Debug)]
 struct SiteRecord {
     key: SiteKey,
@@ -285,6 +285,9 @@ struct SiteRecord {
     in_flight: Option<Flight>,
     /// Its pages that are gone (404/410), until a search asks for one again.
     gone: Vec<Cadence>,
+    /// In a one-pass run ([`Scheduler::check_each_once`]): its pages checked in the pass, each
+    /// with its next due time as a watcher would plan it. They are not queued again.
+    checked: Vec<Waiting>,
     /// Slots of pages no search watches any more (all removed) and not in flight: a new URL
     /// takes one of them before growing `pages` ([`Scheduler::remove_search`]).
     free: Vec<u16>,
@@ -314,10 +317,11 @@ impl SiteRecord {
         self.queue.first().copied()
     }
 
-    /// Page `slot` as it waits or is out (its due time then), or `None` if it is gone.
+    /// Page `slot` as it waits, is out or was checked in a one-pass run (its due time then),
+    /// or `None` if it is gone.
     fn waiting(&self, slot: usize) -> Option<Waiting> {
         let flight = self.in_flight.map(|f| f.page);
-        let mut pages = flight.iter().chain(&self.queue);
+        let mut pages = flight.iter().chain(&self.queue).chain(&self.checked);
         pages.find(|w| usize::from(w.page.slot) == slot).copied()
     }
 
@@ -325,7 +329,12 @@ impl SiteRecord {
     fn cadence_mut(&mut self, slot: usize) -> Option<&mut Cadence> {
         let flight = self.in_flight.as_mut().map(|f| &mut f.page.page);
         let waiting = self.queue.iter_mut().map(|w| &mut w.page);
-        let mut pages = flight.into_iter().chain(waiting).chain(&mut self.gone);
+        let checked = self.checked.iter_mut().map(|w| &mut w.page);
+        let mut pages = flight
+            .into_iter()
+            .chain(waiting)
+            .chain(checked)
+            .chain(&mut self.gone);
         pages.find(|c| usize::from(c.slot) == slot)
     }
 
@@ -354,6 +363,8 @@ pub struct Scheduler {
     in_flight: usize,
     jitter: Jitter,
     draws: Draws,
+    /// One pass: each page is checked once ([`Self::check_each_once`]).
+    once: bool,
 }
 
 impl Scheduler {
@@ -373,7 +384,16 @@ impl Scheduler {
             wheel: Wheel::new(),
             in_flight: 0,
             draws: Draws::new(seed),
+            once: false,
         }
+    }
+
+    /// Makes this a one-pass scheduler (`notifio check`): each page is checked once. After a
+    /// good check its next due time is worked out as always (interval, jitter) and kept, so
+    /// [`Self::search_state`] reports the time a watcher would check it next, but the page is
+    /// not queued again. A refused page waits for its site like any other.
+    pub fn check_each_once(&mut self) {
+        self.once = true;
     }
 
     /// Adds a search. A search whose URL is already scheduled joins that fetch (single-flight);
@@ -495,6 +515,7 @@ impl Scheduler {
             return;
         }
         site.queue.retain(|w| usize::from(w.page.slot) != slot);
+        site.checked.retain(|w| usize::from(w.page.slot) != slot);
         site.gone.retain(|c| usize::from(c.slot) != slot);
         if site.queue.is_empty()
             && let Some(tick) = site.wake.take()
@@ -581,6 +602,7 @@ impl Scheduler {
             queue: SmallVec::new(),
             in_flight: None,
             gone: Vec::new(),
+            checked: Vec::new(),
             free: Vec::new(),
             checks: 0,
             paused: false,
@@ -794,7 +816,11 @@ impl Scheduler {
                         let random = self.draws.next_f64();
                         let interval = u64::from(page.interval_ms);
                         let due = self.jitter.due_after(now.0, interval, random);
-                        site.queue(page, due);
+                        if self.once {
+                            site.checked.push(Waiting { due, page });
+                        } else {
+                            site.queue(page, due);
+                        }
                         cleared
                     }
                 }

@@ -322,16 +322,44 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             ))
         }
         Command::Status { json } => {
-            let cfg = load_config(cli.config)?;
-            let view = status::build_from_dir(&cfg.watch.state_dir, &cfg.backoff)
+            let path = cli.config.unwrap_or_else(config::default_path);
+            // A config with a mistake still names a state directory: status shows what the
+            // running watcher does, and the mistake.
+            let (cfg, mistake) = match load_config(Some(path.clone())) {
+                Ok(cfg) => (Some(cfg), None),
+                Err(Failure::Config(e)) if e.line > 0 => (None, Some(e)),
+                Err(e) => return Err(e),
+            };
+            let state_dir = match &cfg {
+                Some(c) => c.watch.state_dir.clone(),
+                None => config::state_dir_despite_errors(&path).ok_or_else(|| {
+                    Failure::Usage(
+                        "this system has no data directory for notifio; set state_dir in [watch]"
+                            .to_owned(),
+                    )
+                })?,
+            };
+            let backoff = cfg.as_ref().map(|c| c.backoff.clone()).unwrap_or_default();
+            let mut view = status::build_from_dir(&state_dir, &backoff, cfg.as_ref())
                 .map_err(|e| Failure::Runtime(e.into()))?;
+            if !view.watcher.running {
+                // What a previous watcher said of its file is stale: the file as it is now.
+                view.config = status::ConfigStatus::default();
+            }
+            if let Some(e) = &mistake
+                && view.config.error.is_none()
+            {
+                view.config.error = Some(e.to_string());
+            }
             if json {
                 let text =
                     serde_json::to_string_pretty(&view).map_err(|e| Failure::Runtime(e.into()))?;
-                write_out(&format!("{text}\n"))
+                write_out(&format!("{text}\n"))?;
             } else {
-                write_out(&status::render_table(&view))
+                write_out(&status::render_table(&view))?;
             }
+            // The view is shown; the exit code still says the file needs fixing.
+            mistake.map_or(Ok(()), |e| Err(Failure::Config(e)))
         }
         Command::Check {
             json,
@@ -553,8 +581,10 @@ async fn check(
     let total = cfg.searches.len() as u64;
     let state_dir = cfg.watch.state_dir.clone();
     let retry = cfg.retry.notify.clone();
+    let deadline = retry.deadline();
     let backoff = cfg.backoff.clone();
     let mut watcher = Watcher::for_one_pass(cfg, channel_kinds, force).map_err(watch_failure)?;
+    let guest = watcher.is_guest();
     if fresh {
         watcher.forget_pages();
     }
@@ -608,8 +638,10 @@ async fn check(
             retry,
             backoff,
         );
+        // A channel another sender is delivering (a running watcher's) is waited for, up to
+        // one delivery's lease, so this pass's rows are not left behind.
         sender
-            .drain_once(crate::clock::now().as_millis())
+            .deliver_due(deadline + std::time::Duration::from_secs(10))
             .await
             .map_err(|e| Failure::Runtime(e.into()))?;
     }
@@ -621,14 +653,61 @@ async fn check(
             write_out(&pass_result_text(r))?;
         }
     }
+    let notes = pass_notes(&results, notify, guest, force);
+    if !notes.is_empty() {
+        // With --json, stdout holds only the JSON lines.
+        if json {
+            eprint!("{notes}");
+        } else {
+            write_out(&format!("\n{notes}"))?;
+        }
+    }
     Ok(())
+}
+
+/// What a pass tells beside its results: new listings recorded without being sent (a later
+/// `watch` will not announce them), and that a running watcher keeps its schedule.
+fn pass_notes(results: &[PassResult], notify: bool, guest: bool, force: bool) -> String {
+    let mut out = String::new();
+    let new: usize = results
+        .iter()
+        .filter(|r| !r.baseline)
+        .map(|r| r.new.len())
+        .sum();
+    if !notify && new > 0 {
+        let (n, s, were) = if new == 1 {
+            ("1 new listing".to_owned(), "it", "was")
+        } else {
+            (format!("{new} new listings"), "them", "were")
+        };
+        out.push_str(&format!(
+            "{n} {were} recorded without a notification (this pass ran without --notify), so \
+             `notifio watch` will not announce {s}; `notifio check --notify` sends new listings \
+             as it finds them.\n"
+        ));
+    }
+    if guest {
+        out.push_str(
+            "A `notifio watch` runs on this state directory: this pass recorded what it found, \
+             and the sites' waits and the searches' next checks stay as the watcher plans them \
+             (`notifio status` shows them).\n",
+        );
+        if force {
+            out.push_str(
+                "--force read sites the watcher is leaving alone; the watcher keeps its waits.\n",
+            );
+        }
+    }
+    out
 }
 
 /// A search's lines in `check`'s human output.
 fn pass_result_text(r: &PassResult) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let new = if r.new.is_empty() {
+    let new = if r.baseline {
+        ", the first look: a silent baseline".to_owned()
+    } else if r.new.is_empty() {
         String::new()
     } else {
         format!(", {} new", r.new.len())
@@ -687,7 +766,7 @@ fn pass_result_text(r: &PassResult) -> String {
     for c in &r.listings {
         let l = &c.listing;
         let name = l.title.as_deref().unwrap_or(&l.id);
-        if r.new.contains(&l.id) {
+        if !r.baseline && r.new.contains(&l.id) {
             let _ = writeln!(out, "    new: {name}  {}", l.url.as_deref().unwrap_or(""));
         }
         if let Some(change) = r.price_changes.iter().find(|p| p.id == l.id) {

@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::fetch::Fetcher;
 use crate::notify::{self, NotifyError};
 use crate::status::{self, StatusView};
-use crate::store::{Store, StoreError};
+use crate::store::{Holder, StateLock, Store, StoreError};
 use crate::watch::{AppMetrics, WatchError, WatchEvent, Watcher};
 use crate::web::{self, DashboardConfig, StatusSource};
 use notifio_policy::BackoffPolicy;
@@ -62,9 +62,18 @@ pub enum RunError {
 /// Start-up failures (state directory, channels, watcher, dashboard address) and store
 /// failures while running.
 pub async fn run(cfg: Config, cancel: CancellationToken, hooks: Hooks) -> Result<(), RunError> {
+    // Signals: Ctrl-C and SIGTERM finish in-flight work, flush the store, exit 0 (and stop a
+    // wait for the state directory).
+    let signal_cancel = cancel.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        signal_cancel.cancel();
+    });
     let state_dir = cfg.watch.state_dir.clone();
     // One watcher per state directory, held until this returns.
-    let _lock = Store::lock(&state_dir)?;
+    let Some(_lock) = take_state_dir(&state_dir, &cancel).await? else {
+        return Ok(()); // stopped while waiting for a `check` to end
+    };
     let channels = notify::Channels::from_config(&cfg).map_err(RunError::Channels)?;
     let names = channels.names();
     let sender = notify::Sender::new(
@@ -105,13 +114,6 @@ pub async fn run(cfg: Config, cancel: CancellationToken, hooks: Hooks) -> Result
                 break;
             }
         }
-    });
-
-    // Signals: Ctrl-C and SIGTERM finish in-flight work, flush the store, exit 0.
-    let signal_cancel = cancel.clone();
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        signal_cancel.cancel();
     });
 
     let wake = watcher.outbox_wake();
@@ -156,6 +158,40 @@ pub async fn run(cfg: Config, cancel: CancellationToken, hooks: Hooks) -> Result
     result.map(drop).map_err(Into::into)
 }
 
+/// How often a watcher waiting for a `check`'s pass to end tries the lock again.
+const LOCK_RETRY: Duration = Duration::from_millis(200);
+
+/// The state directory's lock for this watcher. A `notifio check` holding it ends after its
+/// pass, so it is waited for (said once on stderr); another watcher holding it is an error.
+/// `None` when `cancel` fired while waiting.
+async fn take_state_dir(
+    state_dir: &std::path::Path,
+    cancel: &CancellationToken,
+) -> Result<Option<StateLock>, RunError> {
+    let mut told = false;
+    loop {
+        match Store::lock(state_dir, Holder::Watch) {
+            Ok(lock) => return Ok(Some(lock)),
+            Err(StoreError::Locked {
+                by: Holder::Check,
+                pid,
+                ..
+            }) => {
+                if !told {
+                    let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+                    eprintln!("waiting for `notifio check`{pid} to finish its pass…");
+                    told = true;
+                }
+                tokio::select! {
+                    () = cancel.cancelled() => return Ok(None),
+                    () = tokio::time::sleep(LOCK_RETRY) => {}
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// The dashboard's view of a running watcher: status from the same database the watcher
 /// writes (through a connection of its own), metrics from the fetcher and the app counters.
 struct LiveStatus {
@@ -188,6 +224,11 @@ impl StatusSource for LiveStatus {
                 StatusView {
                     retry: self.fetcher.metrics().snapshot(),
                     warnings: self.fetcher.metrics().warnings(),
+                    watcher: status::WatcherStatus {
+                        running: true,
+                        pid: Some(std::process::id()),
+                        check_running: false,
+                    },
                     ..view
                 }
             }

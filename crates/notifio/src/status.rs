@@ -30,6 +30,43 @@ pub struct StatusView {
     /// that need a restart.
     #[serde(default)]
     pub config: ConfigStatus,
+    /// Whether a `notifio watch` runs on this state directory: without one nothing is
+    /// checked, and the times shown are what a watcher will do when it starts.
+    #[serde(default)]
+    pub watcher: WatcherStatus,
+}
+
+/// The process that owns the state directory, if one runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatcherStatus {
+    /// A `notifio watch` (or the demo) runs on the state directory.
+    pub running: bool,
+    /// Its pid, when known.
+    pub pid: Option<u32>,
+    /// A `notifio check` pass holds the state directory right now (and no watcher runs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check_running: bool,
+}
+
+impl WatcherStatus {
+    /// What the state directory's lock says.
+    #[must_use]
+    pub fn of(state_dir: &Path) -> Self {
+        use crate::store::{Holder, StateLock};
+        match StateLock::holder(state_dir) {
+            Some((pid, Holder::Watch)) => Self {
+                running: true,
+                pid,
+                check_running: false,
+            },
+            Some((pid, Holder::Check)) => Self {
+                running: false,
+                pid,
+                check_running: true,
+            },
+            None => Self::default(),
+        }
+    }
 }
 
 /// The store's meta key for [`ConfigStatus`], written by the running watcher.
@@ -171,13 +208,58 @@ fn ordinal(n: u32) -> String {
     format!("{n}{suffix}")
 }
 
-/// Builds the status view from the state database in `state_dir` at the current time.
+/// Builds the status view of `state_dir` at the current time, as `notifio status` shows it:
+/// whether a watcher runs, and the searches of `config` (when it could be read) that the
+/// state database does not know yet, as never checked. A state directory no run has used is
+/// not created: its view is the config's searches, never checked.
 ///
 /// # Errors
-/// When the database cannot be opened or read.
-pub fn build_from_dir(state_dir: &Path, backoff: &BackoffPolicy) -> Result<StatusView, StoreError> {
-    let store = Store::open(state_dir)?;
-    build(&store, crate::clock::now().as_millis(), backoff)
+/// When the database exists but cannot be opened or read.
+pub fn build_from_dir(
+    state_dir: &Path,
+    backoff: &BackoffPolicy,
+    config: Option<&crate::config::Config>,
+) -> Result<StatusView, StoreError> {
+    let now = crate::clock::now().as_millis();
+    // A file where the directory should be is an error worth its own message (Store::open's).
+    let used = Store::file_in(state_dir).exists() || (state_dir.exists() && !state_dir.is_dir());
+    let mut view = if used {
+        build(&Store::open(state_dir)?, now, backoff)?
+    } else {
+        StatusView {
+            now,
+            ..StatusView::default()
+        }
+    };
+    view.watcher = WatcherStatus::of(state_dir);
+    if let Some(config) = config {
+        add_never_checked(&mut view, config);
+    }
+    Ok(view)
+}
+
+/// The configured searches the view does not have (never checked by any run), and their
+/// sites: state `ok`, no outcome, no next check.
+fn add_never_checked(view: &mut StatusView, config: &crate::config::Config) {
+    for s in config.searches.iter().filter(|s| !s.paused) {
+        if view.searches.iter().any(|q| q.name == s.name) {
+            continue;
+        }
+        view.searches.push(SearchStatus {
+            name: s.name.clone(),
+            url: crate::redact::url_password(&s.url).into_owned(),
+            site: s.site.to_string(),
+            state: "ok".to_owned(),
+            ..SearchStatus::default()
+        });
+        if !view.sites.iter().any(|x| x.site == s.site.as_str()) {
+            view.sites.push(SiteStatus {
+                site: s.site.to_string(),
+                state: "clear".to_owned(),
+                ..SiteStatus::default()
+            });
+        }
+    }
 }
 
 /// The one function that builds the status view (DESIGN §8) from the store.
@@ -326,6 +408,7 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
         warnings,
         channels,
         config,
+        watcher: WatcherStatus::default(),
     })
 }
 
@@ -387,12 +470,24 @@ fn countdown(now: u64, at: Option<u64>) -> String {
 #[must_use]
 pub fn render_table(v: &StatusView) -> String {
     let mut s = String::new();
-    if let Some(e) = &v.config.error {
+    if !v.watcher.running {
+        let busy = if v.watcher.check_running {
+            " (a `notifio check` pass is running)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             s,
-            "config error (the running config stays in force until the file is fixed):\n  {}",
-            e.replace('\n', "\n  ")
+            "no watcher running{busy}: nothing is checked until `notifio watch` starts; a site's wait below still holds then\n"
         );
+    }
+    if let Some(e) = &v.config.error {
+        let what = if v.watcher.running {
+            "the running config stays in force until the file is fixed"
+        } else {
+            "`notifio watch` will not start until the file is fixed"
+        };
+        let _ = writeln!(s, "config error ({what}):\n  {}", e.replace('\n', "\n  "));
     }
     if !v.config.restart_needed.is_empty() {
         let _ = writeln!(
@@ -410,14 +505,20 @@ pub fn render_table(v: &StatusView) -> String {
         "SEARCH", "SITE", "STATE", "NEXT"
     );
     for q in &v.searches {
+        // Without a watcher no search is checked at any time: no countdown.
+        let next = if v.watcher.running {
+            countdown(v.now, q.next_check_at)
+        } else {
+            "—".to_owned()
+        };
         let _ = writeln!(
             s,
             "{:<28} {:<22} {:<16} {:>10}  {}",
             q.name,
             q.site,
             q.state,
-            countdown(v.now, q.next_check_at),
-            q.last_outcome.as_deref().unwrap_or("not checked yet")
+            next,
+            q.last_outcome.as_deref().unwrap_or("never checked")
         );
         if let Some(r) = &q.reason {
             let _ = writeln!(s, "    {r}");

@@ -32,6 +32,8 @@
 //!   apply from the next check → `an_interval_change_applies_from_the_next_check`,
 //!   `a_spacing_change_applies_to_the_next_start`; a preview's page is brought forward but
 //!   not past spacing → `hasten_brings_a_page_forward_but_spacing_still_holds`
+//! - one pass (`notifio check`): each page once, and the next check a watcher would make is
+//!   its interval away, not "never" → `a_one_pass_scheduler_checks_each_page_once_and_plans_the_next`
 
 use notifio_policy::schedule::{SearchState, SiteState};
 use std::time::Duration;
@@ -548,6 +550,43 @@ fn interval_jitter_stays_within_ten_percent() {
         *lo < 27_500 && *hi > 32_500,
         "jitter spans the range: {lo}..{hi}"
     );
+}
+
+#[test]
+fn a_one_pass_scheduler_checks_each_page_once_and_plans_the_next() {
+    let mut s = sched(16);
+    s.check_each_once();
+    let mut sim = Sim::new(s);
+    sim.s.add_search(spec(1, A, 20 * SEC), T0);
+    sim.s
+        .add_search(spec(2, "https://www.fotocasa.es/", 10 * SEC), T0);
+    sim.run(T0 + d(10 * MIN), |_, _| Outcome::Ok);
+    assert_eq!(
+        sim.log.len(),
+        2,
+        "each page once in ten minutes: {:?}",
+        sim.log
+    );
+    assert_eq!(sim.s.poll_timeout(), None, "nothing left to wake for");
+    for (id, interval) in [(1, 20 * SEC), (2, 10 * SEC)] {
+        let (state, next) = sim.s.search_state(SearchId(id)).unwrap();
+        assert_eq!(state, SearchState::Ok);
+        let after = next.unwrap().as_millis() - T0.as_millis();
+        // What a watcher started now would honour: the interval ±10%, not a "never" sentinel.
+        assert!(
+            (interval * 9 / 10..=interval * 11 / 10).contains(&after),
+            "search {id} next in {after} ms"
+        );
+    }
+    // A refusal in a one-pass run still waits on the site's ladder, from the same due time.
+    let mut s = sched(16);
+    s.check_each_once();
+    let mut sim = Sim::new(s);
+    sim.s.add_search(spec(1, A, 20 * SEC), T0);
+    sim.run(T0 + d(SEC), |_, _| Outcome::RateLimited);
+    let (state, next) = sim.s.search_state(SearchId(1)).unwrap();
+    assert_eq!(state, SearchState::Waiting);
+    assert!(next.unwrap() >= T0 + d(2 * MIN) - d(20 * SEC), "{next:?}");
 }
 
 #[test]

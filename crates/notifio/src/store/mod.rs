@@ -12,7 +12,7 @@ mod news;
 mod prices;
 mod schema;
 
-pub use lock::StateLock;
+pub use lock::{Holder, StateLock};
 
 use crate::listing::Listing;
 use crate::notify::outbox;
@@ -35,17 +35,24 @@ pub enum StoreError {
         /// The whole message.
         message: String,
     },
-    /// Another `notifio watch` holds the state directory.
+    /// Another `notifio watch` (or a `check`'s pass) holds the state directory.
     #[error(
-        "another notifio watch{} is using the state directory {}: stop it first, or give this one its own `state_dir` under [watch]",
+        "another notifio {}{} is using the state directory {}: {}",
+        match by { Holder::Watch => "watch", Holder::Check => "check" },
         pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
-        dir.display()
+        dir.display(),
+        match by {
+            Holder::Watch => "stop it first, or give this one its own `state_dir` under [watch]",
+            Holder::Check => "it ends after one pass; try again then",
+        }
     )]
     Locked {
         /// The state directory.
         dir: PathBuf,
         /// The process holding it, as it wrote in the lock file.
         pid: Option<u32>,
+        /// What kind of run holds it.
+        by: Holder,
     },
     /// The database was written by a newer Notifio.
     #[error(
@@ -320,14 +327,15 @@ impl Store {
         Ok(conn)
     }
 
-    /// Takes the state directory for one `notifio watch` (see [`StateLock`]).
+    /// Takes the state directory for one `notifio watch`, or one `check` pass (see
+    /// [`StateLock`]), without waiting.
     ///
     /// # Errors
     /// [`StoreError::Locked`] naming the process that holds it; `Unusable` when the directory
     /// or lock file cannot be made.
-    pub fn lock(state_dir: &Path) -> Result<StateLock, StoreError> {
+    pub fn lock(state_dir: &Path, holder: Holder) -> Result<StateLock, StoreError> {
         Self::create_dir(state_dir)?;
-        StateLock::acquire(state_dir)
+        StateLock::acquire(state_dir, holder)
     }
 
     /// Opens an existing database read-mostly (for `notifio status` and the dashboard).

@@ -11,7 +11,7 @@
 //! without a request; a refusal counts for the site), whose listings are shown, not recorded.
 
 use super::check::Done;
-use super::setup::{ONE_PASS_INTERVAL, SearchInfo, profiles_for, rules_fingerprint, sync_rows};
+use super::setup::{SearchInfo, profiles_for, rules_fingerprint, sync_rows};
 use super::{WatchError, Watcher};
 use crate::clock::now;
 use crate::config::{ConfigError, SearchConfig};
@@ -30,6 +30,9 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Previews' scheduler ids count down from here; the store's ids count up from 1.
 const FIRST_PREVIEW_ID: u32 = u32::MAX;
+/// A preview's page is checked once and then taken out of the schedule: it is never due again
+/// before that (its interval as the scheduler sees it).
+const PREVIEW_INTERVAL: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
 /// At most this many listings of a preview are sent back.
 const PREVIEW_LISTINGS: usize = 100;
 
@@ -503,7 +506,7 @@ impl Watcher {
                 id,
                 url: s.url.clone(),
                 site: s.site.clone(),
-                interval: ONE_PASS_INTERVAL,
+                interval: PREVIEW_INTERVAL,
                 first_due: None,
             },
             t,

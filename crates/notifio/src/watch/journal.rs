@@ -7,6 +7,10 @@
 //! at most that second of history; what politeness and delivery depend on (backoff entries,
 //! listings, the outbox) is never kept back. The journal also remembers what the disk already
 //! says (each search's state, the sites with nothing stored), so nothing is rewritten unchanged.
+//!
+//! A `check` beside a running watcher is the watcher's guest ([`Journal::guest`]): the
+//! schedule on disk (sites' waits and probes, each search's state and next check, the retry
+//! metrics) is the watcher's, so the guest writes none of it, only what it found.
 
 use super::check::Check;
 use super::search_state_name;
@@ -28,6 +32,8 @@ pub(super) type StateRow = (&'static str, Option<u64>);
 
 #[derive(Debug, Default)]
 pub(super) struct Journal {
+    /// The schedule on disk belongs to another process (a running watcher): write none of it.
+    guest: bool,
     /// The state the store has, or is owed, per search.
     states_written: HashMap<u32, StateRow>,
     /// Sites known to have no backoff row and no expired session on disk.
@@ -43,6 +49,20 @@ pub(super) struct Journal {
 }
 
 impl Journal {
+    /// A journal that writes history and findings but leaves the schedule to the watcher
+    /// that owns the state directory.
+    pub(super) fn guest() -> Self {
+        Self {
+            guest: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the schedule on disk is another process's (see [`Self::guest`]).
+    pub(super) fn is_guest(&self) -> bool {
+        self.guest
+    }
+
     /// Whether the disk already says `site` is clear: no backoff row, no expired session (so
     /// [`Self::write_site`] would write nothing for it but search states).
     pub(super) fn site_clear_on_disk(&self, scheduler: &Scheduler, site: &SiteKey) -> bool {
@@ -59,6 +79,9 @@ impl Journal {
         ids: &[SearchId],
         now: Timestamp,
     ) -> Result<(), StoreError> {
+        if self.guest {
+            return Ok(());
+        }
         let clear = site_clear(scheduler, site);
         if !(clear && self.clear_sites.contains(site)) {
             let registry = scheduler.registry();
@@ -88,6 +111,9 @@ impl Journal {
         check: &Check,
         started: Timestamp,
     ) -> Result<(), StoreError> {
+        if self.guest {
+            return Ok(());
+        }
         self.clear_sites.remove(&check.site);
         tx.save_backoff(&check.site, scheduler.registry().entry(&check.site), true)?;
         for &id in check.searches.iter() {
@@ -105,7 +131,7 @@ impl Journal {
         scheduler: &Scheduler,
         ids: &[SearchId],
     ) {
-        for &id in ids {
+        for &id in ids.iter().filter(|_| !self.guest) {
             let row = state_row(scheduler, id, None);
             if self.states_written.get(&id.0) != Some(&row) {
                 self.states.insert(id.0, row);
@@ -146,13 +172,16 @@ impl Journal {
         tx: &Tx<'_>,
         metrics: &FetchMetrics,
     ) -> Result<(), StoreError> {
+        self.meta_written = Some(Instant::now());
+        if self.guest {
+            return Ok(());
+        }
         if let Ok(json) = serde_json::to_string(&metrics.snapshot()) {
             tx.put_meta("retry", &json)?;
         }
         if let Ok(json) = serde_json::to_string(&metrics.warnings()) {
             tx.put_meta("warnings", &json)?;
         }
-        self.meta_written = Some(Instant::now());
         Ok(())
     }
 
@@ -170,7 +199,7 @@ impl Journal {
         id: SearchId,
         row: StateRow,
     ) -> Result<(), StoreError> {
-        if self.states_written.get(&id.0) != Some(&row) {
+        if !self.guest && self.states_written.get(&id.0) != Some(&row) {
             // Newer than any kept state of this search, which must not overwrite it later.
             self.states.remove(&id.0);
             tx.set_search_state(id.0, row.0, row.1)?;

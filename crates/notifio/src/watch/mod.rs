@@ -145,6 +145,8 @@ pub struct Watcher {
     pages: HashMap<SearchId, PageMemo>,
     /// What the store holds, and the rows it is still owed.
     journal: Journal,
+    /// A one-pass run that owns the state directory holds its lock for the pass.
+    _lock: Option<crate::store::StateLock>,
     /// Checks out now.
     running: HashMap<CheckId, Check>,
     /// How long a check may take before it stops counting against `concurrency`.
@@ -257,6 +259,14 @@ impl Watcher {
     #[must_use]
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Whether this one-pass run is a running watcher's guest: it records what it finds, but
+    /// the sites' waits and the searches' next checks stay as the watcher plans them
+    /// (store/lock.rs).
+    #[must_use]
+    pub fn is_guest(&self) -> bool {
+        self.journal.is_guest()
     }
 
     /// Runs until `cancel` fires, or for a one-pass watcher until the pass is complete.

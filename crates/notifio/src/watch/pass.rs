@@ -31,6 +31,9 @@ pub struct PassResult {
     pub listings: Vec<CheckedListing>,
     /// Ids of listings seen for the first time that the filters let through.
     pub new: Vec<String>,
+    /// This was the search's first good check, a silent baseline: its `new` listings are
+    /// recorded, never announced.
+    pub baseline: bool,
     /// Known listings on the page whose price changed since the last check that saw them.
     pub price_changes: Vec<PriceChange>,
     /// The page was the same as at the last good check (a 304, or the same bytes), so it was
@@ -102,6 +105,7 @@ impl Pass {
                     .filter(|l| info.rules.filters.matches(l))
                     .map(|l| l.id.clone())
                     .collect(),
+                baseline: recorded.baseline && !info.notify_existing,
                 price_changes: recorded.changes.clone(),
                 unchanged: *same_page || *outcome == Outcome::Unchanged,
                 next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
@@ -162,6 +166,7 @@ impl Pass {
                     attempts: 0,
                     listings: Vec::new(),
                     new: Vec::new(),
+                    baseline: false,
                     price_changes: Vec::new(),
                     unchanged: false,
                     next_retry_at: next.map(Timestamp::as_millis),

@@ -108,9 +108,12 @@ impl Watcher {
                 .write_site(tx, &self.scheduler, site, self.searches.on_site(site), t)?;
             let recorded = record_check(tx, &self.searches, done, t, history)?;
             remember_page(tx, &mut self.pages, &self.searches, done)?;
+            // News about a site is told by the run that owns its schedule.
             let told = match reaction {
-                Some(r) => site_news(tx, r, &self.searches, &self.config, t)?,
-                None => false,
+                Some(r) if !self.journal.is_guest() => {
+                    site_news(tx, r, &self.searches, &self.config, t)?
+                }
+                _ => false,
             };
             if self.journal.meta_due() {
                 self.journal.write_meta(tx, self.fetcher.metrics())?;

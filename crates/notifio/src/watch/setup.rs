@@ -13,7 +13,7 @@ use crate::extract::{self, SharedProfile, SiteProfile};
 use crate::fetch::{BrowserConfig, FetchConfig, FetchMode, Fetcher, Launch};
 use crate::filter::AnnounceRules;
 use crate::notify::ChannelName;
-use crate::store::{SearchSync, Store};
+use crate::store::{Holder, SearchSync, Store, StoreError};
 use notifio_policy::{
     Markers, Registry, Scheduler, SchedulerConfig, SearchId, SearchSpec, SiteKey, Timestamp,
 };
@@ -21,9 +21,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast};
-
-/// In a one-pass watcher a checked search is not due again for this long (i.e. not in the pass).
-pub(super) const ONE_PASS_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// One search as the watcher knows it.
 #[derive(Debug, Clone)]
@@ -190,6 +187,24 @@ impl Watcher {
         mode: Mode,
     ) -> Result<Self, WatchError> {
         let mut store = Store::open(&config.watch.state_dir)?;
+        // A one-pass run owns the schedule when no watcher does, and is a watcher's guest
+        // otherwise (store/lock.rs). `watch` takes the lock itself (runner.rs).
+        let lock = match mode {
+            Mode::Forever => None,
+            Mode::OnePass => match Store::lock(&config.watch.state_dir, Holder::Check) {
+                Ok(lock) => Some(lock),
+                Err(StoreError::Locked { pid, by, .. }) => {
+                    tracing::info!(
+                        ?pid,
+                        ?by,
+                        "a notifio run owns the state directory; this pass leaves the schedule to it"
+                    );
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            },
+        };
+        let guest = mode == Mode::OnePass && lock.is_none();
         let fetcher = fetcher_for(&config)?;
         let sessions = load_cookies(&config, &fetcher)?;
         let profiles = profiles_for(&config)?;
@@ -213,28 +228,31 @@ impl Watcher {
             interval_jitter: 0.1,
         };
         let mut scheduler = Scheduler::new(sched_cfg, registry, rand::random());
+        if mode == Mode::OnePass {
+            // Each search once, and what is stored as its next check is the time a watcher
+            // would check it next (its interval from now), never a "not in this pass" time.
+            scheduler.check_each_once();
+        }
         let start = now();
         let stored = store.searches()?;
         for (s, &db_id) in config.searches.iter().zip(&ids) {
-            // Resume the plan across restarts: a search checked recently is not re-checked at once.
-            let (first_due, interval) = match mode {
-                Mode::Forever => (
-                    stored
-                        .iter()
-                        .find(|r| r.id == db_id)
-                        .and_then(|r| r.next_check_at)
-                        .map(Timestamp)
-                        .filter(|t| *t > start),
-                    s.interval,
-                ),
-                Mode::OnePass => (None, ONE_PASS_INTERVAL),
+            // Resume the plan across restarts: a search checked recently is not re-checked at
+            // once. A one-pass run checks every search now, whatever the plan says.
+            let first_due = match mode {
+                Mode::Forever => stored
+                    .iter()
+                    .find(|r| r.id == db_id)
+                    .and_then(|r| r.next_check_at)
+                    .map(Timestamp)
+                    .filter(|t| *t > start),
+                Mode::OnePass => None,
             };
             scheduler.add_search(
                 SearchSpec {
                     id: SearchId(db_id),
                     url: s.url.clone(),
                     site: s.site.clone(),
-                    interval,
+                    interval: s.interval,
                     first_due,
                 },
                 start,
@@ -263,7 +281,12 @@ impl Watcher {
             fetcher,
             searches,
             pages,
-            journal: Journal::default(),
+            journal: if guest {
+                Journal::guest()
+            } else {
+                Journal::default()
+            },
+            _lock: lock,
             running: HashMap::new(),
             mode,
             outbox_wake: Arc::new(Notify::new()),

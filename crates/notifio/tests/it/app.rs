@@ -444,6 +444,7 @@ async fn an_edit_by_hand_is_applied_and_an_invalid_one_is_shown_while_the_old_co
         &notifio::status::build_from_dir(
             &app.state_dir(),
             &notifio_policy::BackoffPolicy::default(),
+            None,
         )
         .unwrap(),
     );

@@ -152,6 +152,11 @@ fn initial_view(start: u64) -> StatusView {
         },
         warnings: vec!["facebook.com logged us out: refresh its cookies file.".into()],
         config: notifio::status::ConfigStatus::default(),
+        watcher: notifio::status::WatcherStatus {
+            running: true,
+            pid: Some(4242),
+            check_running: false,
+        },
         channels: vec![notifio::status::ChannelStatus {
             name: "telegram".into(),
             state: "failed".into(),

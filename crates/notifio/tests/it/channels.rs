@@ -4,145 +4,16 @@
 //! limits). Time is the sender's `now` parameter wherever a wait is asserted; the one real wait
 //! (a hanging service) is bounded at 1.8 s.
 
-use crate::util::{fast_ladder, fast_retry};
+use crate::util::{Answer, Fake, answer, fast_ladder, fast_retry};
 use notifio::config::{Config, Environment, ServiceSettings, parse_in};
 use notifio::listing::Listing;
 use notifio::notify::{ChannelName, Channels, Notification, Sender, outbox};
 use notifio_policy::BackoffPolicy;
 use rusqlite::Connection;
-use serde_json::Value;
-use std::collections::VecDeque;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-// ---------------------------------------------------------------- a fake service
-
-/// One request a fake received.
-#[derive(Clone, Debug)]
-struct Hit {
-    method: String,
-    /// Path and query.
-    path: String,
-    headers: Vec<(String, String)>,
-    body: String,
-    at: Instant,
-}
-
-impl Hit {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap()
-    }
-    fn form(&self) -> Vec<(String, String)> {
-        url::form_urlencoded::parse(self.body.as_bytes())
-            .into_owned()
-            .collect()
-    }
-}
-
-/// A scripted answer: status, headers, body, and how long to wait before answering.
-#[derive(Clone)]
-struct Answer {
-    status: u16,
-    headers: Vec<(&'static str, String)>,
-    body: String,
-    delay: Duration,
-}
-
-fn answer(status: u16, body: &str) -> Answer {
-    Answer {
-        status,
-        headers: vec![("content-type", "application/json".to_owned())],
-        body: body.to_owned(),
-        delay: Duration::ZERO,
-    }
-}
-
-#[derive(Clone)]
-struct Fake {
-    /// `http://127.0.0.1:PORT`.
-    url: String,
-    hits: Arc<Mutex<Vec<Hit>>>,
-    /// Answers in order; the last one repeats.
-    script: Arc<Mutex<VecDeque<Answer>>>,
-}
-
-impl Fake {
-    async fn start(first: Answer) -> Self {
-        use axum::extract::{OriginalUri, State};
-        use axum::http::{HeaderMap, Method};
-        let fake = Self {
-            url: String::new(),
-            hits: Arc::default(),
-            script: Arc::new(Mutex::new(VecDeque::from([first]))),
-        };
-        async fn handle(
-            State(f): State<Fake>,
-            method: Method,
-            OriginalUri(uri): OriginalUri,
-            headers: HeaderMap,
-            body: String,
-        ) -> axum::response::Response {
-            f.hits.lock().unwrap().push(Hit {
-                method: method.to_string(),
-                path: uri.to_string(),
-                headers: headers
-                    .iter()
-                    .map(|(n, v)| {
-                        (
-                            n.to_string(),
-                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                        )
-                    })
-                    .collect(),
-                body,
-                at: Instant::now(),
-            });
-            let a = {
-                let mut s = f.script.lock().unwrap();
-                if s.len() > 1 {
-                    s.pop_front().unwrap()
-                } else {
-                    s[0].clone()
-                }
-            };
-            tokio::time::sleep(a.delay).await;
-            let mut resp = axum::response::Response::new(axum::body::Body::from(a.body));
-            *resp.status_mut() = http::StatusCode::from_u16(a.status).unwrap();
-            for (n, v) in a.headers {
-                resp.headers_mut().insert(n, v.parse().unwrap());
-            }
-            resp
-        }
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let fake = Self { url, ..fake };
-        let app = axum::Router::new()
-            .fallback(handle)
-            .with_state(fake.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        fake
-    }
-
-    fn then(&self, a: Answer) -> &Self {
-        self.script.lock().unwrap().push_back(a);
-        self
-    }
-
-    fn set(&self, a: Answer) {
-        *self.script.lock().unwrap() = VecDeque::from([a]);
-    }
-
-    fn hits(&self) -> Vec<Hit> {
-        self.hits.lock().unwrap().clone()
-    }
-}
 
 // ---------------------------------------------------------------- helpers
 

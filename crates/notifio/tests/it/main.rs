@@ -17,6 +17,7 @@ mod fetch;
 mod filters;
 mod fuzz_regressions;
 mod is24_app;
+mod journeys;
 mod notify;
 mod pages;
 mod reliability;

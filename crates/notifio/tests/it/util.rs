@@ -6,6 +6,8 @@
 
 use base64::Engine as _;
 use rusqlite::{Connection, OpenFlags};
+use serde_json::Value;
+use std::collections::VecDeque;
 use std::fs::File;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -69,6 +71,137 @@ pub(crate) async fn start_proxy() -> (String, Arc<Mutex<Vec<String>>>) {
         }
     });
     (url, seen)
+}
+
+// ---------------------------------------------------------------- a fake service
+
+// A fake of a notification service's HTTP API (a webhook, Telegram, Slack…): records every
+// request and answers as the test scripts.
+
+/// One request a fake received.
+#[derive(Clone, Debug)]
+pub(crate) struct Hit {
+    pub(crate) method: String,
+    /// Path and query.
+    pub(crate) path: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: String,
+    pub(crate) at: Instant,
+}
+
+impl Hit {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap()
+    }
+    pub(crate) fn form(&self) -> Vec<(String, String)> {
+        url::form_urlencoded::parse(self.body.as_bytes())
+            .into_owned()
+            .collect()
+    }
+}
+
+/// A scripted answer: status, headers, body, and how long to wait before answering.
+#[derive(Clone)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(&'static str, String)>,
+    pub(crate) body: String,
+    pub(crate) delay: Duration,
+}
+
+pub(crate) fn answer(status: u16, body: &str) -> Answer {
+    Answer {
+        status,
+        headers: vec![("content-type", "application/json".to_owned())],
+        body: body.to_owned(),
+        delay: Duration::ZERO,
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct Fake {
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) url: String,
+    pub(crate) hits: Arc<Mutex<Vec<Hit>>>,
+    /// Answers in order; the last one repeats.
+    pub(crate) script: Arc<Mutex<VecDeque<Answer>>>,
+}
+
+impl Fake {
+    pub(crate) async fn start(first: Answer) -> Self {
+        use axum::extract::{OriginalUri, State};
+        use axum::http::{HeaderMap, Method};
+        let fake = Self {
+            url: String::new(),
+            hits: Arc::default(),
+            script: Arc::new(Mutex::new(VecDeque::from([first]))),
+        };
+        async fn handle(
+            State(f): State<Fake>,
+            method: Method,
+            OriginalUri(uri): OriginalUri,
+            headers: HeaderMap,
+            body: String,
+        ) -> axum::response::Response {
+            f.hits.lock().unwrap().push(Hit {
+                method: method.to_string(),
+                path: uri.to_string(),
+                headers: headers
+                    .iter()
+                    .map(|(n, v)| {
+                        (
+                            n.to_string(),
+                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                        )
+                    })
+                    .collect(),
+                body,
+                at: Instant::now(),
+            });
+            let a = {
+                let mut s = f.script.lock().unwrap();
+                if s.len() > 1 {
+                    s.pop_front().unwrap()
+                } else {
+                    s[0].clone()
+                }
+            };
+            tokio::time::sleep(a.delay).await;
+            let mut resp = axum::response::Response::new(axum::body::Body::from(a.body));
+            *resp.status_mut() = http::StatusCode::from_u16(a.status).unwrap();
+            for (n, v) in a.headers {
+                resp.headers_mut().insert(n, v.parse().unwrap());
+            }
+            resp
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let fake = Self { url, ..fake };
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(fake.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        fake
+    }
+
+    pub(crate) fn then(&self, a: Answer) -> &Self {
+        self.script.lock().unwrap().push_back(a);
+        self
+    }
+
+    pub(crate) fn set(&self, a: Answer) {
+        *self.script.lock().unwrap() = VecDeque::from([a]);
+    }
+
+    pub(crate) fn hits(&self) -> Vec<Hit> {
+        self.hits.lock().unwrap().clone()
+    }
 }
 
 // ---------------------------------------------------------------- the app in-process
@@ -665,7 +798,7 @@ pub(crate) fn outbox_rows(state_dir: &Path, channel: &str) -> i64 {
 }
 
 /// Every `backoff` row: (site, entry as JSON).
-pub(crate) fn backoff(state_dir: &Path) -> Vec<(String, serde_json::Value)> {
+pub(crate) fn backoff(state_dir: &Path) -> Vec<(String, Value)> {
     let Some(c) = db(state_dir) else {
         return Vec::new();
     };

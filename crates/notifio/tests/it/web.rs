@@ -99,6 +99,11 @@ fn sample_view() -> StatusView {
         },
         warnings: vec!["retry rate 6.0% over the last hour (above 5%)".into()],
         config: notifio::status::ConfigStatus::default(),
+        watcher: notifio::status::WatcherStatus {
+            running: true,
+            pid: Some(4242),
+            check_running: false,
+        },
         channels: vec![notifio::status::ChannelStatus {
             name: "telegram".into(),
             state: "failed".into(),

@@ -1,0 +1,920 @@
+//! Journeys: the paths users take across commands and processes, with the real `notifio`
+//! binary, the fake portal, fakes of the services' HTTP APIs and a silent SMTP server, all on
+//! 127.0.0.1. Each journey is a seam where two features meet and a user once lost listings
+//! (docs/reliability.md names the guarantee each one holds):
+//!
+//! - `init` → `check` → `watch` → `status`: the searches are checked again within their
+//!   interval, not in ~50 days → `init_check_watch_status_checks_again_within_the_interval`
+//! - `check --force` beside `watch`, then a restart: status says what the watcher does, and the
+//!   restarted watcher keeps checking → `a_check_beside_watch_leaves_the_watchers_plan`
+//! - two `check --notify` at once: every message once → `two_checks_at_once_send_each_message_once`
+//! - one channel dead (a silent SMTP server, a service that never answers) while the others
+//!   deliver on time → `a_dead_channel_costs_the_other_channels_nothing`
+//! - dashboard add → first check → notification → restart → nothing twice →
+//!   `a_search_added_from_the_dashboard_notifies_once_across_a_restart`
+//! - a hand edit and a dashboard edit at once, and a slow writer → `hand_and_dashboard_edits_at_once_lose_nothing`
+//! - a file written in chunks is applied once, complete → `a_file_written_in_chunks_is_applied_once_complete`
+//! - the dashboard keeps `init`'s header and a search's own comments →
+//!   `the_dashboard_keeps_inits_header_and_a_searchs_own_comments`, and leaves a read-only
+//!   file alone → `a_read_only_config_is_left_alone`
+//! - `status` before any run → `status_before_any_run_says_never_checked_and_no_watcher`, and
+//!   while the config is invalid mid-run → `status_with_the_config_broken_mid_run_shows_the_watcher`
+//! - `kill -9` of `check --notify` at random points, then `watch`: nothing lost →
+//!   `sigkills_of_check_notify_lose_nothing`
+
+use crate::util::{Answer, Fake, Notifio, answer, wait_for};
+use fake_portal::{Behaviour, Portal, SiteSpec};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const LISTING: &str = "listing = { selector = \"article.listing\", id_attr = \"data-id\" }";
+
+fn notifio() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_notifio"));
+    cmd.env_remove("RUST_LOG")
+        .env_remove("NOTIFIO_CONFIG")
+        .env_remove("NOTIFIO_DASHBOARD_TOKEN")
+        .env_remove("NOTIFIO_SMTP_PASSWORD")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// `notifio ARGS --config CONFIG`, waited for (at most `limit`, then killed and failed).
+async fn run_within(limit: Duration, args: &[&str], config: &Path) -> Output {
+    let child = notifio()
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
+    match tokio::time::timeout(limit, waited).await {
+        Ok(out) => out.unwrap().unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("`notifio {args:?}` did not finish within {limit:?}");
+        }
+    }
+}
+
+async fn run(args: &[&str], config: &Path) -> Output {
+    run_within(Duration::from_secs(30), args, config).await
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `notifio status --json`: its exit code and view.
+async fn status(config: &Path) -> (Option<i32>, Value) {
+    let out = run(&["status", "--json"], config).await;
+    let view = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("status --json: {e}\n{}", text(&out)));
+    (out.status.code(), view)
+}
+
+fn now_ms() -> u64 {
+    notifio::clock::now().as_millis()
+}
+
+fn search_of<'a>(view: &'a Value, name: &str) -> &'a Value {
+    view["searches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no search {name} in {view:#}"))
+}
+
+fn site_of<'a>(view: &'a Value, site: &str) -> &'a Value {
+    view["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["site"] == site)
+        .unwrap_or_else(|| panic!("no site {site} in {view:#}"))
+}
+
+fn search(name: &str, url: &str, extra: &str) -> String {
+    format!("[[search]]\nname = {name:?}\nurl = {url:?}\n{LISTING}\n{extra}\n")
+}
+
+fn watch_section(state: &Path, interval: &str, dashboard: &str) -> String {
+    format!(
+        "[watch]\ninterval = {interval:?}\nspacing = \"50ms\"\nstate_dir = {:?}\ndashboard = {dashboard}\n\n",
+        state.display().to_string()
+    )
+}
+
+/// The site key the portal's site `name` has (`127.0.0.1:PORT`).
+fn site_key(portal: &Portal, name: &str) -> String {
+    portal
+        .base_url(name)
+        .trim_start_matches("http://")
+        .to_owned()
+}
+
+/// The messages in an mbox file.
+fn mbox(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split("\nFrom notifio@localhost ")
+        .filter(|m| m.contains("Subject:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The dashboard's address, once the watcher printed it.
+async fn dashboard_of(child: &Notifio) -> String {
+    wait_for(Duration::from_secs(10), "the dashboard's address", || {
+        let out = child.output();
+        let at = out.find("dashboard: http://")?;
+        let rest = &out[at + "dashboard: http://".len()..];
+        Some(rest[..rest.find('/')?].to_owned())
+    })
+    .await
+}
+
+/// A JSON request to the dashboard's API as its page sends it.
+async fn api(addr: &str, method: reqwest::Method, path: &str, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .request(method, format!("http://{addr}{path}"))
+        .header("content-type", "application/json")
+        .header("origin", format!("http://{addr}"))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let code = resp.status().as_u16();
+    let bytes = resp.bytes().await.unwrap();
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// `notifio init`'s file, made to watch `url` (the portal needs a card selector), with a short
+/// interval, its state in `state` and the dashboard as given.
+fn starter_for(url: &str, state: &Path, dashboard: &str) -> String {
+    let starter = notifio::config::STARTER;
+    let example = "name = \"Madrid under 1200\"\nurl = \"https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-hasta_1200/\"";
+    assert!(starter.contains(example));
+    starter
+        .replace(
+            example,
+            &format!("name = \"Flats\"\nurl = {url:?}\n{LISTING}"),
+        )
+        .replacen("# interval = \"30s\"", "interval = \"1s\"", 1)
+        .replacen("# spacing = \"2s\"", "spacing = \"50ms\"", 1)
+        .replacen(
+            "# state_dir = \"~/.local/share/notifio\"",
+            &format!("state_dir = {:?}", state.display().to_string()),
+            1,
+        )
+        .replacen(
+            "# dashboard = \"127.0.0.1:7878\"",
+            &format!("dashboard = {dashboard}"),
+            1,
+        )
+}
+
+/// The first check after `check` is the watcher's own, within the interval: a one-pass run
+/// stores the next check a watcher would make, never a "not in this pass" time (issue 34.1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_check_watch_status_checks_again_within_the_interval() {
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notifio.toml");
+    let init = notifio().arg("init").arg(&path).output().unwrap();
+    assert!(init.status.success(), "{}", text(&init));
+    let state = dir.path().join("state");
+    let mine = starter_for(&portal.search_url("flats", "s"), &state, "false");
+    std::fs::write(&path, mine).unwrap();
+
+    let out = run(&["check"], &path).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (code, view) = status(&path).await;
+    assert_eq!(code, Some(0), "{view:#}");
+    let next = search_of(&view, "Flats")["next_check_at"].as_u64().unwrap();
+    let after_check = next.saturating_sub(now_ms());
+    assert!(
+        after_check <= 1_100 + 500,
+        "check stored the next check {after_check} ms away (interval 1 s)"
+    );
+    assert_eq!(view["watcher"]["running"], false, "{view:#}");
+    assert!(text(&out).contains("silent baseline"), "{}", text(&out));
+
+    let before = portal.request_count("flats");
+    let mut watch = Notifio::start(dir.path(), &path, false, None);
+    wait_for(Duration::from_secs(8), "watch to check again", || {
+        (portal.request_count("flats") >= before + 2).then_some(())
+    })
+    .await;
+    let (_, view) = status(&path).await;
+    assert_eq!(view["watcher"]["running"], true, "{view:#}");
+    assert!(watch.alive());
+    assert_eq!(watch.terminate(), Some(0));
+}
+
+/// `check --force` beside a running watcher reads a waiting site, and `status` still says
+/// what the watcher does: the site waits (issue 34.8). A restarted watcher keeps checking
+/// (issue 34.1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_beside_watch_leaves_the_watchers_plan() {
+    let portal = Portal::start(vec![SiteSpec::new("a"), SiteSpec::new("b")])
+        .await
+        .unwrap();
+    portal.set_behaviour("b", Behaviour::RateLimited { retry_after: None });
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut text_ = watch_section(&state, "500ms", "false");
+    text_.push_str("[backoff]\nrate_limited = [\"1h\"]\njitter = 0\n\n");
+    text_.push_str(&search("A", &portal.search_url("a", "s"), ""));
+    text_.push_str(&search("B", &portal.search_url("b", "s"), ""));
+    let path = crate::util::write_config(dir.path(), &text_);
+    let b = site_key(&portal, "b");
+
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    wait_for(Duration::from_secs(10), "site b to wait", || {
+        crate::util::backoff(&state)
+            .iter()
+            .any(|(site, _)| *site == b)
+            .then_some(())
+    })
+    .await;
+    portal.set_behaviour("b", Behaviour::Normal);
+    let b_before = portal.request_count("b");
+
+    let out = run(&["check", "--force", "--json"], &path).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let forced = lines.iter().find(|l| l["search"] == "B").unwrap();
+    assert_eq!(forced["outcome"], "ok", "{forced}");
+    let (_, view) = status(&path).await;
+    assert_eq!(site_of(&view, &b)["state"], "waiting", "{view:#}");
+    assert_eq!(search_of(&view, "B")["state"], "waiting", "{view:#}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the watcher keeps its waits"),
+        "{}",
+        text(&out)
+    );
+    // And that is what the watcher does: nothing more to b than the forced check's request.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(portal.request_count("b"), b_before + 1);
+
+    // A restart resumes the plan, which is seconds away, not days.
+    assert_eq!(watch.terminate(), Some(0));
+    let a_before = portal.request_count("a");
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    wait_for(
+        Duration::from_secs(8),
+        "the restarted watch to check A",
+        || (portal.request_count("a") >= a_before + 2).then_some(()),
+    )
+    .await;
+    assert_eq!(watch.terminate(), Some(0));
+}
+
+/// Two `check --notify` at once, five rounds: each new listing's message reaches the webhook
+/// once (issue 34.4). The webhook answers slowly, which widens the window a second sender had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_checks_at_once_send_each_message_once() {
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let hook = Fake::start(Answer {
+        delay: Duration::from_millis(300),
+        ..answer(200, "{}")
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut t = watch_section(&state, "30s", "false");
+    t.push_str(&format!(
+        "[notify]\nwebhook = {{ url = \"{}/hook\" }}\n\n",
+        hook.url
+    ));
+    t.push_str(&search("Flats", &portal.search_url("flats", "s"), ""));
+    let path = crate::util::write_config(dir.path(), &t);
+    let out = run(&["check"], &path).await;
+    assert!(out.status.success(), "{}", text(&out));
+
+    let mut added = Vec::new();
+    for _ in 0..5 {
+        let l = portal.add_listing("flats", Some("s"));
+        added.push(l.url.clone());
+        let (one, two) = tokio::join!(
+            run(&["check", "--notify"], &path),
+            run(&["check", "--notify"], &path)
+        );
+        assert!(one.status.success(), "{}", text(&one));
+        assert!(two.status.success(), "{}", text(&two));
+    }
+    let hits = hook.hits();
+    for url in &added {
+        let n = hits
+            .iter()
+            .filter(|h| h.body.contains(url.as_str()))
+            .count();
+        assert_eq!(n, 1, "{url} was sent {n} times: {} requests", hits.len());
+    }
+    assert_eq!(hits.len(), added.len());
+}
+
+/// A silent SMTP server (it accepts and never answers) and a Telegram API that never answers:
+/// the webhook and the mailbox get every listing on time all the same, and `notify test`
+/// answers within the delivery deadline (issue 34.2, 34.3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_channel_costs_the_other_channels_nothing() {
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let smtp_port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in silent.incoming().flatten() {
+            held.push(conn); // never a word
+        }
+    });
+    let telegram = Fake::start(Answer {
+        delay: Duration::from_secs(120),
+        ..answer(200, "{\"ok\":true,\"result\":{}}")
+    })
+    .await;
+    let hook = Fake::start(answer(200, "{}")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut t = watch_section(&state, "300ms", "false");
+    t.push_str(&format!(
+        "[retry.notify]\ntimeout = \"1s\"\ndeadline = \"2s\"\n\n[notify]\nmailbox = \"out.mbox\"\n\
+         email = {{ to = \"me@example.com\", from = \"notifio@localhost\", smtp = \"smtp://127.0.0.1:{smtp_port}\" }}\n\
+         webhook = {{ url = \"{}/hook\" }}\n\
+         telegram = {{ token = \"1:x\", chat_id = \"1\", api = \"{}\" }}\n\n",
+        hook.url, telegram.url
+    ));
+    t.push_str(&search("Flats", &portal.search_url("flats", "s"), ""));
+    let path = crate::util::write_config(dir.path(), &t);
+    let mailbox = dir.path().join("out.mbox");
+
+    let mut watch = Notifio::start(dir.path(), &path, false, None);
+    wait_for(Duration::from_secs(10), "the baseline", || {
+        crate::util::all_baselined(&state, 1).then_some(())
+    })
+    .await;
+    for round in 0..3 {
+        let l = portal.add_listing("flats", Some("s"));
+        let start = Instant::now();
+        wait_for(
+            Duration::from_secs(4),
+            &format!("listing {round} on the webhook and in the mailbox"),
+            || {
+                let hooked = hook.hits().iter().any(|h| h.body.contains(&l.url));
+                let boxed = mbox(&mailbox).iter().any(|m| m.contains(&l.url));
+                (hooked && boxed).then_some(())
+            },
+        )
+        .await;
+        println!(
+            "listing {round}: webhook and mailbox after {:?}",
+            start.elapsed()
+        );
+    }
+    assert!(watch.alive(), "{}", watch.output());
+    assert_eq!(watch.terminate(), Some(0));
+
+    let start = Instant::now();
+    let out = run_within(Duration::from_secs(10), &["notify", "test"], &path).await;
+    let said = text(&out);
+    println!("notify test took {:?}:\n{said}", start.elapsed());
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(start.elapsed() < Duration::from_secs(6), "{said}");
+    for (channel, verdict) in [
+        ("webhook", "delivered"),
+        ("mailbox", "delivered"),
+        ("email", "failed"),
+        ("telegram", "failed"),
+    ] {
+        assert!(
+            said.lines()
+                .any(|l| l.starts_with(channel) && l.contains(verdict)),
+            "{channel}: {said}"
+        );
+    }
+}
+
+/// Add a search from the dashboard; its first check is a silent baseline; a new listing is
+/// announced once; after a restart nothing is announced twice and the next one is announced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_added_from_the_dashboard_notifies_once_across_a_restart() {
+    let portal = Portal::start(vec![SiteSpec::new("a"), SiteSpec::new("b")])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut t = watch_section(&state, "300ms", "\"127.0.0.1:0\"");
+    t.push_str("[notify]\nmailbox = \"out.mbox\"\n\n");
+    t.push_str(&search("A", &portal.search_url("a", "s"), ""));
+    let path = crate::util::write_config(dir.path(), &t);
+    let mailbox = dir.path().join("out.mbox");
+
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    let addr = dashboard_of(&watch).await;
+    let (code, body) = api(
+        &addr,
+        reqwest::Method::POST,
+        "/api/searches",
+        serde_json::json!({
+            "name": "Added",
+            "url": portal.search_url("b", "s"),
+            "listing": {"selector": "article.listing", "id_attr": "data-id"},
+        }),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    wait_for(Duration::from_secs(10), "both baselines", || {
+        crate::util::all_baselined(&state, 2).then_some(())
+    })
+    .await;
+    assert!(mbox(&mailbox).is_empty(), "a baseline is silent");
+    let first = portal.add_listing("b", Some("s"));
+    wait_for(
+        Duration::from_secs(6),
+        "the first listing's message",
+        || {
+            mbox(&mailbox)
+                .iter()
+                .any(|m| m.contains(&first.url))
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(watch.terminate(), Some(0));
+
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    let b_before = portal.request_count("b");
+    wait_for(Duration::from_secs(8), "checks after the restart", || {
+        (portal.request_count("b") >= b_before + 3).then_some(())
+    })
+    .await;
+    let second = portal.add_listing("b", Some("s"));
+    wait_for(
+        Duration::from_secs(6),
+        "the second listing's message",
+        || {
+            mbox(&mailbox)
+                .iter()
+                .any(|m| m.contains(&second.url))
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(watch.terminate(), Some(0));
+    let messages = mbox(&mailbox);
+    for l in [&first, &second] {
+        let n = messages.iter().filter(|m| m.contains(&l.url)).count();
+        assert_eq!(n, 1, "{} announced {n} times", l.url);
+    }
+    assert_eq!(messages.len(), 2, "{messages:#?}");
+}
+
+/// A small deterministic sequence for the offsets between the edits (no OS randomness in a
+/// test that must be repeatable).
+fn offsets(n: usize) -> Vec<u64> {
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % 13
+        })
+        .collect()
+}
+
+/// A hand edit (an editor's save: a new file renamed over the old) and a dashboard edit at the
+/// same moment, round after round, then a slow writer rewriting the file in place in three
+/// chunks with a dashboard edit between them: every search written by either survives
+/// (issue 34.5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_and_dashboard_edits_at_once_lose_nothing() {
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let url = portal.search_url("flats", "s");
+    let mut t = watch_section(&state, "30s", "\"127.0.0.1:0\"");
+    t.push_str(&search("First", &url, ""));
+    let path = crate::util::write_config(dir.path(), &t);
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    let addr = dashboard_of(&watch).await;
+
+    for (i, ms) in offsets(6).into_iter().enumerate() {
+        let hand = {
+            let path = path.clone();
+            let entry = search(&format!("hand-{i}"), &format!("{url}?h={i}"), "");
+            tokio::task::spawn_blocking(move || {
+                std::thread::sleep(Duration::from_millis(ms));
+                let now = std::fs::read_to_string(&path).unwrap();
+                let tmp = path.with_extension("toml.swp");
+                std::fs::write(&tmp, format!("{now}\n{entry}")).unwrap();
+                std::fs::rename(&tmp, &path).unwrap();
+            })
+        };
+        let body = serde_json::json!({
+            "name": format!("dash-{i}"),
+            "url": format!("{url}?d={i}"),
+            "listing": {"selector": "article.listing", "id_attr": "data-id"},
+        });
+        let (code, answer) = api(&addr, reqwest::Method::POST, "/api/searches", body).await;
+        hand.await.unwrap();
+        assert_eq!(code, 201, "round {i}: {answer}");
+    }
+    let file = std::fs::read_to_string(&path).unwrap();
+    for i in 0..6 {
+        for who in ["hand", "dash"] {
+            assert!(
+                file.contains(&format!("name = \"{who}-{i}\"")),
+                "{who}-{i} was lost:\n{file}"
+            );
+        }
+    }
+
+    // A slow writer: truncate, then three chunks 400 ms apart; the dashboard asks in between.
+    let whole = format!("{file}\n{}", search("slow", &format!("{url}?slow"), ""));
+    let third = whole.len() / 3;
+    let cut = |at: usize| whole[..at].rfind('\n').map_or(at, |i| i + 1);
+    let (one, two) = (cut(third), cut(2 * third));
+    let chunks = [
+        whole[..one].to_owned(),
+        whole[one..two].to_owned(),
+        whole[two..].to_owned(),
+    ];
+    let writer = {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write as _;
+            let mut f = std::fs::File::create(&path).unwrap();
+            for (k, chunk) in chunks.iter().enumerate() {
+                if k > 0 {
+                    std::thread::sleep(Duration::from_millis(400));
+                }
+                f.write_all(chunk.as_bytes()).unwrap();
+                f.flush().unwrap();
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let body = serde_json::json!({
+        "name": "dash-between",
+        "url": format!("{url}?between"),
+        "listing": {"selector": "article.listing", "id_attr": "data-id"},
+    });
+    let (code, answer) = api(&addr, reqwest::Method::POST, "/api/searches", body).await;
+    writer.await.unwrap();
+    assert_eq!(code, 201, "{answer}");
+    let file = std::fs::read_to_string(&path).unwrap();
+    for name in [
+        "First",
+        "hand-0",
+        "hand-5",
+        "dash-5",
+        "slow",
+        "dash-between",
+    ] {
+        assert!(
+            file.contains(&format!("name = \"{name}\"")),
+            "{name} was lost:\n{file}"
+        );
+    }
+    notifio::config::parse(&file, &path).unwrap();
+    assert_eq!(watch.terminate(), Some(0));
+}
+
+/// A file rewritten in place in three chunks 400 ms apart (the first chunk alone parses, with
+/// one search of three) is applied once, complete: no search is dropped meanwhile
+/// (issue 34.6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_written_in_chunks_is_applied_once_complete() {
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let url = portal.search_url("flats", "s");
+    let head = watch_section(&state, "1s", "false");
+    let [s1, s2, s3] = ["S1", "S2", "S3"].map(|n| search(n, &format!("{url}?{n}"), ""));
+    let path = crate::util::write_config(dir.path(), &format!("{head}{s1}{s2}{s3}"));
+    let mut watch = Notifio::start(dir.path(), &path, true, None);
+    wait_for(Duration::from_secs(10), "the baselines", || {
+        crate::util::all_baselined(&state, 3).then_some(())
+    })
+    .await;
+    let s3_slower = s3.replace(LISTING, &format!("{LISTING}\ninterval = \"2s\""));
+    let chunks = [format!("{head}{s1}"), s2, s3_slower];
+    tokio::task::spawn_blocking({
+        let path = path.clone();
+        move || {
+            use std::io::Write as _;
+            let mut f = std::fs::File::create(&path).unwrap();
+            for (k, chunk) in chunks.iter().enumerate() {
+                if k > 0 {
+                    std::thread::sleep(Duration::from_millis(400));
+                }
+                f.write_all(chunk.as_bytes()).unwrap();
+                f.flush().unwrap();
+            }
+        }
+    })
+    .await
+    .unwrap();
+    wait_for(Duration::from_secs(6), "the reload", || {
+        watch.output().contains("config reloaded").then_some(())
+    })
+    .await;
+    let log = watch.output();
+    let reloads: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("config reloaded"))
+        .collect();
+    assert!(
+        !log.contains("removed"),
+        "a half-written file was applied:\n{log}"
+    );
+    assert_eq!(reloads.len(), 1, "{reloads:#?}");
+    assert!(
+        reloads[0].contains("1 search changed (`S3`)"),
+        "{reloads:#?}"
+    );
+    assert!(watch.alive());
+    assert_eq!(watch.terminate(), Some(0));
+}
+
+/// `notifio init`'s file with the dashboard on, for the dashboard's edits: its path, the
+/// portal's search URL, and the watcher with its dashboard's address.
+async fn init_with_dashboard(
+    dir: &Path,
+    portal: &Portal,
+) -> (std::path::PathBuf, String, Notifio, String) {
+    let path = dir.join("notifio.toml");
+    let init = notifio().arg("init").arg(&path).output().unwrap();
+    assert!(init.status.success(), "{}", text(&init));
+    let url = portal.search_url("flats", "s");
+    std::fs::write(
+        &path,
+        starter_for(&url, &dir.join("state"), "\"127.0.0.1:0\""),
+    )
+    .unwrap();
+    let watch = Notifio::start(dir, &path, false, None);
+    let addr = dashboard_of(&watch).await;
+    (path, url, watch, addr)
+}
+
+fn new_search(name: &str, url: &str) -> Value {
+    serde_json::json!({
+        "name": name,
+        "url": url,
+        "listing": {"selector": "article.listing", "id_attr": "data-id"},
+    })
+}
+
+/// `notifio init`'s file edited from the dashboard: a new search goes after the first one's
+/// commented-out options, and deleting the first keeps the file's header byte for byte
+/// (issue 34.7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_keeps_inits_header_and_a_searchs_own_comments() {
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, url, watch, addr) = init_with_dashboard(dir.path(), &portal).await;
+    let starter = notifio::config::STARTER;
+    let header = &starter[..starter.find("\n\n").unwrap() + 2];
+    assert_eq!(
+        header.lines().count(),
+        7 + 1,
+        "the header as init writes it"
+    );
+
+    let body = new_search("Second", &format!("{url}?2"));
+    let (code, body) = api(&addr, reqwest::Method::POST, "/api/searches", body).await;
+    assert_eq!(code, 201, "{body}");
+    let file = std::fs::read_to_string(&path).unwrap();
+    let second = file.find("name = \"Second\"").unwrap();
+    assert!(second > file.find("# pages = 1").unwrap(), "{file}");
+    assert!(second < file.find("# ImmobilienScout24").unwrap(), "{file}");
+
+    let (code, body) = api(
+        &addr,
+        reqwest::Method::DELETE,
+        "/api/searches/Flats",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let file = std::fs::read_to_string(&path).unwrap();
+    assert!(file.starts_with(header), "the header went:\n{file}");
+    assert!(!file.contains("name = \"Flats\""), "{file}");
+    assert_eq!(watch.terminate(), Some(0));
+}
+
+/// A config file the user made read-only is answered 409 and left as it is (issue 34.10).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_config_is_left_alone() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, url, watch, addr) = init_with_dashboard(dir.path(), &portal).await;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let file = std::fs::read_to_string(&path).unwrap();
+    let body = new_search("Third", &format!("{url}?3"));
+    let (code, body) = api(&addr, reqwest::Method::POST, "/api/searches", body).await;
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("read-only"),
+        "{body}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        file,
+        "left as it was"
+    );
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o444);
+    assert_eq!(watch.terminate(), Some(0));
+}
+
+/// `status` before any run says "never checked" and "no watcher running", and creates
+/// nothing (issue 40.13).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_before_any_run_says_never_checked_and_no_watcher() {
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut t = watch_section(&state, "500ms", "false");
+    t.push_str(&search("Flats", &portal.search_url("flats", "s"), ""));
+    let path = crate::util::write_config(dir.path(), &t);
+    let out = run(&["status"], &path).await;
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(table.contains("no watcher running"), "{table}");
+    assert!(table.contains("never checked"), "{table}");
+    assert!(
+        !state.join("notifio.db").exists(),
+        "status created the database"
+    );
+    let (_, view) = status(&path).await;
+    assert_eq!(view["watcher"]["running"], false, "{view:#}");
+    assert_eq!(search_of(&view, "Flats")["state"], "ok", "{view:#}");
+}
+
+/// With the config broken while `watch` runs, `status` still shows the watcher's searches and
+/// countdowns and names the mistake (exit 2), and the watcher goes on (issue 34.9).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_with_the_config_broken_mid_run_shows_the_watcher() {
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut t = watch_section(&state, "500ms", "false");
+    t.push_str(&search("Flats", &portal.search_url("flats", "s"), ""));
+    let path = crate::util::write_config(dir.path(), &t);
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    wait_for(Duration::from_secs(10), "the baseline", || {
+        crate::util::all_baselined(&state, 1).then_some(())
+    })
+    .await;
+    std::fs::write(
+        &path,
+        t.replace("interval = \"500ms\"", "interval = \"soon\""),
+    )
+    .unwrap();
+    let view = wait_for(
+        Duration::from_secs(8),
+        "the watcher to see the mistake",
+        || {
+            let out = Command::new(env!("CARGO_BIN_EXE_notifio"))
+                .args(["status", "--json", "--config"])
+                .arg(&path)
+                .output()
+                .ok()?;
+            let view: Value = serde_json::from_slice(&out.stdout).ok()?;
+            (out.status.code() == Some(2) && !view["config"]["error"].is_null()).then_some(view)
+        },
+    )
+    .await;
+    let flats = search_of(&view, "Flats");
+    assert!(flats["next_check_at"].as_u64().is_some(), "{view:#}");
+    assert!(
+        view["config"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("interval"),
+        "{view:#}"
+    );
+    assert_eq!(view["watcher"]["running"], true, "{view:#}");
+    let out = run(&["status"], &path).await;
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        table.contains("Flats") && table.contains("config error"),
+        "{table}"
+    );
+    assert!(!table.contains("no watcher running"), "{table}");
+    // And the watcher goes on with the config it runs.
+    let before = portal.request_count("flats");
+    wait_for(
+        Duration::from_secs(5),
+        "checks with the running config",
+        || (portal.request_count("flats") >= before + 2).then_some(()),
+    )
+    .await;
+    assert_eq!(watch.terminate(), Some(0));
+}
+
+/// `check --notify` SIGKILLed at random points while it delivers to a slow webhook, three
+/// times, then `watch`: every search's message arrives, with at most one duplicate per kill,
+/// and a claim left by a killed sender does not hold the channel (its process is gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkills_of_check_notify_lose_nothing() {
+    // Four sites: four first looks that announce what they find, four messages.
+    let names: Vec<String> = (0..4).map(|i| format!("S{i}")).collect();
+    let portal = Portal::start(names.iter().map(|n| SiteSpec::new(n)).collect())
+        .await
+        .unwrap();
+    let hook = Fake::start(Answer {
+        delay: Duration::from_millis(250),
+        ..answer(200, "{}")
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut t = watch_section(&state, "500ms", "false");
+    t.push_str(&format!(
+        "[retry.notify]\ntimeout = \"1s\"\ndeadline = \"2s\"\n\n[notify]\nwebhook = {{ url = \"{}/hook\" }}\n\n",
+        hook.url
+    ));
+    for n in &names {
+        let url = portal.search_url(n, "s");
+        t.push_str(&search(n, &url, "notify_existing = true"));
+    }
+    let path = crate::util::write_config(dir.path(), &t);
+    let kills = 3;
+    for (k, ms) in offsets(kills).into_iter().enumerate() {
+        let mut child = notifio()
+            .args(["check", "--notify", "--config"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(150 + ms * 60)).await;
+        let _ = child.kill();
+        let _ = child.wait();
+        println!("kill {k} after {} ms", 150 + ms * 60);
+    }
+    let start = Instant::now();
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    wait_for(Duration::from_secs(10), "every message delivered", || {
+        let db = crate::util::db(&state)?;
+        let pending: i64 = db
+            .query_row(
+                "SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL",
+                [],
+                |r| r.get(0),
+            )
+            .ok()?;
+        let rows: i64 = db
+            .query_row("SELECT COUNT(*) FROM outbox", [], |r| r.get(0))
+            .ok()?;
+        (rows >= names.len() as i64 && pending == 0).then_some(())
+    })
+    .await;
+    println!("delivered {:?} after the watch started", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(8),
+        "a dead sender's claim held the channel for its whole lease"
+    );
+    // Up and checking (a SIGTERM before its handlers are set is the default: the end).
+    let before: usize = names.iter().map(|n| portal.request_count(n)).sum();
+    wait_for(Duration::from_secs(5), "the watcher's checks", || {
+        let now: usize = names.iter().map(|n| portal.request_count(n)).sum();
+        (now > before).then_some(())
+    })
+    .await;
+    assert_eq!(watch.terminate(), Some(0));
+    let hits = hook.hits();
+    for n in &names {
+        let got = hits
+            .iter()
+            .filter(|h| {
+                h.json()["searches"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().any(|x| x == n.as_str()))
+            })
+            .count();
+        assert!((1..=1 + kills).contains(&got), "{n}: {got} messages");
+    }
+    assert!(hits.len() <= names.len() + kills, "{} messages", hits.len());
+}
