@@ -23,6 +23,7 @@ mod pages;
 mod reliability;
 mod service;
 mod status_e2e;
+mod upgrade;
 mod util;
 mod watch;
 mod web;
