@@ -5,8 +5,10 @@
 //! search may follow its result pages. Every page is a request to the site like any other: it
 //! waits the site's spacing after the previous page (start to start), and the scheduler hears
 //! of it ([`Read::last_sent`]) so the site's next check is spaced from the last page, not the
-//! first. A single probe reads page 1 only: the site's wait is over only when the probe's
-//! outcome is in, and the next check reads every page again. A refusal on page k ends the
+//! first. The single probe after a wait is page 1, asked for with the `probe` request class
+//! (no retries: it must say how the site is); once page 1 came back good the site has
+//! answered, and the same check reads the other pages under the spacing, as any check would.
+//! A refusal on page k ends the
 //! check with that refusal and keeps the listings of pages 1..k−1; a page that is missing,
 //! empty, or unreadable after page 1 is the end of the results, not a fault of the search.
 //! The profiles (`extract/`) say where the next page is; this module decides nothing about
@@ -101,7 +103,7 @@ pub(crate) async fn read(
     how: Reading<'_>,
     cancel: &CancellationToken,
 ) -> Read {
-    let one_page = how.pages <= 1 || first.class == RequestClass::Probe;
+    let one_page = how.pages <= 1;
     let mut request = first;
     if !one_page {
         // Page 1 unchanged says nothing about the others: every page is read in full.

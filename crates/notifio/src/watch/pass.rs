@@ -136,6 +136,13 @@ impl Pass {
             if !matches!(state, SearchState::Waiting | SearchState::SessionExpired) || running(id) {
                 continue;
             }
+            // A wait that is over (or ends within the scheduler's tick) is not a reason to
+            // skip the search: its probe goes out at the next poll.
+            if state == SearchState::Waiting
+                && next.is_none_or(|t| t.saturating_since(now) <= notifio_policy::TICK)
+            {
+                continue;
+            }
             let url = configured
                 .iter()
                 .find(|s| s.name == info.name)

@@ -311,10 +311,11 @@ async fn a_next_selector_follows_pagina_links_and_the_last_page_ends_the_check()
     portal.shutdown().await;
 }
 
-/// When a wait ends, the single probe reads page 1 only; the check after it reads every page,
-/// spaced from the probe.
+/// When a wait ends, the single probe is page 1 (the probe request class); once it came back
+/// good, the same check reads pages 2 and 3 under the spacing, and the next check comes after
+/// the interval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_probe_reads_page_one_only() {
+async fn the_probe_is_page_one_and_the_other_pages_follow_in_its_check() {
     let (_dir, portal, cfg) = one_search(3).await;
     let mut watcher = Watcher::new(cfg, vec![], false).unwrap();
     let mut rx = watcher.subscribe();
@@ -353,17 +354,71 @@ async fn the_probe_reads_page_one_only() {
     task.await.unwrap().unwrap();
     let after = requests(&portal, "flats", refused_at);
     println!("{after:?}");
-    assert!(after.len() >= 4, "the probe, then a whole check: {after:?}");
-    assert_eq!(after[0].1, "/search/a", "the probe");
-    assert_eq!(
-        after[1].1, "/search/a",
-        "the next check starts at page 1, not page 2"
-    );
-    assert_eq!(after[2].1, "/search/a?page=2");
-    assert_eq!(after[3].1, "/search/a?page=3");
     assert!(
-        after[1].0 >= after[0].0 + 900 - JITTER_MS,
+        after.len() >= 4,
+        "the probe's check, then the next: {after:?}"
+    );
+    let paths: Vec<&str> = after.iter().map(|(_, p)| p.as_str()).collect();
+    assert_eq!(
+        paths[..4],
+        [
+            "/search/a",
+            "/search/a?page=2",
+            "/search/a?page=3",
+            "/search/a"
+        ],
+        "the probe, its other pages, then the next check from page 1"
+    );
+    for w in after[..3].windows(2) {
+        assert!(
+            w[1].0 >= w[0].0 + SPACING_MS - JITTER_MS,
+            "spaced: {after:?}"
+        );
+    }
+    assert!(
+        after[3].0 >= after[0].0 + 900 - JITTER_MS,
         "after the interval"
+    );
+    portal.shutdown().await;
+}
+
+/// `check` after a refusal on page 2 and its wait: the probe reads page 1, and once it has
+/// cleared the site the same check reads the other pages under the spacing; `check` reports
+/// what was read, not "waiting" (issue 40.3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_reports_what_it_read_and_the_check_reads_the_other_pages() {
+    let (dir, portal, cfg) = one_search(3).await;
+    pass(&cfg, false).await;
+    portal.set_behaviour(
+        "flats",
+        Behaviour::After(1, Box::new(Behaviour::RateLimited { retry_after: None })),
+    );
+    let refused = pass(&cfg, false).await;
+    assert_eq!(refused[0].outcome, "rate_limited", "{:?}", refused[0]);
+    portal.set_behaviour("flats", Behaviour::Normal);
+    // The wait (the ladder's 1 s, ±15%) ends.
+    let until = crate::util::backoff(dir.path())[0].1["next_retry_at"]
+        .as_u64()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(
+        until.saturating_sub(fake_portal_now()) + 50,
+    ))
+    .await;
+    let from = fake_portal_now();
+    let probed = pass(&cfg, false).await;
+    let r = &probed[0];
+    println!("{r:?}");
+    assert_eq!((r.outcome.as_str(), r.pages), ("ok", 3), "{r:?}");
+    assert_eq!(r.listings.len(), 12);
+    let log = requests(&portal, "flats", from);
+    let paths: Vec<&str> = log.iter().map(|(_, p)| p.as_str()).collect();
+    assert_eq!(paths, ["/search/a", "/search/a?page=2", "/search/a?page=3"]);
+    for w in log.windows(2) {
+        assert!(w[1].0 >= w[0].0 + SPACING_MS - JITTER_MS, "spaced: {log:?}");
+    }
+    assert!(
+        crate::util::backoff(dir.path()).is_empty(),
+        "the site is clear"
     );
     portal.shutdown().await;
 }
