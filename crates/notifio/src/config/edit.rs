@@ -67,7 +67,7 @@ pub fn add_search(text: &str, fields: &[(String, Value)]) -> Result<String, Edit
         && existing
             .iter()
             .flat_map(|a| a.iter())
-            .any(|t| name_of(t) == Some(name))
+            .any(|t| is_named(t, name))
     {
         return Err(EditError::DuplicateName(name.to_owned()));
     }
@@ -122,10 +122,10 @@ pub fn patch_search(
         .find(|(k, _)| k == "name")
         .and_then(|(_, v)| v.as_ref())
         .and_then(Value::as_str)
-        .filter(|new| *new != name);
+        .filter(|new| super::name_key(new) != super::name_key(name));
     edit(text, |aot| {
         if let Some(new) = renamed
-            && aot.iter().any(|t| name_of(t) == Some(new))
+            && aot.iter().any(|t| is_named(t, new))
         {
             return Err(EditError::DuplicateName(new.to_owned()));
         }
@@ -151,7 +151,7 @@ pub fn patch_search(
 pub fn delete_search(text: &str, name: &str) -> Result<String, EditError> {
     // The checks (and the refusal of files it cannot edit cleanly) on the editable document.
     edit(text, |aot| {
-        if !aot.iter().any(|t| name_of(t) == Some(name)) {
+        if !aot.iter().any(|t| is_named(t, name)) {
             return Err(EditError::NoSuchSearch(name.to_owned()));
         }
         if aot.len() == 1 {
@@ -164,7 +164,7 @@ pub fn delete_search(text: &str, name: &str) -> Result<String, EditError> {
     let table = im
         .get("search")
         .and_then(Item::as_array_of_tables)
-        .and_then(|a| a.iter().find(|t| name_of(t) == Some(name)))
+        .and_then(|a| a.iter().find(|t| is_named(t, name)))
         .ok_or_else(|| EditError::NoSuchSearch(name.to_owned()))?;
     let (Some(header), Some(last)) = (table.span().map(|s| s.start), end_of(table)) else {
         return Err(EditError::NotEditable(
@@ -290,9 +290,14 @@ fn name_of(t: &Table) -> Option<&str> {
     t.get("name").and_then(Item::as_str)
 }
 
+/// Whether `t` is the search called `name`, as names are compared (`config::name_key`).
+pub fn is_named(t: &Table, name: &str) -> bool {
+    name_of(t).is_some_and(|n| super::name_key(n) == super::name_key(name))
+}
+
 fn find<'a>(aot: &'a mut ArrayOfTables, name: &str) -> Result<&'a mut Table, EditError> {
     aot.iter_mut()
-        .find(|t| name_of(t) == Some(name))
+        .find(|t| is_named(t, name))
         .ok_or_else(|| EditError::NoSuchSearch(name.to_owned()))
 }
 

@@ -15,7 +15,7 @@ mod resolve;
 mod starter;
 mod validate;
 pub mod write;
-pub use validate::{BLOCKABLE, MAX_PAGES, MAX_SEARCHES_PER_SITE, text_digest};
+pub use validate::{BLOCKABLE, MAX_INTERVAL, MAX_PAGES, MAX_SEARCHES_PER_SITE, text_digest};
 
 pub use duration::{DURATION_EXPECTED, SIZE_EXPECTED, parse_duration, parse_size};
 pub use error::{ConfigError, Spot};
@@ -449,6 +449,13 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         }
     })?;
     load_text(&text, path)
+}
+
+/// A search name as names are compared (two names that look the same are the same name):
+/// Unicode NFC, so `café` written with an `é` and written with `e` + a combining accent agree.
+#[must_use]
+pub fn name_key(name: &str) -> std::borrow::Cow<'_, str> {
+    icu_normalizer::ComposingNormalizerBorrowed::new_nfc().normalize(name)
 }
 
 /// The state directory the config file at `path` names, read even when the file has a

@@ -272,7 +272,7 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
             announce: AnnounceRules::default(),
         });
     };
-    let interval = t.positive_duration("interval")?.unwrap_or(DEFAULT_INTERVAL);
+    let interval = interval(&t)?.unwrap_or(DEFAULT_INTERVAL);
     let spacing = t.duration("spacing")?.unwrap_or(DEFAULT_SPACING);
     let concurrency = t
         .get("concurrency")
@@ -353,6 +353,52 @@ fn dashboard_host(f: &Field<'_>) -> Result<String> {
             .err(format!("`{s}` is not a host name"))
             .with_hint("give the name as the browser's address bar has it, e.g. \"notifio.lan\" or \"notifio.lan:8443\" (no http://, no path)"))
     }
+}
+
+/// The longest `interval` a search may have: a search checked less often than monthly is not
+/// being watched, and longer ones would have been shortened silently (the scheduler counts a
+/// page's interval in 32-bit milliseconds, ~49 days).
+pub const MAX_INTERVAL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// An `interval`: longer than zero, at most [`MAX_INTERVAL`].
+fn interval(t: &Table<'_>) -> Result<Option<Duration>> {
+    let Some(d) = t.positive_duration("interval")? else {
+        return Ok(None);
+    };
+    match t.get("interval") {
+        Some(f) if d > MAX_INTERVAL => Err(f
+            .err("is longer than the longest interval, 720h (30 days)")
+            .with_hint(
+                "interval = \"720h\" at most; pause the search (paused = true) to stop checking it",
+            )),
+        _ => Ok(Some(d)),
+    }
+}
+
+/// A search's `name` as written: not empty, no spaces around it, nothing invisible in it.
+fn search_name(f: &Field<'_>) -> Result<String> {
+    let written = f.str()?;
+    let name = f.non_empty_str()?;
+    if name != written {
+        return Err(f
+            .err("a search name must not start or end with spaces")
+            .with_hint(format!("name = {name:?}")));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control() || is_bidi_control(*c)) {
+        return Err(f
+            .err(format!(
+                "a search name must not contain the invisible character U+{:04X}",
+                u32::from(c)
+            ))
+            .with_hint("it can make two names that look alike differ, or show a name reordered; write the name without it"));
+    }
+    Ok(name.to_owned())
+}
+
+/// The characters that change the direction text is shown in (the Unicode bidi controls):
+/// they make a name look like another.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 fn default_state_dir(root: &Table<'_>, env: &Environment) -> Result<PathBuf> {
@@ -959,16 +1005,18 @@ fn searches(
                 .err("name", "missing `name`")
                 .with_hint("every search needs a unique name, e.g. name = \"Madrid under 1200\""));
         };
-        let name = name_f.non_empty_str()?.to_owned();
-        if let Some(first) = names.get(&name) {
+        let name = search_name(&name_f)?;
+        // Names that look the same are the same name: compared as NFC.
+        let key = super::name_key(&name).into_owned();
+        if let Some(first) = names.get(&key) {
             return Err(name_f
                 .err(format!("duplicate search name `{name}`"))
                 .with_hint(format!(
-                    "the first search with this name is on line {}; names must be unique",
+                    "the first search with this name is on line {}; names must be unique (names that look the same, written with other Unicode characters, count as the same)",
                     first.err("").line
                 )));
         }
-        names.insert(name.clone(), name_f.clone());
+        names.insert(key, name_f.clone());
         let Some((_, url_f)) = t.str("url")? else {
             return Err(t
                 .err("url", "missing `url`")
@@ -976,6 +1024,11 @@ fn searches(
         };
         let url = url_f.non_empty_str()?.to_owned();
         let site = SiteKey::from_url(&url).map_err(|e| url_f.err(e.to_string()))?;
+        if url::Url::parse(&url).is_ok_and(|u| u.port() == Some(0)) {
+            return Err(url_f
+                .err("port 0 is not a port a site listens on")
+                .with_hint("write the site's port, or none for the scheme's own (443 for https)"));
+        }
         let on_site = per_site.entry(site.clone()).or_default();
         *on_site += 1;
         if *on_site > MAX_SEARCHES_PER_SITE {
@@ -985,7 +1038,7 @@ fn searches(
                 ))
                 .with_hint("a site gets one request per `spacing` (2 s by default), so a round of this many takes over half an hour; use fewer, broader searches"));
         }
-        let interval = t.positive_duration("interval")?.unwrap_or(watch.interval);
+        let interval = interval(&t)?.unwrap_or(watch.interval);
         let site_settings = sites.get(site.as_str());
         let profile = match t.get("profile") {
             Some(p) => Some(profile(&p)?),

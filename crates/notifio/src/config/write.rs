@@ -3,7 +3,7 @@
 //!
 //! A hand edit and a dashboard edit can meet: an editor saving (a new file renamed over the
 //! old, or the old one truncated and rewritten), a slow writer appending in chunks, a script.
-//! [`apply`] therefore (1) waits until the file has been quiet for [`SETTLE`], so a writer in
+//! [`Writer::apply`] therefore (1) waits until the file has been quiet for [`SETTLE`], so a writer in
 //! the middle of its save is let finish; (2) reads it and applies the change to that text;
 //! (3) writes the result to a temporary file beside it; (4) looks at the file again, and if
 //! it changed meanwhile starts over from (1) with the new text; (5) renames the temporary file
@@ -18,6 +18,7 @@
 use std::fs::File;
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// How long the config file must have been left alone before it is read for an edit or a
@@ -108,61 +109,91 @@ pub fn unsettled_for(path: &Path) -> Duration {
     SETTLE.saturating_sub(crate::clock::since(modified))
 }
 
-/// Applies `change` to the config file at `path` as it is when the file is quiet, and writes
-/// the result in one step (a temporary file renamed over it, with its permissions; through a
-/// symlink to its target). `change` gets the file's text and returns the new text, or `None`
-/// for "no change" (nothing is written); it may be called more than once, each time with the
-/// file's latest text. Returns the text the file holds afterwards.
-///
-/// # Errors
-/// [`WriteError::Change`] when `change` refuses, `ReadOnly`, `Busy` (the file kept changing
-/// for [`PATIENCE`], or under [`ATTEMPTS`] edits in a row), `Io`.
-pub async fn apply<E>(
-    path: &Path,
-    mut change: impl FnMut(&str) -> Result<Option<String>, E>,
-) -> Result<String, WriteError<E>> {
-    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-    // A writer's text that a rename of ours replaced: it goes back before anything else.
-    let mut put_back: Option<String> = None;
-    for _ in 0..ATTEMPTS {
-        settle(&target).await?;
-        let (mut opened, seen) = read(&target)?;
-        if let Some(theirs) = &put_back {
-            if replace_if_unchanged(&target, &seen, theirs)? {
-                put_back = None;
-            }
-            continue; // and the change is applied to it
-        }
-        let Some(new) = change(&seen.text).map_err(WriteError::Change)? else {
-            return Ok(seen.text);
-        };
-        if new == seen.text {
-            return Ok(new);
-        }
-        if !replace_if_unchanged(&target, &seen, &new)? {
-            continue; // changed underneath: apply the change again, to the new text
-        }
-        // Someone who had the old file open wrote to it after we read it.
-        match written_since(&mut opened, &seen) {
-            Some(theirs) => put_back = Some(theirs),
-            None => return Ok(new),
-        }
-    }
-    Err(WriteError::Busy(target))
+/// The dashboard's writer of one config file. It remembers the file as it last wrote it: a
+/// file that is still exactly that needs no waiting before the next edit (a user clicking
+/// through several changes is not slowed down by their own writes).
+#[derive(Debug)]
+pub struct Writer {
+    path: PathBuf,
+    ours: Mutex<Option<Identity>>,
 }
 
-/// Waits until `path` has been left alone for [`SETTLE`], at most [`PATIENCE`].
-async fn settle<E>(path: &Path) -> Result<(), WriteError<E>> {
-    let give_up = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let wait = unsettled_for(path);
-        if wait.is_zero() {
-            return Ok(());
+impl Writer {
+    /// The writer of the config file at `path`.
+    #[must_use]
+    pub fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            ours: Mutex::new(None),
         }
-        if tokio::time::Instant::now() + wait > give_up {
-            return Err(WriteError::Busy(path.to_owned()));
+    }
+
+    /// Applies `change` to the config file as it is when the file is quiet, and writes the
+    /// result in one step (a temporary file renamed over it, with its permissions; through a
+    /// symlink to its target). `change` gets the file's text and returns the new text, or
+    /// `None` for "no change" (nothing is written); it may be called more than once, each time
+    /// with the file's latest text. Returns the text the file holds afterwards.
+    ///
+    /// # Errors
+    /// [`WriteError::Change`] when `change` refuses, `ReadOnly`, `Busy` (the file kept
+    /// changing for [`PATIENCE`], or under [`ATTEMPTS`] edits in a row), `Io`.
+    pub async fn apply<E>(
+        &self,
+        mut change: impl FnMut(&str) -> Result<Option<String>, E>,
+    ) -> Result<String, WriteError<E>> {
+        let target = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.clone());
+        // A writer's text that a rename of ours replaced: it goes back before anything else.
+        let mut put_back: Option<String> = None;
+        for _ in 0..ATTEMPTS {
+            self.settle(&target).await?;
+            let (mut opened, seen) = read(&target)?;
+            if let Some(theirs) = &put_back {
+                if replace_if_unchanged(&target, &seen, theirs)? {
+                    put_back = None;
+                }
+                continue; // and the change is applied to it
+            }
+            let Some(new) = change(&seen.text).map_err(WriteError::Change)? else {
+                return Ok(seen.text);
+            };
+            if new == seen.text {
+                return Ok(new);
+            }
+            if !replace_if_unchanged(&target, &seen, &new)? {
+                continue; // changed underneath: apply the change again, to the new text
+            }
+            // Someone who had the old file open wrote to it after we read it.
+            match written_since(&mut opened, &seen) {
+                Some(theirs) => put_back = Some(theirs),
+                None => {
+                    let written = std::fs::metadata(&target).ok().map(|m| Identity::of(&m));
+                    *self.ours.lock().unwrap_or_else(PoisonError::into_inner) = written;
+                    return Ok(new);
+                }
+            }
         }
-        tokio::time::sleep(wait).await;
+        Err(WriteError::Busy(target))
+    }
+
+    /// Waits until `path` has been left alone for [`SETTLE`], at most [`PATIENCE`]; at once
+    /// when it is the file this writer wrote last.
+    async fn settle<E>(&self, path: &Path) -> Result<(), WriteError<E>> {
+        let give_up = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let now = std::fs::metadata(path).ok().map(|m| Identity::of(&m));
+            let ours = *self.ours.lock().unwrap_or_else(PoisonError::into_inner);
+            if now.is_some() && now == ours {
+                return Ok(());
+            }
+            let wait = unsettled_for(path);
+            if wait.is_zero() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() + wait > give_up {
+                return Err(WriteError::Busy(path.to_owned()));
+            }
+            tokio::time::sleep(wait).await;
+        }
     }
 }
 
@@ -273,17 +304,18 @@ mod tests {
         std::fs::write(&path, "a\n").unwrap();
         backdate(&path);
         let mut calls = 0;
-        let out = apply(&path, |text| {
-            calls += 1;
-            if calls == 1 {
-                // A hand edit lands between our read and our write.
-                std::fs::write(&path, format!("{text}by hand\n")).unwrap();
-                backdate(&path);
-            }
-            append(text, "dashboard")
-        })
-        .await
-        .unwrap();
+        let out = Writer::new(path.clone())
+            .apply(|text| {
+                calls += 1;
+                if calls == 1 {
+                    // A hand edit lands between our read and our write.
+                    std::fs::write(&path, format!("{text}by hand\n")).unwrap();
+                    backdate(&path);
+                }
+                append(text, "dashboard")
+            })
+            .await
+            .unwrap();
         assert_eq!(out, "a\nby hand\ndashboard\n");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), out);
         assert_eq!(calls, 2, "applied again to the new text");
@@ -300,17 +332,18 @@ mod tests {
         // A writer that opened the file before the edit, and writes to it after our read.
         let mut writer = File::options().append(true).open(&path).unwrap();
         let mut calls = 0;
-        let out = apply(&path, |text| {
-            calls += 1;
-            if calls == 1 {
-                writer.write_all(b"slow writer\n").unwrap();
-                // As a writer that paused for long would look: settled.
-                backdate(&path);
-            }
-            append(text, "dashboard")
-        })
-        .await
-        .unwrap();
+        let out = Writer::new(path.clone())
+            .apply(|text| {
+                calls += 1;
+                if calls == 1 {
+                    writer.write_all(b"slow writer\n").unwrap();
+                    // As a writer that paused for long would look: settled.
+                    backdate(&path);
+                }
+                append(text, "dashboard")
+            })
+            .await
+            .unwrap();
         assert!(out.contains("slow writer\n"), "{out}");
         assert!(out.ends_with("dashboard\n"), "{out}");
     }
@@ -351,7 +384,10 @@ mod tests {
             p.set_readonly(true);
             std::fs::set_permissions(&path, p).unwrap();
         }
-        let e = apply(&path, |t| append(t, "x")).await.unwrap_err();
+        let e = Writer::new(path.clone())
+            .apply(|t| append(t, "x"))
+            .await
+            .unwrap_err();
         assert!(matches!(e, WriteError::ReadOnly(_)), "{e}");
         assert!(e.to_string().contains("read-only"), "{e}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "a\n");
@@ -363,9 +399,15 @@ mod tests {
         let path = dir.path().join("notifio.toml");
         std::fs::write(&path, "a\n").unwrap();
         assert!(unsettled_for(&path) > Duration::ZERO);
+        let writer = Writer::new(path.clone());
         let start = std::time::Instant::now();
-        apply(&path, |t| append(t, "x")).await.unwrap();
+        writer.apply(|t| append(t, "x")).await.unwrap();
         assert!(start.elapsed() >= SETTLE - Duration::from_millis(50));
+        // Its own write needs no settling.
+        let start = std::time::Instant::now();
+        writer.apply(|t| append(t, "y")).await.unwrap();
+        assert!(start.elapsed() < SETTLE / 2, "{:?}", start.elapsed());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a\nx\ny\n");
         assert_eq!(unsettled_for(&dir.path().join("missing")), Duration::ZERO);
     }
 }

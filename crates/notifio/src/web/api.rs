@@ -41,6 +41,8 @@ pub struct App {
     nudge: Nudge,
     /// One edit of the file at a time: read, change, validate, write.
     edit: tokio::sync::Mutex<()>,
+    /// The one writer of the file (it applies each change to the file as it is then).
+    writer: config::write::Writer,
 }
 
 impl App {
@@ -48,6 +50,7 @@ impl App {
     #[must_use]
     pub fn new(config_path: PathBuf, watcher: mpsc::Sender<Request>, nudge: Nudge) -> Self {
         Self {
+            writer: config::write::Writer::new(config_path.clone()),
             config_path,
             watcher,
             nudge,
@@ -244,12 +247,10 @@ async fn write(
     change: impl FnMut(&str) -> Result<Option<String>, ApiError>,
 ) -> Result<String, ApiError> {
     use config::write::WriteError;
-    let text = config::write::apply(&app.config_path, change)
-        .await
-        .map_err(|e| match e {
-            WriteError::Change(e) => e,
-            other => ApiError::new(StatusCode::CONFLICT, other.to_string(), None),
-        })?;
+    let text = app.writer.apply(change).await.map_err(|e| match e {
+        WriteError::Change(e) => e,
+        other => ApiError::new(StatusCode::CONFLICT, other.to_string(), None),
+    })?;
     app.nudge.now();
     Ok(text)
 }
@@ -258,10 +259,7 @@ async fn write(
 fn shown(text: &str, name: &str) -> Json_ {
     edit::searches(text)
         .ok()
-        .and_then(|ts| {
-            ts.into_iter()
-                .find(|t| t.get("name").and_then(Item::as_str) == Some(name))
-        })
+        .and_then(|ts| ts.into_iter().find(|t| edit::is_named(t, name)))
         .map_or(Json_::Null, |t| redact(json_of(&Item::Table(t))))
 }
 
@@ -349,12 +347,21 @@ fn fields(body: &Map<String, Json_>) -> Result<Vec<(String, Value)>, ApiError> {
         .collect()
 }
 
+/// A new name as the file gets it: without spaces around it, in Unicode NFC (a name the
+/// page sends is stored the way names are compared, `config::name_key`).
+fn normalize_name(body: &mut Map<String, Json_>) {
+    if let Some(Json_::String(name)) = body.get_mut("name") {
+        *name = config::name_key(name.trim()).into_owned();
+    }
+}
+
 /// `POST /api/searches`.
 async fn add(
     State(app): State<Arc<App>>,
     body: Result<Json<Json_>, axum::extract::rejection::JsonRejection>,
 ) -> ApiResult {
-    let body = object(body)?;
+    let mut body = object(body)?;
+    normalize_name(&mut body);
     let fields = fields(&body)?;
     let name = body["name"].as_str().unwrap_or_default().trim().to_owned();
     let _one = app.edit.lock().await;
@@ -378,10 +385,7 @@ async fn add(
 fn index_of(text: &str, name: &str) -> usize {
     edit::searches(text)
         .ok()
-        .and_then(|ts| {
-            ts.iter()
-                .position(|t| t.get("name").and_then(Item::as_str) == Some(name))
-        })
+        .and_then(|ts| ts.iter().position(|t| edit::is_named(t, name)))
         .unwrap_or(0)
 }
 
@@ -417,7 +421,8 @@ async fn change(
     UrlPath(name): UrlPath<String>,
     body: Result<Json<Json_>, axum::extract::rejection::JsonRejection>,
 ) -> ApiResult {
-    let body = object(body)?;
+    let mut body = object(body)?;
+    normalize_name(&mut body);
     let mut set = Vec::with_capacity(body.len());
     for (k, v) in &body {
         if matches!(k.as_str(), "name" | "url") && v.as_str().is_none_or(|s| s.trim().is_empty()) {

@@ -713,3 +713,104 @@ async fn a_change_is_refused_unless_json_from_the_dashboard_itself_with_the_toke
     assert_eq!(ok.status(), 200);
     app.stop().await;
 }
+
+/// Names and values the config would refuse, or silently change, are refused from the page
+/// with the key they are about (issue 40.6): a name is stored without spaces around it and in
+/// NFC, so `café` written two ways is one name; an invisible bidi control in a name, an
+/// interval past the longest, port 0 in a URL are 400s naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_and_values_the_config_refuses_are_refused_from_the_page() {
+    let portal = Portal::start(vec![site()]).await.unwrap();
+    let app = start(&portal, None).await;
+    let url = portal.search_url("flats", "n");
+    let listing = json!({"selector": "article.listing", "id_attr": "data-id"});
+    let add = |name: &str, extra: Value| {
+        let mut body =
+            json!({"name": name, "url": format!("{url}?{}", name.len()), "listing": listing});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let (code, body) = app
+        .send(
+            reqwest::Method::POST,
+            "/api/searches",
+            add("  Spaced  ", json!({})),
+        )
+        .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["search"]["name"], "Spaced", "{body}");
+    assert!(app.file().contains("name = \"Spaced\"\n"));
+
+    let composed = "caf\u{e9}";
+    let decomposed = "cafe\u{301}";
+    let (code, body) = app
+        .send(
+            reqwest::Method::POST,
+            "/api/searches",
+            add(decomposed, json!({})),
+        )
+        .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["search"]["name"], composed, "stored as NFC: {body}");
+    let (code, body) = app
+        .send(
+            reqwest::Method::POST,
+            "/api/searches",
+            add(composed, json!({})),
+        )
+        .await;
+    assert_eq!(
+        (code, body["field"].as_str()),
+        (409, Some("name")),
+        "{body}"
+    );
+
+    let (code, body) = app
+        .send(
+            reqwest::Method::POST,
+            "/api/searches",
+            add("Madrid\u{202e}0021", json!({})),
+        )
+        .await;
+    assert_eq!(
+        (code, body["field"].as_str()),
+        (400, Some("name")),
+        "{body}"
+    );
+    assert!(body["error"].as_str().unwrap().contains("U+202E"), "{body}");
+
+    let (code, body) = app
+        .send(
+            reqwest::Method::POST,
+            "/api/searches",
+            add("Forever", json!({"interval": "18446744073709551615s"})),
+        )
+        .await;
+    assert_eq!(
+        (code, body["field"].as_str()),
+        (400, Some("interval")),
+        "{body}"
+    );
+    assert!(body["error"].as_str().unwrap().contains("720h"), "{body}");
+
+    let (code, body) = app
+        .send(
+            reqwest::Method::POST,
+            "/api/searches",
+            json!({"name": "Port zero", "url": "http://127.0.0.1:0/search/x", "listing": listing}),
+        )
+        .await;
+    assert_eq!((code, body["field"].as_str()), (400, Some("url")), "{body}");
+    assert!(body["error"].as_str().unwrap().contains("port 0"), "{body}");
+
+    // A name written by hand with spaces around it is the config's error, at its place.
+    let e = config::parse(
+        "[[search]]\nname = \" A \"\nurl = \"https://www.idealista.com/a/\"\n",
+        Path::new("notifio.toml"),
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (2, "search[0].name"), "{e}");
+    app.stop().await;
+}

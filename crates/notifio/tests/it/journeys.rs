@@ -4,7 +4,8 @@
 //! (docs/reliability.md names the guarantee each one holds):
 //!
 //! - `init` → `check` → `watch` → `status`: the searches are checked again within their
-//!   interval, not in ~50 days → `init_check_watch_status_checks_again_within_the_interval`
+//!   interval, not in ~50 days, and a `check` without `--notify` says what it recorded
+//!   silently → `init_check_watch_status_checks_again_within_the_interval`
 //! - `check --force` beside `watch`, then a restart: status says what the watcher does, and the
 //!   restarted watcher keeps checking → `a_check_beside_watch_leaves_the_watchers_plan`
 //! - two `check --notify` at once: every message once → `two_checks_at_once_send_each_message_once`
@@ -211,6 +212,16 @@ async fn init_check_watch_status_checks_again_within_the_interval() {
     );
     assert_eq!(view["watcher"]["running"], false, "{view:#}");
     assert!(text(&out).contains("silent baseline"), "{}", text(&out));
+    // A new listing found without --notify: recorded, and `check` says it will not be sent
+    // (issue 40.8).
+    portal.add_listing("flats", Some("s"));
+    let out = run(&["check"], &path).await;
+    assert!(
+        text(&out).contains("1 new listing was recorded without a notification"),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("--notify"), "{}", text(&out));
 
     let before = portal.request_count("flats");
     let mut watch = Notifio::start(dir.path(), &path, false, None);
