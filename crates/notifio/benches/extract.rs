@@ -13,7 +13,8 @@ use url::Url;
 mod pages;
 use pages::{facebook_page, generic_page};
 
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/");
+#[path = "../tests/support/real_pages.rs"]
+mod real_pages;
 
 fn profile(url: &str, spec: Option<ListingSpec>) -> Arc<dyn SiteProfile> {
     profile_for(&SiteKey::from_url(url).unwrap(), None, spec.as_ref()).unwrap()
@@ -28,7 +29,7 @@ fn count(e: &Extraction) -> usize {
 
 fn benches(c: &mut Criterion) {
     let idealista_url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/";
-    if let Ok(page) = std::fs::read(format!("{SHARED}idealista_es_search.html")) {
+    if let Some(page) = real_pages::read_or_say("idealista_es_search.html", "Idealista") {
         let p = profile(idealista_url, None);
         let url = Url::parse(idealista_url).unwrap();
         assert_eq!(count(&p.extract(&page, &url)), 30);
@@ -81,11 +82,11 @@ fn benches(c: &mut Criterion) {
             });
         });
         g.finish();
-    } else {
-        eprintln!("skipping Idealista: shared fixture missing");
     }
 
-    if let Ok(json) = std::fs::read(format!("{SHARED}immoscout24_resultlist_2020.json")) {
+    if let Some(json) =
+        real_pages::read_or_say("immoscout24_resultlist_2020.json", "ImmobilienScout24")
+    {
         let is24 = "https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten";
         let mut page = b"<html><head><script>IS24.resultList = ".to_vec();
         page.extend_from_slice(&json);

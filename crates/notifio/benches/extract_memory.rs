@@ -16,7 +16,8 @@ use url::Url;
 
 mod pages;
 
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/");
+#[path = "../tests/support/real_pages.rs"]
+mod real_pages;
 
 /// Live and peak heap bytes. Hand-written (a dozen lines) rather than a crate: all it does is
 /// add and subtract sizes around the system allocator.
@@ -78,28 +79,26 @@ fn main() {
         rows.push((label.to_owned(), page.len(), peak, n));
     };
 
-    match std::fs::read(format!("{SHARED}idealista_es_search.html")) {
-        Ok(page) => measure(
+    if let Some(page) = real_pages::read_or_say("idealista_es_search.html", "Idealista") {
+        measure(
             "Idealista (real page)",
             "https://www.idealista.com/alquiler-viviendas/madrid-madrid/",
             None,
             &page,
-        ),
-        Err(e) => eprintln!("skipping Idealista: {e}"),
+        );
     }
-    match std::fs::read(format!("{SHARED}immoscout24_resultlist_2020.json")) {
-        Ok(json) => {
-            let mut page = b"<html><head><script>IS24.resultList = ".to_vec();
-            page.extend_from_slice(&json);
-            page.extend_from_slice(b";</script></head><body></body></html>");
-            measure(
-                "ImmoScout24 (real IS24.resultList JSON)",
-                "https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten",
-                None,
-                &page,
-            );
-        }
-        Err(e) => eprintln!("skipping ImmoScout24: {e}"),
+    if let Some(json) =
+        real_pages::read_or_say("immoscout24_resultlist_2020.json", "ImmobilienScout24")
+    {
+        let mut page = b"<html><head><script>IS24.resultList = ".to_vec();
+        page.extend_from_slice(&json);
+        page.extend_from_slice(b";</script></head><body></body></html>");
+        measure(
+            "ImmoScout24 (real IS24.resultList JSON)",
+            "https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten",
+            None,
+            &page,
+        );
     }
     measure(
         "Facebook-shaped (synthetic)",

@@ -15,6 +15,9 @@ pub mod memory;
 pub mod notify;
 mod pages;
 pub mod price;
+#[cfg(test)]
+#[path = "../tests/support/real_pages.rs"]
+mod real_pages;
 pub mod reason;
 pub mod redact;
 pub mod reload;

@@ -148,17 +148,8 @@ mod tests {
     /// Reading only the cards' part of the page yields exactly the cards of the whole page.
     #[test]
     fn the_card_region_yields_the_same_cards_as_the_whole_page() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/fixtures/idealista_es_search.html"
-        );
-        let real = match std::fs::read(path) {
-            Ok(page) => Some(page),
-            Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
-                panic!("shared fixture missing under CI: {e}")
-            }
-            Err(_) => None,
-        };
+        // The real page too, when it is at hand (required under CI).
+        let real = cfg!(real_pages).then(|| crate::real_pages::read("idealista_es_search.html"));
         let edge = include_bytes!("../../tests/fixtures/idealista_edge_cases.html").to_vec();
         let rules = RULES.as_ref().unwrap();
         for page in real.iter().chain([&edge]) {

@@ -1140,21 +1140,21 @@ fn a_login_in_a_window_is_the_session_watch_reads_with_until_it_expires() {
     rt.block_on(portal.shutdown());
 }
 
-/// The real Idealista page (`../shared/fixtures/`), read through the browser, gives the same
+/// The real Idealista page (`tests/support/real_pages.rs`), read through the browser, gives the same
 /// listings as the same bytes read over HTTP. It is served with a Content-Security-Policy that
 /// lets nothing but the document load, so the page's own scripts, frames and pictures never
 /// try to reach the real site: every request stays on loopback.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(real_pages),
+    ignore = "needs the real pages (NOTIFIO_REAL_PAGES=DIR)"
+)]
 async fn the_real_idealista_page_reads_the_same_in_the_browser() {
     if browser_or_skip("the_real_idealista_page").is_none() {
         return;
     }
     let _one = SERIAL.lock().await;
-    let fixture = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/idealista_es_search.html"
-    );
-    let page = std::fs::read_to_string(fixture).unwrap();
+    let page = String::from_utf8(crate::real_pages::read("idealista_es_search.html")).unwrap();
     let server = hostile(
         "127.0.0.6",
         crate::util::raw_response(

@@ -1,6 +1,7 @@
-//! Site profiles against real pages (`../shared/fixtures/`) and small synthetic ones
-//! (`tests/fixtures/`): ids, fields, block pages, logged-out pages, and pages that are not
-//! result lists at all.
+//! Site profiles against our own pages shaped like the sites' (`tests/fixtures/`) and, when
+//! they are at hand, the real third-party pages (`tests/support/real_pages.rs`: ignored
+//! without them, required under `CI=true`): ids, fields, block pages, logged-out pages, and
+//! pages that are not result lists at all.
 
 use notifio::extract::immoscout24_app::{
     AppSearch, AppSearchError, DEFAULT_APP_API, WhyLeftOut, app_search,
@@ -13,22 +14,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use url::Url;
 
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/");
 const OWN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
-
-/// A real page from the shared fixtures; `None` (skip) when absent, except under `CI=true`.
-fn shared(name: &str) -> Option<Vec<u8>> {
-    match std::fs::read(format!("{SHARED}{name}")) {
-        Ok(bytes) => Some(bytes),
-        Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("shared fixture {name} missing under CI: {e}")
-        }
-        Err(e) => {
-            eprintln!("skipping: shared fixture {name} not found ({e})");
-            None
-        }
-    }
-}
 
 fn own(name: &str) -> Vec<u8> {
     std::fs::read(format!("{OWN}{name}")).unwrap()
@@ -72,10 +58,12 @@ fn facts<'a>(
 const IDEALISTA: &str = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/";
 
 #[test]
+#[cfg_attr(
+    not(real_pages),
+    ignore = "needs the real pages (NOTIFIO_REAL_PAGES=DIR)"
+)]
 fn idealista_real_page_yields_its_30_cards() {
-    let Some(body) = shared("idealista_es_search.html") else {
-        return;
-    };
+    let body = crate::real_pages::read("idealista_es_search.html");
     let text = String::from_utf8_lossy(&body);
     let expected: BTreeSet<String> = Regex::new(r#"data-element-id="(\d+)""#)
         .unwrap()
@@ -135,10 +123,12 @@ fn idealista_real_page_yields_its_30_cards() {
 }
 
 #[test]
+#[cfg_attr(
+    not(real_pages),
+    ignore = "needs the real pages (NOTIFIO_REAL_PAGES=DIR)"
+)]
 fn idealista_real_page_is_not_a_challenge() {
-    let Some(body) = shared("idealista_es_search.html") else {
-        return;
-    };
+    let body = crate::real_pages::read("idealista_es_search.html");
     let p = profile(IDEALISTA, None);
     // The page loads DataDome's tags.js and sets ddjskey: that is normal, not a block.
     assert!(String::from_utf8_lossy(&body).contains("ddjskey"));
@@ -219,28 +209,42 @@ fn is24_expected(json: &[u8]) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn is24_result_json_embedded_and_bare() {
-    let Some(json) = shared("immoscout24_resultlist_2020.json") else {
-        return;
-    };
-    let expected = is24_expected(&json);
-    assert_eq!(expected.len(), 20);
+/// The result list ImmobilienScout24's page embeds, read from the page and bare: the ids of
+/// `expected`, each once, with their fields.
+fn is24_result_json_reads(json: &[u8], expected: &[String]) -> Vec<Listing> {
     let p = profile(IS24, None);
     assert_eq!(p.name(), "immoscout24");
     let url = Url::parse(IS24).unwrap();
 
     let mut page =
         b"<!DOCTYPE html><html><head><script>\nvar IS24 = IS24 || {};\nIS24.resultList = ".to_vec();
-    page.extend_from_slice(&json);
+    page.extend_from_slice(json);
     page.extend_from_slice(
         b";\n</script></head><body><div id=\"resultListItems\"></div></body></html>",
     );
 
-    for body in [page.as_slice(), json.as_slice()] {
+    let mut out = Vec::new();
+    for body in [page.as_slice(), json] {
         let got = listings(p.extract(body, &url));
         let ids: Vec<String> = got.iter().map(|l| l.id.clone()).collect();
         assert_eq!(ids, expected);
+        out = got;
+    }
+    out
+}
+
+/// The real page's result list (20 flats, Berlin, 2020).
+#[test]
+#[cfg_attr(
+    not(real_pages),
+    ignore = "needs the real pages (NOTIFIO_REAL_PAGES=DIR)"
+)]
+fn is24_result_json_embedded_and_bare() {
+    let json = crate::real_pages::read("immoscout24_resultlist_2020.json");
+    let expected = is24_expected(&json);
+    assert_eq!(expected.len(), 20);
+    let got = is24_result_json_reads(&json, &expected);
+    {
         let first = by_id(&got, "123393909");
         assert_eq!(first.price, Some(415.8));
         assert_eq!(first.currency.as_deref(), Some("EUR"));
@@ -267,14 +271,55 @@ fn is24_result_json_embedded_and_bare() {
     }
 }
 
+/// Our own result list in the page's shape: an id on the entry only, a flat without a price
+/// or a picture, a decimal area, and one flat listed twice.
 #[test]
-fn is24_block_page_is_a_challenge_at_200_and_405() {
-    let Some(body) = shared("immoscout24_block_geetest.html") else {
-        return;
-    };
+fn is24_result_json_of_our_own_reads_every_field() {
+    let json = own("is24_resultlist.json");
+    let expected: Vec<String> = ["900000001", "900000002", "900000003", "900000004"]
+        .map(String::from)
+        .to_vec();
+    let got = is24_result_json_reads(&json, &expected);
+    let first = by_id(&got, "900000001");
+    assert_eq!(
+        (first.price, first.currency.as_deref()),
+        (Some(850.5), Some("EUR"))
+    );
+    assert_eq!((first.rooms, first.area_m2), (Some(2.0), Some(51.0)));
+    assert_eq!(
+        first.url.as_deref(),
+        Some("https://www.immobilienscout24.de/expose/900000001")
+    );
+    assert_eq!(
+        first.title.as_deref(),
+        Some("2 Zimmer mit Balkon in ruhiger Lage")
+    );
+    assert!(
+        first
+            .image
+            .as_deref()
+            .unwrap()
+            .starts_with("https://pictures.immobilienscout24.de/")
+    );
+    let second = by_id(&got, "900000002");
+    assert_eq!(
+        (second.area_m2, second.image.as_deref()),
+        (Some(38.48), None)
+    );
+    assert_eq!(
+        by_id(&got, "900000003").price,
+        None,
+        "no price, not a number from elsewhere"
+    );
+    assert_eq!(by_id(&got, "900000004").price, Some(1290.0));
+}
+
+/// ImmobilienScout24's GeeTest block page is a challenge at 200 and 405, recognised by the
+/// site's own markers too, and holds no result list.
+fn is24_block_page_is_a_challenge(body: &[u8]) {
     let p = profile(IS24, None);
     for status in [200, 405] {
-        let f = facts(status, IS24, IS24, &body, false);
+        let f = facts(status, IS24, IS24, body, false);
         assert_eq!(
             classify(&f, &p.markers()),
             Outcome::Challenge,
@@ -287,12 +332,26 @@ fn is24_block_page_is_a_challenge_at_200_and_405() {
         .challenge_body
         .retain(|m| m.contains("Roboter") || m.contains("blockiert"));
     assert!(!only_site.challenge_body.is_empty());
-    let f = facts(200, IS24, IS24, &body, false);
+    let f = facts(200, IS24, IS24, body, false);
     assert_eq!(classify(&f, &only_site), Outcome::Challenge);
     assert_eq!(
-        p.extract(&body, &Url::parse(IS24).unwrap()),
+        p.extract(body, &Url::parse(IS24).unwrap()),
         Extraction::LayoutUnknown
     );
+}
+
+#[test]
+fn is24_block_page_of_our_own_is_a_challenge_at_200_and_405() {
+    is24_block_page_is_a_challenge(&own("is24_block.html"));
+}
+
+#[test]
+#[cfg_attr(
+    not(real_pages),
+    ignore = "needs the real pages (NOTIFIO_REAL_PAGES=DIR)"
+)]
+fn is24_real_block_page_is_a_challenge_at_200_and_405() {
+    is24_block_page_is_a_challenge(&crate::real_pages::read("immoscout24_block_geetest.html"));
 }
 
 #[test]
@@ -1291,19 +1350,27 @@ fn next(p: &dyn SiteProfile, body: &[u8], url: &str, page: u32) -> Option<String
         .map(String::from)
 }
 
-/// Idealista's pager ("Siguiente") on the real page: page 2 is `…/pagina-2.htm`, with the
-/// search's own path.
+/// Idealista's pager ("Siguiente"): page 2 of the real page is `…/pagina-2.htm`, with the
+/// search's own path; pages of our own hold the rules.
 #[test]
-fn idealista_next_page_is_the_pagers_siguiente() {
-    let Some(body) = shared("idealista_es_search.html") else {
-        return;
-    };
+#[cfg_attr(
+    not(real_pages),
+    ignore = "needs the real pages (NOTIFIO_REAL_PAGES=DIR)"
+)]
+fn idealista_real_next_page_is_the_pagers_siguiente() {
+    let body = crate::real_pages::read("idealista_es_search.html");
     let url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/";
     let p = profile(url, None);
     assert_eq!(
         next(p.as_ref(), &body, url, 1).as_deref(),
         Some("https://www.idealista.com/alquiler-viviendas/madrid-madrid/pagina-2.htm")
     );
+}
+
+#[test]
+fn idealista_next_page_is_the_pagers_siguiente() {
+    let url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/";
+    let p = profile(url, None);
     // A page of our own: the pager's "next" wins over a page-number link; the last page has
     // no "next"; a pager that points at the page itself is no next page.
     let page = |pager: &str| {
@@ -1333,7 +1400,9 @@ fn idealista_next_page_is_the_pagers_siguiente() {
 #[test]
 fn is24_next_page_by_pagenumber_web_and_app() {
     let p = profile(IS24, None);
-    if let Some(json) = shared("immoscout24_resultlist_2020.json") {
+    // Our page-shaped result list says `numberOfPages: 2`, as the real one does.
+    {
+        let json = own("is24_resultlist.json");
         // `numberOfPages: 2`: page 1 has a next, page 2 does not.
         let web = "https://www.immobilienscout24.de/Suche/radius/wohnung-mieten?geocoordinates=52.51051;13.43068;5.0&price=-500.0";
         let second = next(p.as_ref(), &json, web, 1).unwrap();

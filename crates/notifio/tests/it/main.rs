@@ -20,6 +20,8 @@ mod is24_app;
 mod journeys;
 mod notify;
 mod pages;
+#[path = "../support/real_pages.rs"]
+mod real_pages;
 mod reliability;
 mod service;
 mod status_e2e;
