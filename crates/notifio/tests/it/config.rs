@@ -461,7 +461,18 @@ fn search_urls_must_be_http_with_a_host() {
     assert_err(
         "[[search]]\nname = \"a\"\nurl = \"idealista.com/madrid\"\n",
         "notifio.toml:3:7: `search[0].url`: `idealista.com/madrid` is not a URL: relative URL without a base",
-        None,
+        Some("write https://idealista.com/madrid"),
+    );
+    // Copied from the address bar without its scheme, with a port: the host reads as a scheme.
+    assert_err(
+        "[[search]]\nname = \"a\"\nurl = \"www.example.com:8080/pisos?x=1\"\n",
+        "notifio.toml:3:7: `search[0].url`: `www.example.com:8080/pisos?x=1` uses `www.example.com:`; only http:// and https:// pages can be watched",
+        Some("write https://www.example.com:8080/pisos?x=1"),
+    );
+    assert_err(
+        "[[search]]\nname = \"a\"\nurl = \"www.example.com/pisos\"\n",
+        "notifio.toml:3:7: `search[0].url`: `www.example.com/pisos` is not a URL: relative URL without a base",
+        Some("write https://www.example.com/pisos"),
     );
     let e = err("[[search]]\nname = \"a\"\nurl = \"https://\"\n");
     assert!(
