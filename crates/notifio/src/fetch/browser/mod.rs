@@ -172,6 +172,11 @@ struct Tab {
     retry_header: bool,
     /// Where this tab's documents may go during the current check (the guard reads it).
     route: Arc<Mutex<Route>>,
+    /// Woken by the guard when it stops the main document on its way into a waiting site,
+    /// so that the check ends then rather than at its deadline.
+    stopped: Arc<tokio::sync::Notify>,
+    /// The last page read in this tab never fired its load event.
+    unloaded: bool,
     /// Answers blocked requests and dialogs for as long as the tab lives.
     guard: JoinHandle<()>,
 }
@@ -429,21 +434,30 @@ impl Browser {
         .await
         .map_err(|e| format!("cannot set up the tab: {e}"))?;
         let route: Arc<Mutex<Route>> = Arc::default();
-        let guard = tab_guard(&page, Arc::clone(&route)).await?;
+        let stopped: Arc<tokio::sync::Notify> = Arc::default();
+        let guard = tab_guard(&page, Arc::clone(&route), Arc::clone(&stopped)).await?;
         Ok(Tab {
             page,
             checks: 0,
             retry_header: false,
             route,
+            stopped,
+            unloaded: false,
             guard,
         })
     }
 
     /// Gives a tab back after a check: it leaves the page for `about:blank` (so nothing of the
     /// site runs between checks: no timers, polling or sockets), or is closed when that does
-    /// not work or it has served its checks.
+    /// not work or it has served its checks. A tab whose page never loaded (a script that
+    /// never finishes) is closed at once: chromiumoxide would hold the navigation away back
+    /// until that page loads, up to its 30 s request timeout.
     async fn give_back(&self, r: &Arc<Running>, mut tab: Tab) {
         tab.checks += 1;
+        if tab.unloaded {
+            close_tab(r, &tab).await;
+            return;
+        }
         let left = tokio::time::timeout(
             LEAVE_TIMEOUT,
             tab.page.execute(NavigateParams::new("about:blank")),
@@ -612,7 +626,11 @@ impl Drop for Lease {
 /// Answers, for the tab's whole life, the requests it must not make (blocked resource types
 /// fail at once, so they are never sent; a document continues unless it would enter a site
 /// closed to us) and any dialog a page opens (dismissed).
-async fn tab_guard(page: &Page, route: Arc<Mutex<Route>>) -> Result<JoinHandle<()>, String> {
+async fn tab_guard(
+    page: &Page,
+    route: Arc<Mutex<Route>>,
+    left_for_waiting: Arc<tokio::sync::Notify>,
+) -> Result<JoinHandle<()>, String> {
     let paused = page
         .event_listener::<EventRequestPaused>()
         .await
@@ -647,6 +665,7 @@ async fn tab_guard(page: &Page, route: Arc<Mutex<Route>>) -> Result<JoinHandle<(
                         let main = p.frame_id.inner() == page.target_id().inner();
                         if main {
                             lock(&route).held = Some(site);
+                            left_for_waiting.notify_one();
                         }
                     }
                     let _ = page
