@@ -48,6 +48,18 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// One outcome per reported name ([`Self::as_str`]): `Unchanged` reports as `ok`.
+    pub const REPORTED: [Self; 8] = [
+        Self::Ok,
+        Self::Challenge,
+        Self::RateLimited,
+        Self::Denied,
+        Self::SessionExpired,
+        Self::Error,
+        Self::SearchGone,
+        Self::LayoutUnknown,
+    ];
+
     /// The name in JSON, the database and logs. `Unchanged` reports as `ok`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
@@ -66,18 +78,7 @@ impl Outcome {
     /// Parses [`Self::as_str`] back (`ok` → `Ok`).
     #[must_use]
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Ok,
-            Self::Challenge,
-            Self::RateLimited,
-            Self::Denied,
-            Self::SessionExpired,
-            Self::Error,
-            Self::SearchGone,
-            Self::LayoutUnknown,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == s)
+        Self::REPORTED.into_iter().find(|o| o.as_str() == s)
     }
 
     /// The ladder this outcome climbs, if it is a site refusal.

@@ -1,7 +1,9 @@
 //! Retry metrics (DESIGN §3, the ADR's "mitigation strategies"): counters and latency
 //! histograms in Prometheus text, plus the hourly warnings the dashboard shows.
 //!
-//! Counters and histograms are prometheus-client's (rendered at `/metrics`); the last hour is a
+//! Counters and histograms are prometheus-client's; `/metrics` registers them with the app's own
+//! counters in one registry ([`FetchMetrics::register`]), so the page is one exposition with
+//! one `# EOF` at its end, as OpenMetrics requires (docs/dashboard.md). The last hour is a
 //! small ring of samples, because Prometheus counters cannot answer "retry rate over the last
 //! hour" by themselves and the dashboard must work without a Prometheus server. Warnings need
 //! at least [`MIN_SAMPLES`] requests in the hour, so one retried request at start-up is not
@@ -134,7 +136,6 @@ fn latency_histogram() -> Histogram {
 
 /// The fetcher's metrics. One per [`super::Fetcher`].
 pub struct FetchMetrics {
-    registry: Registry,
     requests: Family<ClassLabels, Counter>,
     retried: Family<ClassLabels, Counter>,
     retry_attempts: Family<ClassLabels, Counter>,
@@ -175,56 +176,16 @@ pub(crate) struct RequestRecord {
 }
 
 impl FetchMetrics {
-    /// Empty metrics, registered under `notifio_fetch_*`.
+    /// Empty metrics (named `notifio_fetch_*` once [registered](Self::register)).
     #[must_use]
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("notifio_fetch");
-        let requests = Family::<ClassLabels, Counter>::default();
-        let retried = Family::<ClassLabels, Counter>::default();
-        let retry_attempts = Family::<ClassLabels, Counter>::default();
-        let final_failures = Family::<ClassLabels, Counter>::default();
-        let budget_denied = Family::<ClassLabels, Counter>::default();
-        let latency = Family::<LatencyLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-            latency_histogram,
-        );
-        registry.register(
-            "requests",
-            "Requests made (a request is all attempts of one fetch)",
-            requests.clone(),
-        );
-        registry.register(
-            "retried_requests",
-            "Requests that needed at least one retry",
-            retried.clone(),
-        );
-        registry.register(
-            "retry_attempts",
-            "Attempts beyond the first",
-            retry_attempts.clone(),
-        );
-        registry.register(
-            "final_failures",
-            "Requests that still failed (5xx, timeout, transport) after their last attempt",
-            final_failures.clone(),
-        );
-        registry.register(
-            "retries_skipped_budget",
-            "Retries skipped because the site's retry budget was spent",
-            budget_denied.clone(),
-        );
-        registry.register(
-            "latency_seconds",
-            "Request latency including retries, by class and whether it was retried",
-            latency.clone(),
-        );
-        Self {
-            registry,
-            requests,
-            retried,
-            retry_attempts,
-            final_failures,
-            budget_denied,
-            latency,
+        let m = Self {
+            requests: Family::default(),
+            retried: Family::default(),
+            retry_attempts: Family::default(),
+            final_failures: Family::default(),
+            budget_denied: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
             total_requests: AtomicU64::new(0),
             total_retried: AtomicU64::new(0),
             total_attempts: AtomicU64::new(0),
@@ -232,7 +193,67 @@ impl FetchMetrics {
             window: Mutex::new(Window::default()),
             warned_rate: AtomicBool::new(false),
             warned_p95: AtomicBool::new(false),
+        };
+        // Every class's series from the start, at 0: a rate over them is defined before the
+        // first retry (and no family is empty, which some exposition parsers refuse).
+        for class in RequestClass::ALL {
+            let labels = ClassLabels {
+                class: class.as_str(),
+            };
+            for family in [
+                &m.requests,
+                &m.retried,
+                &m.retry_attempts,
+                &m.final_failures,
+                &m.budget_denied,
+            ] {
+                drop(family.get_or_create(&labels));
+            }
+            for retried in ["false", "true"] {
+                drop(m.latency.get_or_create(&LatencyLabels {
+                    class: class.as_str(),
+                    retried,
+                }));
+            }
         }
+        m
+    }
+
+    /// Registers these metrics in `registry` under `fetch_` (`notifio_fetch_requests_total`
+    /// in the app's `notifio` registry). The registry shares them: what is recorded later
+    /// shows in its next encoding.
+    pub fn register(&self, registry: &mut Registry) {
+        let registry = registry.sub_registry_with_prefix("fetch");
+        registry.register(
+            "requests",
+            "Requests made (a request is all attempts of one fetch)",
+            self.requests.clone(),
+        );
+        registry.register(
+            "retried_requests",
+            "Requests that needed at least one retry",
+            self.retried.clone(),
+        );
+        registry.register(
+            "retry_attempts",
+            "Attempts beyond the first",
+            self.retry_attempts.clone(),
+        );
+        registry.register(
+            "final_failures",
+            "Requests that still failed (5xx, timeout, transport) after their last attempt",
+            self.final_failures.clone(),
+        );
+        registry.register(
+            "retries_skipped_budget",
+            "Retries skipped because the site's retry budget was spent",
+            self.budget_denied.clone(),
+        );
+        registry.register(
+            "latency_seconds",
+            "Request latency including retries, by class and whether it was retried",
+            self.latency.clone(),
+        );
     }
 
     pub(crate) fn record(&self, r: RequestRecord) {
@@ -326,10 +347,13 @@ impl FetchMetrics {
         }
     }
 
-    /// Appends the metrics in Prometheus text exposition format (`/metrics`).
+    /// Appends these metrics alone as one OpenMetrics exposition (`# EOF` last): for
+    /// benchmarks and tests; `/metrics` registers them with the rest ([`Self::register`]).
     pub fn encode_prometheus(&self, out: &mut String) {
+        let mut registry = Registry::with_prefix("notifio");
+        self.register(&mut registry);
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(out, &self.registry);
+        let _ = prometheus_client::encoding::text::encode(out, &registry);
     }
 
     /// Current warnings: the last hour's retry rate above 5%, or the `search` class p95 above
