@@ -956,6 +956,71 @@ async fn a_page_whose_last_script_never_loads_is_read_from_its_cards() {
     );
 }
 
+/// Pages read in the browser are judged against a browser's latency budget: twenty checks
+/// of ~0.7 s (a slow loopback site, rendered and read once its cards are there) raise no
+/// "search p95 latency" alarm, while the same pages over HTTP do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_read_is_judged_against_a_browsers_latency_budget() {
+    if browser_or_skip("a_browser_read_is_judged").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let names = ["slow1", "slow2", "slow3", "slow4"];
+    let portal = Portal::start(
+        names
+            .iter()
+            .map(|n| SiteSpec {
+                latency: Duration::from_millis(650),
+                ..site(n)
+            })
+            .collect(),
+    )
+    .await
+    .unwrap();
+    for via in [FetchMode::Browser, FetchMode::Http] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut body = String::new();
+        for n in names {
+            body.push_str(&search(&format!("{n} a"), &portal.search_url(n, "a"), via));
+            for q in ["b", "c", "d", "e"] {
+                body.push_str(&format!(
+                    "[[search]]\nname = \"{n} {q}\"\nurl = {:?}\n\
+                     listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
+                    portal.search_url(n, q)
+                ));
+            }
+        }
+        let mut w = Watcher::for_one_pass(
+            load_config(dir.path(), &config_text(dir.path(), &body)),
+            vec![],
+            false,
+        )
+        .unwrap();
+        let fetcher = w.fetcher().clone();
+        let results =
+            tokio::time::timeout(Duration::from_secs(90), w.run(CancellationToken::new()))
+                .await
+                .expect("the pass ends")
+                .unwrap();
+        assert_eq!(results.len(), 20);
+        assert!(results.iter().all(|r| r.outcome == "ok"), "{results:?}");
+        let warnings = fetcher.metrics().warnings();
+        println!("{via:?}: {warnings:?}");
+        match via {
+            FetchMode::Browser => assert!(
+                warnings.iter().all(|w| !w.contains("p95")),
+                "a browser's read is not held to an HTTP request's 500 ms: {warnings:?}"
+            ),
+            _ => assert!(
+                warnings.iter().any(|w| w.starts_with("search p95 latency")),
+                "the same latency over HTTP is over its budget: {warnings:?}"
+            ),
+        }
+        fetcher.shutdown().await;
+    }
+    portal.shutdown().await;
+}
+
 /// A virtual X display (Debian's `xvfb`), or `None` with a notice outside CI.
 struct Xvfb {
     child: std::process::Child,
