@@ -53,10 +53,15 @@ pub enum Command {
     },
     /// Watch every configured search until Ctrl-C.
     ///
-    /// Sites read with the browser (`fetch = "browser"`, the default for Idealista and
-    /// Facebook) need Chromium, Chrome, Edge or Brave; without one `watch` exits 2 naming
-    /// `[browser] executable`.
-    Watch,
+    /// Prints a line per baseline, new listing, listing held back by a filter, price drop,
+    /// refusal, probe and recovery. Sites read with the browser (`fetch = "browser"`, the
+    /// default for Idealista and Facebook) need Chromium, Chrome, Edge or Brave; without one
+    /// `watch` exits 2 naming `[browser] executable`.
+    Watch {
+        /// Print only what is announced (new listings, price drops).
+        #[arg(long, short = 'q')]
+        quiet: bool,
+    },
     /// One pass over all searches; prints what each found.
     ///
     /// Sites read with the browser need Chromium, Chrome, Edge or Brave, as for `watch`.
@@ -381,10 +386,18 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             one_thread_runtime()?.block_on(notify_test(cfg, channels))
         }
         Command::Service { action } => service(cli.config, &action),
-        Command::Watch => {
+        Command::Watch { quiet } => {
             let cfg = load_config(cli.config)?;
+            // The same lines the demo narrates, with the sites by their own names.
+            let hooks = Hooks {
+                narrator: Some(crate::narrate::narrator(crate::narrate::Narration {
+                    quiet,
+                    ..crate::narrate::Narration::default()
+                })),
+                on_dashboard: None,
+            };
             on_workers(runtime()?, async move {
-                crate::runner::run(cfg, CancellationToken::new(), Hooks::default())
+                crate::runner::run(cfg, CancellationToken::new(), hooks)
                     .await
                     .map_err(run_failure)
             })

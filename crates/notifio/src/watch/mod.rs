@@ -74,10 +74,15 @@ pub enum WatchEvent {
         /// New listings that one of the searches' filters lets through (empty for a
         /// baseline).
         new: Vec<Listing>,
+        /// New listings that none of the searches' filters lets through: recorded, never
+        /// announced (empty for a baseline).
+        held_back: Vec<Listing>,
         /// Whether this was a silent baseline.
         baseline: bool,
         /// Known listings whose price changed.
         price_changes: Vec<crate::price::PriceChange>,
+        /// Those listings as the page shows them now (their titles, for a narrator).
+        price_changed: Vec<Listing>,
     },
     /// What the scheduler made of a check for its site or searches (a site waiting, clear
     /// again, its session expired, a search gone), sent before the check's `CheckDone`.
