@@ -244,14 +244,21 @@ fn init_logging(verbose: u8, quiet: bool) {
         1 => "info,notifio=info",
         _ => "debug,hyper=info,hyper_util=info,reqwest=info,h2=info,rustls=info",
     };
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Colour codes only on a terminal: a log redirected to a file or journald stays plain text.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // Closing our own browser is not an error, whatever its DevTools client says about it.
+    let layer = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
-        .try_init();
+        .with_filter(filter)
+        .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+            !crate::fetch::browser::is_closing_noise(meta)
+        }));
+    let _ = tracing_subscriber::registry().with(layer).try_init();
 }
 
 fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {

@@ -79,6 +79,38 @@ const IDLE_TABS: usize = 2;
 /// How long leaving a page for `about:blank` may take before the tab is closed instead.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How many of our own browsers are being closed right now. A browser that exits resets its
+/// DevTools connection, which chromiumoxide reports as an `ERROR` (`WS Connection error: …
+/// ResetWithoutClosingHandshake`); when we closed it ourselves (Ctrl-C, the end of a
+/// `check`, a login window), that is no error, and the log filter drops it
+/// ([`is_closing_noise`]). A browser that dies on its own is still reported, by us.
+static CLOSING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Whether a log event is chromiumoxide's error about the connection of a browser we are
+/// closing ourselves: the log filter of the CLI drops those.
+#[must_use]
+pub fn is_closing_noise(meta: &tracing::Metadata<'_>) -> bool {
+    *meta.level() == tracing::Level::ERROR
+        && meta.target().starts_with("chromiumoxide")
+        && CLOSING.load(std::sync::atomic::Ordering::Relaxed) > 0
+}
+
+/// Held while one of our browsers is closed ([`CLOSING`]).
+struct Closing;
+
+impl Closing {
+    fn begin() -> Self {
+        CLOSING.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self
+    }
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        CLOSING.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// What the browser transport needs, resolved from `[browser]` at start.
 #[derive(Clone, Debug)]
 pub struct BrowserConfig {
@@ -575,6 +607,7 @@ async fn close(r: Arc<Running>) {
     let Some(mut process) = process else {
         return;
     };
+    let _closing = Closing::begin();
     let _ = tokio::time::timeout(
         Duration::from_secs(2),
         r.cdp
@@ -586,6 +619,13 @@ async fn close(r: Arc<Running>) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     process.kill();
+    // The connection went with the browser: stop reading it before the guard goes, so its
+    // reset cannot be reported after it.
+    r.handler.abort();
+    let until = Instant::now() + Duration::from_millis(500);
+    while !r.handler.is_finished() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Closes a tab from the browser side, first stopping whatever script its page runs (a page in
