@@ -48,6 +48,18 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// One outcome per reported name ([`Self::as_str`]): `Unchanged` reports as `ok`.
+    pub const REPORTED: [Self; 8] = [
+        Self::Ok,
+        Self::Challenge,
+        Self::RateLimited,
+        Self::Denied,
+        Self::SessionExpired,
+        Self::Error,
+        Self::SearchGone,
+        Self::LayoutUnknown,
+    ];
+
     /// The name in JSON, the database and logs. `Unchanged` reports as `ok`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
@@ -66,18 +78,7 @@ impl Outcome {
     /// Parses [`Self::as_str`] back (`ok` → `Ok`).
     #[must_use]
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Ok,
-            Self::Challenge,
-            Self::RateLimited,
-            Self::Denied,
-            Self::SessionExpired,
-            Self::Error,
-            Self::SearchGone,
-            Self::LayoutUnknown,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == s)
+        Self::REPORTED.into_iter().find(|o| o.as_str() == s)
     }
 
     /// The ladder this outcome climbs, if it is a site refusal.
@@ -168,6 +169,11 @@ impl Markers {
                 "AwsWafIntegration",
                 // Cloudflare's bot-fight page: nothing but its challenge-platform script.
                 "/cdn-cgi/challenge-platform/",
+                // Its older form: the bot-management script (`/cdn-cgi/bm/cv/<n>/api.js`) and
+                // the parameters it reads (`window['__CF$cv$params']`). Ordinary pages behind
+                // Cloudflare carry both as well, hence a script marker, not a body one.
+                "/cdn-cgi/bm/cv/",
+                "__CF$cv$params",
             ]),
             challenge_headers: vec![
                 HeaderMarker {
@@ -327,6 +333,8 @@ pub fn challenge_vendor(marker: &str) -> Option<&'static str> {
                 "_cf_chl",
                 "just a moment",
                 "challenge-platform",
+                "/cdn-cgi/bm/",
+                "__cf$cv$params",
             ],
         ),
         ("DataDome", &["datadome", "captcha-delivery"]),
@@ -459,7 +467,9 @@ pub(crate) mod tests {
         let mut page = String::from(
             "<html><head><script src=\"https://x.token.awswaf.com/x/y/challenge.js\"></script>\
              <script>AwsWafIntegration.getToken();</script>\
-             <script src=\"/cdn-cgi/challenge-platform/scripts/jsd/main.js\"></script></head><body>",
+             <script src=\"/cdn-cgi/challenge-platform/scripts/jsd/main.js\"></script>\
+             <script>window['__CF$cv$params']={r:'6f0e'};</script>\
+             <script src='/cdn-cgi/bm/cv/2172558837/api.js'></script></head><body>",
         );
         while page.len() < 3 * SCRIPT_PAGE_MAX {
             page.push_str("<article class=\"listing\" data-id=\"1\"><h2>Wohnung</h2></article>");
@@ -477,6 +487,28 @@ pub(crate) mod tests {
         let m = Markers::generic();
         for status in [200, 403, 503] {
             for body in [&page[..], &bare[..]] {
+                let f = facts(status, &[], body);
+                assert_eq!(classify(&f, &m), Outcome::Challenge, "{status}");
+                assert_eq!(
+                    challenge_vendor(challenge_marker(&f, &m).unwrap()),
+                    Some("Cloudflare")
+                );
+            }
+        }
+    }
+
+    /// Cloudflare's older bot-fight page (Bot Fight Mode's `bm/cv` script): a 200 whose only
+    /// content is the parameters and the script that reads them; no challenge-platform URL.
+    #[test]
+    fn cloudflares_older_bot_fight_page_is_a_challenge() {
+        let page = br#"<!DOCTYPE html><html><head></head><body><script type="text/javascript">(function(){window['__CF$cv$params']={r:'6f0e1d2c3b4a5968',m:'bm90LWEtcmVhbC10b2tlbg',s:[0x1a2b3c4d5e,0x6f7a8b9c0d]};})();</script><script src='/cdn-cgi/bm/cv/2172558837/api.js'></script></body></html>"#;
+        let params_only =
+            br#"<html><body><script>window['__CF$cv$params']={r:'6f0e'};</script></body></html>"#;
+        let script_only =
+            br#"<html><body><script src="/cdn-cgi/bm/cv/2172558837/api.js"></script></body></html>"#;
+        let m = Markers::generic();
+        for status in [200, 403, 503] {
+            for body in [&page[..], &params_only[..], &script_only[..]] {
                 let f = facts(status, &[], body);
                 assert_eq!(classify(&f, &m), Outcome::Challenge, "{status}");
                 assert_eq!(

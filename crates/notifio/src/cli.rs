@@ -53,10 +53,15 @@ pub enum Command {
     },
     /// Watch every configured search until Ctrl-C.
     ///
-    /// Sites read with the browser (`fetch = "browser"`, the default for Idealista and
-    /// Facebook) need Chromium, Chrome, Edge or Brave; without one `watch` exits 2 naming
-    /// `[browser] executable`.
-    Watch,
+    /// Prints a line per baseline, new listing, listing held back by a filter, price drop,
+    /// refusal, probe and recovery. Sites read with the browser (`fetch = "browser"`, the
+    /// default for Idealista and Facebook) need Chromium, Chrome, Edge or Brave; without one
+    /// `watch` exits 2 naming `[browser] executable`.
+    Watch {
+        /// Print only what is announced (new listings, price drops).
+        #[arg(long, short = 'q')]
+        quiet: bool,
+    },
     /// One pass over all searches; prints what each found.
     ///
     /// Sites read with the browser need Chromium, Chrome, Edge or Brave, as for `watch`.
@@ -239,14 +244,21 @@ fn init_logging(verbose: u8, quiet: bool) {
         1 => "info,notifio=info",
         _ => "debug,hyper=info,hyper_util=info,reqwest=info,h2=info,rustls=info",
     };
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Colour codes only on a terminal: a log redirected to a file or journald stays plain text.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // Closing our own browser is not an error, whatever its DevTools client says about it.
+    let layer = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
-        .try_init();
+        .with_filter(filter)
+        .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+            !crate::fetch::browser::is_closing_noise(meta)
+        }));
+    let _ = tracing_subscriber::registry().with(layer).try_init();
 }
 
 fn load_config(path: Option<PathBuf>) -> Result<Config, Failure> {
@@ -381,10 +393,18 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             one_thread_runtime()?.block_on(notify_test(cfg, channels))
         }
         Command::Service { action } => service(cli.config, &action),
-        Command::Watch => {
+        Command::Watch { quiet } => {
             let cfg = load_config(cli.config)?;
+            // The same lines the demo narrates, with the sites by their own names.
+            let hooks = Hooks {
+                narrator: Some(crate::narrate::narrator(crate::narrate::Narration {
+                    quiet,
+                    ..crate::narrate::Narration::default()
+                })),
+                on_dashboard: None,
+            };
             on_workers(runtime()?, async move {
-                crate::runner::run(cfg, CancellationToken::new(), Hooks::default())
+                crate::runner::run(cfg, CancellationToken::new(), hooks)
                     .await
                     .map_err(run_failure)
             })

@@ -4,20 +4,22 @@
 //! starts refusing after a while and then recovers), writes an explicit demo config with short
 //! ladders (printed at start, so nothing is hidden), and hands it to the [`runner`] — exactly
 //! what `notifio watch` runs, dashboard and mbox notifier included — narrating each event on
-//! one line. What is the demo's own is here: the portal, its script, its config, its words.
+//! one line, in the words `watch` uses ([`narrate`]). Each search has the filter its name
+//! promises, and one new flat is held back by one, so a newcomer sees filters at work. What is
+//! the demo's own is here: the portal, its script, its config.
 //!
 //! [`runner`]: crate::runner
+//! [`narrate`]: crate::narrate
 
 use crate::config;
-use crate::runner::{self, Hooks, Narrator};
-use crate::watch::WatchEvent;
+use crate::narrate::{self, Narration};
+use crate::runner::{self, Hooks};
 use anyhow::Context as _;
-use fake_portal::{Behaviour, ChallengeKind, Portal, Render, SiteSpec};
-use notifio_policy::{Reaction, SiteKey, format_duration};
+use fake_portal::{Behaviour, ChallengeKind, FakeListing, Portal, Render, SiteSpec};
+use notifio_policy::{SiteKey, format_duration};
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -149,7 +151,9 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
         ]),
     );
     let cancel = CancellationToken::new();
-    // New listings appear over time, alternating between the sites.
+    // New listings appear over time, alternating between the sites. Each fits its search's
+    // filter, so each message names its search; the second one is a flat the first search's
+    // filter holds back.
     let adder = {
         let portal = portal.clone();
         let cancel = cancel.clone();
@@ -161,15 +165,18 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
                     () = cancel.cancelled() => break,
                     () = tokio::time::sleep(every) => {}
                 }
-                // Each new flat matches one search, so each message names its search.
                 let searches = demo_searches(&portal);
-                let (site, slug) = searches[n % searches.len()].1;
-                portal.add_listing(site, Some(slug));
+                let search = &searches[n % searches.len()];
+                portal.add_listing_with(search.site, Some(search.slug), search.fit);
+                if n == 1 {
+                    let first = &searches[0];
+                    portal.add_listing_with(first.site, Some(first.slug), too_dear_for_the_centre);
+                }
                 n += 1;
             }
         })
     };
-    // One price drop: the newest flat of the first search gets 12% cheaper.
+    // One price drop: the newest flat of the first search within its budget gets 12% cheaper.
     let dropper = {
         let portal = portal.clone();
         let cancel = cancel.clone();
@@ -179,9 +186,13 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
                 () = cancel.cancelled() => return,
                 () = tokio::time::sleep(after) => {}
             }
-            let (site, slug) = DEMO_SEARCHES[0].1;
-            if let Some(l) = portal.listings(site, slug).first() {
-                portal.set_price(site, &l.id, l.price * 88 / 100 / 10 * 10);
+            let first = &DEMO_SEARCHES[0];
+            let newest = portal
+                .listings(first.site, first.slug)
+                .into_iter()
+                .find(|l| l.price <= CENTRE_BUDGET);
+            if let Some(l) = newest {
+                portal.set_price(first.site, &l.id, l.price * 88 / 100 / 10 * 10);
             }
         })
     };
@@ -197,7 +208,11 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
         .mailbox
         .clone()
         .unwrap_or_else(|| state_dir.join("notifications.mbox"));
-    let narrator = narrator(friendly, mailbox.clone());
+    let narrator = narrate::narrator(Narration {
+        site_names: friendly,
+        delivered_to: Some(mailbox.clone()),
+        quiet: false,
+    });
     let hooks = Hooks {
         narrator: Some(narrator),
         on_dashboard: Some(Box::new(|addr| println!("Dashboard: http://{addr}/\n"))),
@@ -219,29 +234,108 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
     Ok(result?)
 }
 
-/// The demo's five searches: (name, (site, search slug)); three are on the refusing site.
-const DEMO_SEARCHES: [(&str, (&str, &str)); 5] = [
-    (
-        "Madrid centre, up to 1200",
-        ("rentals-demo", "madrid-centre"),
-    ),
-    ("Chamberí flats", ("idealista-demo", "chamberi")),
-    ("Madrid, 2+ rooms", ("rentals-demo", "madrid-2-rooms")),
-    ("Salamanca under 1500", ("idealista-demo", "salamanca")),
-    ("Retiro with balcony", ("idealista-demo", "retiro")),
+/// One demo search: its name states its filter, which its config carries; `fit` makes a new
+/// flat one it lets through.
+struct DemoSearch {
+    name: &'static str,
+    site: &'static str,
+    slug: &'static str,
+    /// Its filter, as `[[search]]` keys (TOML lines).
+    filter: &'static str,
+    /// Makes a new flat of the portal's one this search announces.
+    fit: fn(&mut FakeListing),
+}
+
+/// The first search's `max_price`.
+const CENTRE_BUDGET: u32 = 1200;
+
+/// Names a new flat after `area`, keeping its kind ("2-room flat in Chamberí").
+fn located(l: &mut FakeListing, area: &str) {
+    let kind = l.title.split(" in ").next().unwrap_or("Flat").to_owned();
+    l.title = format!("{kind} in {area}");
+}
+
+/// A flat with `rooms` rooms, so called.
+fn rooms(l: &mut FakeListing, rooms: u32, area: &str) {
+    l.rooms = rooms;
+    l.title = format!("{rooms}-room flat in {area}");
+}
+
+/// A 3,150 EUR duplex in the centre: over the first search's budget, held back by its filter.
+fn too_dear_for_the_centre(l: &mut FakeListing) {
+    l.title = "Duplex in Chueca".into();
+    l.rooms = 4;
+    l.area = 150;
+    l.price = 3150;
+}
+
+/// The demo's five searches; three are on the refusing site.
+const DEMO_SEARCHES: [DemoSearch; 5] = [
+    DemoSearch {
+        name: "Madrid centre, up to 1200",
+        site: "rentals-demo",
+        slug: "madrid-centre",
+        filter: "max_price = 1200\n",
+        fit: |l| {
+            located(l, "Malasaña");
+            l.price = l.price.min(CENTRE_BUDGET - 50);
+        },
+    },
+    DemoSearch {
+        name: "Chamberí flats",
+        site: "idealista-demo",
+        slug: "chamberi",
+        filter: "exclude = [\"studio\"]\n",
+        fit: |l| rooms(l, 2, "Chamberí"),
+    },
+    DemoSearch {
+        name: "Madrid, 2+ rooms",
+        site: "rentals-demo",
+        slug: "madrid-2-rooms",
+        filter: "min_rooms = 2\n",
+        fit: |l| rooms(l, l.rooms.max(2), "Tetuán"),
+    },
+    DemoSearch {
+        name: "Salamanca under 1500",
+        site: "idealista-demo",
+        slug: "salamanca",
+        filter: "max_price = 1499\n",
+        fit: |l| {
+            located(l, "Salamanca");
+            l.price = l.price.min(1450);
+        },
+    },
+    DemoSearch {
+        name: "Retiro with balcony",
+        site: "idealista-demo",
+        slug: "retiro",
+        filter: "include = [\"balcony\"]\n",
+        fit: |l| {
+            located(l, "Retiro");
+            l.description = format!(
+                "A bright home with a balcony over the park. {}",
+                l.description
+            );
+        },
+    },
 ];
 
 /// The site whose listings are built by a script (only when a browser is found).
 const SCRIPTED_SITE: &str = "spa-demo";
 /// Its search.
-const SCRIPTED_SEARCH: (&str, (&str, &str)) =
-    ("Valencia, built by JavaScript", (SCRIPTED_SITE, "valencia"));
+const SCRIPTED_SEARCH: DemoSearch = DemoSearch {
+    name: "Valencia, built by JavaScript",
+    site: SCRIPTED_SITE,
+    slug: "valencia",
+    filter: "",
+    fit: |l| located(l, "Ruzafa, Valencia"),
+};
 
 /// The searches of this demo run: the five, and the browser site's when it runs.
-fn demo_searches(portal: &Portal) -> Vec<(&'static str, (&'static str, &'static str))> {
-    let mut v = DEMO_SEARCHES.to_vec();
+fn demo_searches(portal: &Portal) -> Vec<&'static DemoSearch> {
+    let mut v: Vec<&'static DemoSearch> = DEMO_SEARCHES.iter().collect();
     if portal.sites().iter().any(|n| n == SCRIPTED_SITE) {
-        v.push(SCRIPTED_SEARCH);
+        v.push(&SCRIPTED_SEARCH);
     }
     v
 }
@@ -276,10 +370,12 @@ fn demo_config(
             state_dir.join("browser").display().to_string()
         ));
     }
-    for (name, (site, slug)) in demo_searches(portal) {
+    for search in demo_searches(portal) {
         t.push_str(&format!(
-            "[[search]]\nname = {name:?}\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n",
-            portal.search_url(site, slug)
+            "[[search]]\nname = {:?}\nurl = {:?}\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n{}\n",
+            search.name,
+            portal.search_url(search.site, search.slug),
+            search.filter,
         ));
     }
     // Every site says how it is read: the demo works on a machine without a browser.
@@ -295,132 +391,4 @@ fn demo_config(
         ));
     }
     t
-}
-
-fn clock() -> String {
-    let secs = crate::clock::now().as_millis() / 1000;
-    format!(
-        "{:02}:{:02}:{:02}",
-        (secs / 3600) % 24,
-        (secs / 60) % 60,
-        secs % 60
-    )
-}
-
-fn at(ms: u64) -> String {
-    let secs = ms / 1000;
-    format!(
-        "{:02}:{:02}:{:02}",
-        (secs / 3600) % 24,
-        (secs / 60) % 60,
-        secs % 60
-    )
-}
-
-fn narrator(names: HashMap<String, String>, mailbox: PathBuf) -> Narrator {
-    let name = move |site: &SiteKey| {
-        names
-            .get(site.as_str())
-            .cloned()
-            .unwrap_or_else(|| site.to_string())
-    };
-    Box::new(move |ev| {
-        let line = match ev {
-            WatchEvent::CheckStarted {
-                site,
-                searches,
-                probe: true,
-            } => Some(format!(
-                "probe sent to {}: \"{}\" goes first; its siblings stay parked",
-                name(site),
-                searches.join("\", \"")
-            )),
-            WatchEvent::CheckStarted { .. } => None,
-            WatchEvent::CheckDone {
-                site,
-                searches,
-                outcome,
-                listings,
-                new,
-                baseline,
-                price_changes,
-                ..
-            } => {
-                if *baseline && new.is_empty() {
-                    Some(format!(
-                        "baseline for \"{}\" on {}: {listings} listings recorded silently",
-                        searches.join("\", \""),
-                        name(site)
-                    ))
-                } else {
-                    let mut s = String::new();
-                    for l in new {
-                        let price = l
-                            .price
-                            .map(|p| format!(", {p:.0} {}", l.currency.as_deref().unwrap_or("")))
-                            .unwrap_or_default();
-                        s.push_str(&format!(
-                            "new listing on {} for \"{}\": {}{price}  → {}\n",
-                            name(site),
-                            searches.join("\", \""),
-                            l.title.as_deref().unwrap_or(&l.id),
-                            mailbox.display()
-                        ));
-                    }
-                    // The demo's searches announce every drop (no min_drop) and no rise.
-                    for c in price_changes.iter().filter(|c| c.is_drop()) {
-                        s.push_str(&format!(
-                            "price dropped on {} for \"{}\": listing {}, {}  → {}\n",
-                            name(site),
-                            searches.join("\", \""),
-                            c.id,
-                            crate::notify::message::price_change(c)
-                                .trim_start_matches("Price dropped: "),
-                            mailbox.display()
-                        ));
-                    }
-                    let _ = outcome;
-                    (!s.is_empty()).then(|| s.trim_end().to_owned())
-                }
-            }
-            WatchEvent::Reaction(Reaction::SiteWaiting {
-                site,
-                entry,
-                searches,
-            }) => {
-                let ra = entry
-                    .retry_after
-                    .map(|d| {
-                        format!(
-                            ", Retry-After {}",
-                            format_duration(Duration::from_secs(d.as_secs()))
-                        )
-                    })
-                    .unwrap_or_default();
-                Some(format!(
-                    "{} refused ({}{ra}): all {searches} searches wait until {} (rung {})",
-                    name(site),
-                    entry.kind,
-                    at(entry.next_retry_at.as_millis()),
-                    entry.failures
-                ))
-            }
-            WatchEvent::Reaction(Reaction::SiteCleared { site, .. }) => Some(format!(
-                "{} clear: the probe succeeded; siblings resume, spaced out",
-                name(site)
-            )),
-            WatchEvent::Reaction(Reaction::SessionExpired { site }) => Some(format!(
-                "{}: session expired — export fresh cookies",
-                name(site)
-            )),
-            WatchEvent::Reaction(Reaction::SearchGone { .. }) => None,
-        };
-        if let Some(line) = line {
-            let mut out = std::io::stdout().lock();
-            for l in line.lines() {
-                let _ = writeln!(out, "{} {l}", clock());
-            }
-            let _ = out.flush();
-        }
-    })
 }

@@ -12,6 +12,7 @@ pub mod fetch;
 pub mod filter;
 pub mod listing;
 pub mod memory;
+pub mod narrate;
 pub mod notify;
 mod pages;
 pub mod price;

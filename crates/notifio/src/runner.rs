@@ -240,21 +240,40 @@ impl StatusSource for LiveStatus {
     }
 
     fn metrics(&self) -> String {
-        let mut out = String::new();
-        self.fetcher.metrics().encode_prometheus(&mut out);
-        self.metrics.encode(&mut out);
         let pending = self
             .store
             .lock()
             .ok()
             .and_then(|store| notify::outbox::pending_count(store.conn()).ok());
-        if let Some(n) = pending {
-            out.push_str(&format!(
-                "# HELP notifio_outbox_pending Notifications waiting to be delivered.\n# TYPE notifio_outbox_pending gauge\nnotifio_outbox_pending {n}\n"
-            ));
-        }
-        out
+        exposition(self.fetcher.metrics(), &self.metrics, pending)
     }
+}
+
+/// `/metrics`: the fetcher's metrics, the app's counters and the outbox in one registry, so
+/// one OpenMetrics exposition with its `# EOF` last. Built per scrape (a handful of shared
+/// handles), since the outbox figure is read from the database then.
+fn exposition(
+    fetch: &crate::fetch::FetchMetrics,
+    app: &Arc<AppMetrics>,
+    outbox_pending: Option<u64>,
+) -> String {
+    use prometheus_client::metrics::gauge::Gauge;
+    let mut registry = prometheus_client::registry::Registry::with_prefix("notifio");
+    fetch.register(&mut registry);
+    app.register(&mut registry);
+    if let Some(n) = outbox_pending {
+        let gauge = Gauge::<i64>::default();
+        gauge.set(i64::try_from(n).unwrap_or(i64::MAX));
+        registry.register(
+            "outbox_pending",
+            "Notifications waiting to be delivered",
+            gauge,
+        );
+    }
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    out
 }
 
 async fn wait_for_signal() {

@@ -47,10 +47,19 @@ pub enum ServiceError {
     Unsupported,
 }
 
-/// Quotes one argument for a systemd `ExecStart=` line (systemd.service(5), "Command lines"):
-/// in double quotes, with `\` and `"` escaped, `%` doubled (specifiers) and `$` doubled
-/// (variables).
-fn systemd_quote(arg: &str) -> String {
+/// How a word of an `ExecStart=` line is read (systemd.service(5), "Command lines"):
+/// specifiers (`%`) are resolved in every word, but `$` variables only in the arguments. The
+/// program's path is taken as written, so a `$$` there would stay `$$` and name a file that is
+/// not there (`systemd-analyze verify`: "… is not executable").
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Word {
+    Program,
+    Argument,
+}
+
+/// Quotes one word for a systemd `ExecStart=` line: in double quotes, with `\` and `"`
+/// escaped, `%` doubled (specifiers) and, in an argument, `$` doubled (variables).
+fn systemd_quote(arg: &str, word: Word) -> String {
     let mut out = String::with_capacity(arg.len() + 2);
     out.push('"');
     for c in arg.chars() {
@@ -58,7 +67,7 @@ fn systemd_quote(arg: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '%' => out.push_str("%%"),
-            '$' => out.push_str("$$"),
+            '$' if word == Word::Argument => out.push_str("$$"),
             '\n' => out.push_str("\\n"),
             c => out.push(c),
         }
@@ -70,16 +79,11 @@ fn systemd_quote(arg: &str) -> String {
 /// The systemd user unit that runs `exe watch --config config`.
 #[must_use]
 pub fn unit_text(exe: &Path, config: &Path) -> String {
-    let exec = [
-        exe.display().to_string(),
-        "watch".into(),
-        "--config".into(),
-        config.display().to_string(),
-    ]
-    .iter()
-    .map(|a| systemd_quote(a))
-    .collect::<Vec<_>>()
-    .join(" ");
+    let mut exec = systemd_quote(&exe.display().to_string(), Word::Program);
+    for arg in ["watch", "--config", &config.display().to_string()] {
+        exec.push(' ');
+        exec.push_str(&systemd_quote(arg, Word::Argument));
+    }
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -463,10 +467,18 @@ mod tests {
 
     #[test]
     fn arguments_are_quoted_for_systemd() {
-        assert_eq!(systemd_quote("/opt/notifio"), "\"/opt/notifio\"");
         assert_eq!(
-            systemd_quote("/home/a b/100%/$x/\"q\"\\"),
+            systemd_quote("/opt/notifio", Word::Program),
+            "\"/opt/notifio\""
+        );
+        assert_eq!(
+            systemd_quote("/home/a b/100%/$x/\"q\"\\", Word::Argument),
             "\"/home/a b/100%%/$$x/\\\"q\\\"\\\\\""
+        );
+        // The program's path is not expanded: its `$` stays one `$`.
+        assert_eq!(
+            systemd_quote("/home/a$b/100%/notifio", Word::Program),
+            "\"/home/a$b/100%%/notifio\""
         );
     }
 

@@ -645,6 +645,30 @@ fn browser(
     })
 }
 
+/// The hint for a page URL written without its scheme (`www.example.com/…`, copied from the
+/// address bar without `https://`): the parser calls it a relative URL, or, with a port
+/// (`localhost:8080/…`), takes the host for a scheme; either way the fix is to write the
+/// scheme. `None` for anything that would not become a web page's URL that way.
+fn scheme_hint(url: &str, e: &notifio_policy::SiteKeyError) -> Option<String> {
+    use notifio_policy::SiteKeyError;
+    let written_without_scheme = match e {
+        SiteKeyError::NotAUrl { reason, .. } => {
+            reason == &url::ParseError::RelativeUrlWithoutBase.to_string()
+        }
+        // `localhost:8080/x` parses with the scheme `localhost`, `www.example.com:8080/x`
+        // with `www.example.com`; `mailto:` and `ftp:` are schemes.
+        SiteKeyError::NotHttp { scheme, .. } => scheme.contains('.') || scheme == "localhost",
+        _ => false,
+    };
+    if !written_without_scheme || url.contains("://") {
+        return None;
+    }
+    let fixed = format!("https://{}", url.trim_start_matches('/'));
+    let parsed = url::Url::parse(&fixed).ok()?;
+    let host = parsed.host_str()?;
+    (host.contains('.') || host == "localhost").then(|| format!("write {fixed}"))
+}
+
 fn fetch_mode(f: &Field<'_>) -> Result<FetchMode> {
     let raw = f.non_empty_str()?;
     FetchMode::parse(raw).ok_or_else(|| {
@@ -1023,7 +1047,14 @@ fn searches(
                 .with_hint("url = \"https://…\": the search result page to watch"));
         };
         let url = url_f.non_empty_str()?.to_owned();
-        let site = SiteKey::from_url(&url).map_err(|e| url_f.err(e.to_string()))?;
+        let site = SiteKey::from_url(&url).map_err(|e| {
+            let hint = scheme_hint(&url, &e);
+            let err = url_f.err(e.to_string());
+            match hint {
+                Some(h) => err.with_hint(h),
+                None => err,
+            }
+        })?;
         if url::Url::parse(&url).is_ok_and(|u| u.port() == Some(0)) {
             return Err(url_f
                 .err("port 0 is not a port a site listens on")

@@ -704,6 +704,7 @@ impl Fetcher {
         }
         self.inner.metrics.record(metrics::RequestRecord {
             class: req.class,
+            in_browser: req.via == FetchMode::Browser,
             attempts: fetched.attempts,
             latency,
             final_failure,

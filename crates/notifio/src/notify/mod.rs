@@ -360,7 +360,9 @@ impl Channels {
             )?);
         }
         if let Some(path) = &n.mailbox {
-            channels = channels.with_mailbox(Mailbox::new(cfg.watch.state_dir.join(path)));
+            // Already resolved by the config: a relative `mailbox` is relative to the config
+            // file's directory, like every path in it (docs/config.md), not to `state_dir`.
+            channels = channels.with_mailbox(Mailbox::new(path.clone()));
         }
         let needs_http = n.webhook.is_some()
             || n.channels

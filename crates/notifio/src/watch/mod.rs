@@ -74,10 +74,15 @@ pub enum WatchEvent {
         /// New listings that one of the searches' filters lets through (empty for a
         /// baseline).
         new: Vec<Listing>,
+        /// New listings that none of the searches' filters lets through: recorded, never
+        /// announced (empty for a baseline).
+        held_back: Vec<Listing>,
         /// Whether this was a silent baseline.
         baseline: bool,
         /// Known listings whose price changed.
         price_changes: Vec<crate::price::PriceChange>,
+        /// Those listings as the page shows them now (their titles, for a narrator).
+        price_changed: Vec<Listing>,
     },
     /// What the scheduler made of a check for its site or searches (a site waiting, clear
     /// again, its session expired, a search gone), sent before the check's `CheckDone`.
@@ -96,29 +101,71 @@ pub struct AppMetrics {
 }
 
 impl AppMetrics {
-    /// Prometheus text for these counters.
-    pub fn encode(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        out.push_str(
-            "# HELP notifio_checks_total Checks by outcome.\n# TYPE notifio_checks_total counter\n",
-        );
-        if let Ok(map) = self.checks.lock() {
-            let mut v: Vec<_> = map.iter().collect();
-            v.sort();
-            for (outcome, n) in v {
-                let _ = writeln!(out, "notifio_checks_total{{outcome=\"{outcome}\"}} {n}");
-            }
+    /// Registers these counters in the app's `notifio` registry (`notifio_checks_total`,
+    /// `notifio_listings_found_total`, `notifio_checks_in_flight`), read at each encoding.
+    pub fn register(self: &Arc<Self>, registry: &mut prometheus_client::registry::Registry) {
+        registry.register_collector(Box::new(AppCollector(Arc::clone(self))));
+    }
+}
+
+/// [`AppMetrics`] as prometheus-client encodes them. A collector rather than
+/// prometheus-client's own counters: the watcher keeps them as plain atomics and a map it
+/// updates as each check is recorded, and the collector reads them at each scrape.
+#[derive(Debug)]
+struct AppCollector(Arc<AppMetrics>);
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+impl prometheus_client::collector::Collector for AppCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric as _;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        // Every outcome, 0 until one is seen: a series exists from the start (and a family
+        // is never empty, which some exposition parsers refuse).
+        let checks: Vec<(&'static str, u64)> = {
+            let map = self
+                .0
+                .checks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            Outcome::REPORTED
+                .iter()
+                .map(|o| (o.as_str(), map.get(o.as_str()).copied().unwrap_or(0)))
+                .collect()
+        };
+        let mut family = encoder.encode_descriptor(
+            "checks",
+            "Checks by outcome",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (outcome, n) in checks {
+            ConstCounter::new(n).encode(family.encode_family(&OutcomeLabel { outcome })?)?;
         }
-        let _ = writeln!(
-            out,
-            "# HELP notifio_listings_found_total New listings found.\n# TYPE notifio_listings_found_total counter\nnotifio_listings_found_total {}",
-            self.listings_found.load(Ordering::Relaxed)
+        let found = ConstCounter::new(self.0.listings_found.load(Ordering::Relaxed));
+        found.encode(encoder.encode_descriptor(
+            "listings_found",
+            "New listings found",
+            None,
+            found.metric_type(),
+        )?)?;
+        let in_flight = ConstGauge::new(
+            i64::try_from(self.0.in_flight.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
         );
-        let _ = writeln!(
-            out,
-            "# HELP notifio_checks_in_flight Checks in flight.\n# TYPE notifio_checks_in_flight gauge\nnotifio_checks_in_flight {}",
-            self.in_flight.load(Ordering::Relaxed)
-        );
+        in_flight.encode(encoder.encode_descriptor(
+            "checks_in_flight",
+            "Checks in flight",
+            None,
+            in_flight.metric_type(),
+        )?)?;
+        Ok(())
     }
 }
 

@@ -337,29 +337,35 @@ fn site_news(
 
 /// The event for a finished check; a baseline's listings are not "new".
 fn check_done(done: &Done, recorded: &Recorded, searches: &Searches) -> WatchEvent {
+    use crate::listing::Listing;
     let listings = done.listings.as_ref().map_or(0, Vec::len);
+    let matched = |l: &Listing| {
+        done.check
+            .searches
+            .iter()
+            .any(|id| searches.get(id).is_some_and(|s| s.rules.filters.matches(l)))
+    };
+    let (new, held_back): (Vec<Listing>, Vec<Listing>) =
+        if recorded.baseline && recorded.new.len() == listings {
+            (Vec::new(), Vec::new())
+        } else {
+            recorded.new.iter().cloned().partition(|l| matched(l))
+        };
+    let on_page = done.listings.as_deref().unwrap_or_default();
     WatchEvent::CheckDone {
         site: done.check.site.clone(),
         searches: searches.names(&done.check.searches),
         outcome: done.outcome,
         status: done.fetched.status,
         listings,
-        new: if recorded.baseline && recorded.new.len() == listings {
-            Vec::new()
-        } else {
-            recorded
-                .new
-                .iter()
-                .filter(|l| {
-                    done.check
-                        .searches
-                        .iter()
-                        .any(|id| searches.get(id).is_some_and(|s| s.rules.filters.matches(l)))
-                })
-                .cloned()
-                .collect()
-        },
+        new,
+        held_back,
         baseline: recorded.baseline,
         price_changes: recorded.changes.clone(),
+        price_changed: recorded
+            .changes
+            .iter()
+            .filter_map(|c| on_page.iter().find(|l| l.id == c.id).cloned())
+            .collect(),
     }
 }

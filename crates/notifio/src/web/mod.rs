@@ -28,8 +28,9 @@ use crate::status::StatusView;
 
 pub use auth::TOKEN_ENV;
 
-/// The content type Prometheus expects for the text exposition format (version 0.0.4).
-pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4";
+/// The content type of `/metrics`: OpenMetrics text (what prometheus-client writes: `_total`
+/// counters, `# EOF` last), which Prometheus asks for first.
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// What the dashboard reads. Implemented by the watch loop; tests implement it over a mutex.
 pub trait StatusSource: Send + Sync + 'static {

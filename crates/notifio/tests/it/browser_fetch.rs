@@ -842,6 +842,185 @@ async fn hostile_pages_end_as_outcomes_and_never_take_the_browser_down() {
     portal.shutdown().await;
 }
 
+/// A site on `ip` whose `/search` page has its cards in the body and then a script, `/drip`,
+/// that never finishes loading: the server sends a line of it every 200 ms for `for_at_most`,
+/// then stops answering. The page's parser waits for that script, so the document stays
+/// `loading` although every card is in it.
+async fn dripping_script_site(ip: &str, body: &str, for_at_most: Duration) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let page = page(&format!(
+        "<html><body>{body}<script src=\"/drip\"></script></body></html>"
+    ));
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let page = page.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                if !head.starts_with(b"GET /drip") {
+                    let _ = sock.write_all(&page).await;
+                    return;
+                }
+                let start = b"HTTP/1.1 200 OK\r\nContent-Type: text/javascript\r\n\
+                              Transfer-Encoding: chunked\r\n\r\n";
+                if sock.write_all(start).await.is_err() {
+                    return;
+                }
+                let until = Instant::now() + for_at_most;
+                while Instant::now() < until {
+                    if sock.write_all(b"4\r\n//.\n\r\n").await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            });
+        }
+    });
+    url
+}
+
+/// A page whose cards are all there but whose last script never finishes loading is read as
+/// soon as its cards are in the DOM, while the document is still loading; and one whose
+/// cards keep changing until the attempt's deadline is read as it is then, not failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_whose_last_script_never_loads_is_read_from_its_cards() {
+    if browser_or_skip("a_page_whose_last_script_never_loads").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let cards: String = (1..=3)
+        .map(|i| {
+            format!(
+                "<article class=\"listing\" data-id=\"{i}\"><a href=\"/listing/{i}\">\
+                 <h2 class=\"title\">Flat {i}</h2></a></article>"
+            )
+        })
+        .collect();
+    let site = dripping_script_site("127.0.0.7", &cards, Duration::from_secs(60)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &search("dripping", &format!("{site}/search"), FetchMode::Browser),
+    );
+    let started = Instant::now();
+    let results = check_once(load_config(dir.path(), &text)).await;
+    let took = started.elapsed();
+    let r = result(&results, "dripping");
+    println!("{} in {took:?}, {} attempts", r.outcome, r.attempts);
+    assert_eq!(r.outcome, "ok", "{r:?}");
+    assert_eq!(ids(r), ["1", "2", "3"]);
+    assert_eq!(r.attempts, 1, "{r:?}");
+    assert!(
+        took < Duration::from_secs(6),
+        "read once its cards are there, not at the 8 s timeout: {took:?}"
+    );
+
+    // Cards that never stop changing (a script adds one every 100 ms) before the script that
+    // never loads: read as they are at the attempt's deadline.
+    let growing = format!(
+        "{cards}<div id=\"more\"></div><script>let n = 100; setInterval(() => {{ n += 1; \
+         document.getElementById('more').insertAdjacentHTML('beforeend', \
+         '<article class=\"listing\" data-id=\"' + n + '\"><a href=\"/listing/' + n + '\">' + \
+         '<h2 class=\"title\">Flat ' + n + '</h2></a></article>'); }}, 100);</script>"
+    );
+    let site = dripping_script_site("127.0.0.8", &growing, Duration::from_secs(60)).await;
+    let text = config_text(
+        dir.path(),
+        &search("growing", &format!("{site}/search"), FetchMode::Browser),
+    )
+    .replace(
+        "timeout = \"8s\"\ndeadline = \"15s\"",
+        "timeout = \"3s\"\ndeadline = \"6s\"",
+    );
+    let results = check_once(load_config(dir.path(), &text)).await;
+    let r = result(&results, "growing");
+    println!(
+        "{} after {} attempts: {} cards",
+        r.outcome,
+        r.attempts,
+        r.listings.len()
+    );
+    assert_eq!(r.outcome, "ok", "{r:?}");
+    assert_eq!(r.attempts, 1, "{r:?}");
+    assert!(
+        r.listings.len() > 3,
+        "the cards there at the deadline: {r:?}"
+    );
+}
+
+/// Pages read in the browser are judged against a browser's latency budget: twenty checks
+/// of ~0.7 s (a slow loopback site, rendered and read once its cards are there) raise no
+/// "search p95 latency" alarm, while the same pages over HTTP do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_read_is_judged_against_a_browsers_latency_budget() {
+    if browser_or_skip("a_browser_read_is_judged").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let names = ["slow1", "slow2", "slow3", "slow4"];
+    let portal = Portal::start(
+        names
+            .iter()
+            .map(|n| SiteSpec {
+                latency: Duration::from_millis(650),
+                ..site(n)
+            })
+            .collect(),
+    )
+    .await
+    .unwrap();
+    for via in [FetchMode::Browser, FetchMode::Http] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut body = String::new();
+        for n in names {
+            body.push_str(&search(&format!("{n} a"), &portal.search_url(n, "a"), via));
+            for q in ["b", "c", "d", "e"] {
+                body.push_str(&format!(
+                    "[[search]]\nname = \"{n} {q}\"\nurl = {:?}\n\
+                     listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
+                    portal.search_url(n, q)
+                ));
+            }
+        }
+        let mut w = Watcher::for_one_pass(
+            load_config(dir.path(), &config_text(dir.path(), &body)),
+            vec![],
+            false,
+        )
+        .unwrap();
+        let fetcher = w.fetcher().clone();
+        let results =
+            tokio::time::timeout(Duration::from_secs(90), w.run(CancellationToken::new()))
+                .await
+                .expect("the pass ends")
+                .unwrap();
+        assert_eq!(results.len(), 20);
+        assert!(results.iter().all(|r| r.outcome == "ok"), "{results:?}");
+        let warnings = fetcher.metrics().warnings();
+        println!("{via:?}: {warnings:?}");
+        match via {
+            FetchMode::Browser => assert!(
+                warnings.iter().all(|w| !w.contains("p95")),
+                "a browser's read is not held to an HTTP request's 500 ms: {warnings:?}"
+            ),
+            _ => assert!(
+                warnings.iter().any(|w| w.starts_with("search p95 latency")),
+                "the same latency over HTTP is over its budget: {warnings:?}"
+            ),
+        }
+        fetcher.shutdown().await;
+    }
+    portal.shutdown().await;
+}
+
 /// A virtual X display (Debian's `xvfb`), or `None` with a notice outside CI.
 struct Xvfb {
     child: std::process::Child,
@@ -1216,6 +1395,34 @@ async fn the_real_idealista_page_reads_the_same_in_the_browser() {
     );
 }
 
+/// A watcher running `cfg`, once one of its sites refused and waits: its events, the token
+/// that stops it, its task.
+async fn watch_until_a_site_waits(
+    cfg: notifio::config::Config,
+) -> (
+    tokio::sync::broadcast::Receiver<WatchEvent>,
+    CancellationToken,
+    tokio::task::JoinHandle<Result<Vec<PassResult>, notifio::watch::WatchError>>,
+) {
+    let mut watcher = Watcher::new(cfg, vec![], false).unwrap();
+    let mut events = watcher.subscribe();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move { watcher.run(stop).await });
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Ok(WatchEvent::Reaction(notifio_policy::Reaction::SiteWaiting { .. })) =
+                events.recv().await
+            {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("the site refuses and waits");
+    (events, cancel, task)
+}
+
 /// A page read in the browser that redirects into a site waiting after a refusal is not
 /// followed: the waiting site gets no request, and the check ends as "nothing learnt".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1254,22 +1461,7 @@ async fn a_browser_redirect_does_not_lead_into_a_waiting_site() {
         ),
     )
     .replace("interval = \"1h\"", "interval = \"500ms\"");
-    let mut watcher = Watcher::new(load_config(dir.path(), &text), vec![], false).unwrap();
-    let mut events = watcher.subscribe();
-    let cancel = CancellationToken::new();
-    let stop = cancel.clone();
-    let task = tokio::spawn(async move { watcher.run(stop).await });
-    tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            if let Ok(WatchEvent::Reaction(notifio_policy::Reaction::SiteWaiting { .. })) =
-                events.recv().await
-            {
-                break;
-            }
-        }
-    })
-    .await
-    .expect("the site refuses and waits");
+    let (mut events, cancel, task) = watch_until_a_site_waits(load_config(dir.path(), &text)).await;
     let refused = portal.request_count("waiting");
     // From now on the other site's page redirects into the waiting one.
     let location = format!("Location: {}", portal.search_url("waiting", "via-redirect"));
@@ -1314,6 +1506,105 @@ async fn a_browser_redirect_does_not_lead_into_a_waiting_site() {
         held.iter()
             .all(|o| **o == notifio_policy::Outcome::Unchanged),
         "held redirects are nothing learnt: {outcomes:?}"
+    );
+    portal.shutdown().await;
+}
+
+/// A page whose own script navigates into a site waiting after a refusal: the navigation is
+/// stopped, and the check ends at once like an unchanged page (not at its deadline as an
+/// unknown layout); another search on the same site keeps its 2 s cadence meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_navigation_into_a_waiting_site_ends_the_check_at_once() {
+    if browser_or_skip("a_script_navigation").is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let portal = Portal::start(vec![site("waiting")]).await.unwrap();
+    portal.set_behaviour(
+        "waiting",
+        Behaviour::RateLimited {
+            retry_after: Some("60".into()),
+        },
+    );
+    let cards = "<article class=\"listing\" data-id=\"1\"><a href=\"/l/1\">flat</a></article>";
+    let other = hostile(
+        "127.0.0.9",
+        page(&format!("<html><body>{cards}</body></html>")),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &format!(
+            "{}{}[[search]]\nname = \"steady\"\nurl = \"{}/search/steady\"\n\
+             listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
+            search(
+                "waiting",
+                &portal.search_url("waiting", "a"),
+                FetchMode::Browser
+            ),
+            search(
+                "via script",
+                &format!("{}/search/script", other.url),
+                FetchMode::Browser
+            ),
+            // "steady" is on the same site: its `[site]` table is the one above.
+            other.url,
+        ),
+    )
+    .replace("interval = \"1h\"", "interval = \"2s\"");
+    let (mut events, cancel, task) = watch_until_a_site_waits(load_config(dir.path(), &text)).await;
+    let refused = portal.request_count("waiting");
+    // From now on the page of "via script" leaves for the waiting site as soon as it runs.
+    let leave = format!(
+        "<html><head><script>if (location.pathname === '/search/script') \
+         location.href = {:?};</script></head><body>{cards}</body></html>",
+        portal.search_url("waiting", "via-script")
+    );
+    other.answer(page(&leave));
+    let mut script = Vec::new();
+    let mut steady = Vec::new();
+    let watched = Instant::now();
+    let _ = tokio::time::timeout(Duration::from_secs(9), async {
+        loop {
+            if let Ok(WatchEvent::CheckDone {
+                searches, outcome, ..
+            }) = events.recv().await
+            {
+                if searches.iter().any(|s| s == "via script") {
+                    script.push(outcome);
+                }
+                if searches.iter().any(|s| s == "steady") {
+                    steady.push(watched.elapsed());
+                }
+            }
+        }
+    })
+    .await;
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    println!("via script: {script:?}\nsteady at: {steady:?}");
+    assert_eq!(
+        portal.request_count("waiting"),
+        refused,
+        "no request reached the waiting site"
+    );
+    // The first may be a read of the old page (a check out when the page changed).
+    let held: Vec<_> = script
+        .iter()
+        .skip_while(|o| **o == notifio_policy::Outcome::Ok)
+        .collect();
+    assert!(held.len() >= 2, "checked at its cadence: {script:?}");
+    assert!(
+        held.iter()
+            .all(|o| **o == notifio_policy::Outcome::Unchanged),
+        "a page that leaves for a waiting site is nothing learnt: {script:?}"
+    );
+    let gaps: Vec<Duration> = steady.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(steady.len() >= 3, "steady: {steady:?}");
+    assert!(
+        gaps.iter().all(|g| *g < Duration::from_millis(3500)),
+        "the other search on the site keeps its 2 s cadence: {gaps:?}"
     );
     portal.shutdown().await;
 }

@@ -875,6 +875,39 @@ async fn notify_test(config: &Path, bus: &str, args: &[&str]) -> (i32, String, S
     )
 }
 
+/// `mailbox = "notifications.mbox"` writes beside the config file (docs/config.md: paths
+/// are relative to its directory), not into `state_dir`.
+#[test]
+fn a_relative_mailbox_is_written_beside_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("conf");
+    std::fs::create_dir(&conf).unwrap();
+    let text = "[watch]\nstate_dir = \"../state\"\ndashboard = false\n[notify]\nmailbox = \"notifications.mbox\"\n\n\
+         [[search]]\nname = \"s\"\nurl = \"http://127.0.0.1:9/search\"\n\
+         listing = { selector = \"article\" }\n";
+    let path = crate::util::write_config(&conf, text);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_notifio"))
+        .arg("--config")
+        .arg(&path)
+        .args(["notify", "test", "mailbox"])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("delivered"), "{said}");
+    let mail = std::fs::read_to_string(conf.join("notifications.mbox")).unwrap();
+    assert!(mail.starts_with("From "), "{mail}");
+    assert!(
+        !dir.path().join("state/notifications.mbox").exists(),
+        "nothing in state_dir"
+    );
+}
+
 #[tokio::test]
 async fn notify_test_reaches_telegram_discord_and_a_real_desktop_bus() {
     let dir = tempfile::tempdir().unwrap();

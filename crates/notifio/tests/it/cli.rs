@@ -204,6 +204,117 @@ fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
     rt.block_on(portal.shutdown());
 }
 
+/// `notifio watch [-q]` on `path`, its stdout appended to `out`.
+fn watch_printing_to(
+    path: &std::path::Path,
+    out: &std::path::Path,
+    quiet: bool,
+) -> std::process::Child {
+    let file = std::fs::File::create(out).unwrap();
+    let mut cmd = notifio();
+    cmd.args(["watch", "--config"]).arg(path);
+    if quiet {
+        cmd.arg("-q");
+    }
+    cmd.env_remove("RUST_LOG")
+        .stdout(file)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (bounded) until `out` has a line containing `needle`; returns the whole text.
+fn printed(out: &std::path::Path, needle: &str) -> String {
+    let t0 = std::time::Instant::now();
+    loop {
+        let text = std::fs::read_to_string(out).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "`watch` never printed {needle:?}:\n{text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `watch` says what it does as it does it: a line for the baseline, a new listing, a refusal,
+/// the probe and the recovery (the demo's lines); `-q` keeps only the new listing.
+#[test]
+fn watch_prints_a_line_per_baseline_new_listing_refusal_and_recovery() {
+    let (rt, portal, dir, path) = one_search("interval = \"300ms\"\nspacing = \"50ms\"\n");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "[[search]]",
+        "[backoff]\nrate_limited = [\"500ms\"]\n\n[[search]]",
+    );
+    std::fs::write(&path, text).unwrap();
+    let site = portal
+        .base_url("p")
+        .trim_start_matches("http://")
+        .to_owned();
+    let out = dir.path().join("watch.out");
+    let mut child = watch_printing_to(&path, &out, false);
+    printed(
+        &out,
+        &format!("baseline for \"s\" on {site}: 30 listings recorded silently"),
+    );
+    let flat = portal.add_listing("p", Some("s"));
+    printed(
+        &out,
+        &format!("new listing on {site} for \"s\": {}", flat.title),
+    );
+    portal.set_behaviour(
+        "p",
+        fake_portal::Behaviour::RateLimited { retry_after: None },
+    );
+    printed(
+        &out,
+        &format!("{site} refused (rate_limited): its search waits until"),
+    );
+    portal.set_behaviour("p", fake_portal::Behaviour::Normal);
+    printed(&out, &format!("probe sent to {site}: \"s\" goes first"));
+    printed(&out, &format!("{site} clear: the probe succeeded"));
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // -q: only what is announced.
+    let state = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        &format!("state_dir = {:?}", dir.path().display().to_string()),
+        &format!("state_dir = {:?}", state.path().display().to_string()),
+    );
+    std::fs::write(&path, text).unwrap();
+    let quiet_out = dir.path().join("quiet.out");
+    let mut child = watch_printing_to(&path, &quiet_out, true);
+    let t0 = std::time::Instant::now();
+    while notifio::store::Store::open_existing(&notifio::store::Store::file_in(state.path()))
+        .ok()
+        .and_then(|s| {
+            s.conn()
+                .query_row("SELECT COUNT(*) FROM checks", [], |r| r.get::<_, i64>(0))
+                .ok()
+        })
+        .unwrap_or(0)
+        < 1
+    {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "no baseline"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let flat = portal.add_listing("p", Some("s"));
+    let said = printed(
+        &quiet_out,
+        &format!("new listing on {site} for \"s\": {}", flat.title),
+    );
+    assert!(!said.contains("baseline"), "{said}");
+    let _ = child.kill();
+    let _ = child.wait();
+    rt.block_on(portal.shutdown());
+}
+
 #[test]
 fn a_facebook_search_over_http_without_cookies_is_a_config_error_with_a_hint() {
     let dir = tempfile::tempdir().unwrap();

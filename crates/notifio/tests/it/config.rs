@@ -295,6 +295,33 @@ fn every_toml_block_in_the_docs_parses() {
     );
 }
 
+/// A relative `mailbox` is relative to the config file's directory, like every path in the
+/// file: the resolved path says so, and so does every doc that shows one.
+#[test]
+fn a_relative_mailbox_is_beside_the_config_file_and_the_docs_say_so() {
+    let c = ok(&format!(
+        "[watch]\nstate_dir = \"/var/lib/notifio\"\n[notify]\nmailbox = \"notifications.mbox\"\n{MIN}"
+    ));
+    assert_eq!(
+        c.notify.mailbox,
+        Some(PathBuf::from("/etc/notifio/notifications.mbox"))
+    );
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for doc in ["docs/config.md", "docs/notifications.md", "docs/guide.md"] {
+        for (line, text) in toml_blocks(&format!("{root}/{doc}")) {
+            for l in text
+                .lines()
+                .filter(|l| l.trim_start().starts_with("mailbox"))
+            {
+                assert!(
+                    !l.contains("state_dir"),
+                    "{doc} block at line {line}: {l} (a relative mailbox is relative to the config file's directory)"
+                );
+            }
+        }
+    }
+}
+
 // ---- syntax, unknown keys, types ----
 
 #[test]
@@ -461,7 +488,18 @@ fn search_urls_must_be_http_with_a_host() {
     assert_err(
         "[[search]]\nname = \"a\"\nurl = \"idealista.com/madrid\"\n",
         "notifio.toml:3:7: `search[0].url`: `idealista.com/madrid` is not a URL: relative URL without a base",
-        None,
+        Some("write https://idealista.com/madrid"),
+    );
+    // Copied from the address bar without its scheme, with a port: the host reads as a scheme.
+    assert_err(
+        "[[search]]\nname = \"a\"\nurl = \"www.example.com:8080/pisos?x=1\"\n",
+        "notifio.toml:3:7: `search[0].url`: `www.example.com:8080/pisos?x=1` uses `www.example.com:`; only http:// and https:// pages can be watched",
+        Some("write https://www.example.com:8080/pisos?x=1"),
+    );
+    assert_err(
+        "[[search]]\nname = \"a\"\nurl = \"www.example.com/pisos\"\n",
+        "notifio.toml:3:7: `search[0].url`: `www.example.com/pisos` is not a URL: relative URL without a base",
+        Some("write https://www.example.com/pisos"),
     );
     let e = err("[[search]]\nname = \"a\"\nurl = \"https://\"\n");
     assert!(

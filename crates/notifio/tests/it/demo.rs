@@ -35,12 +35,11 @@ fn the_demo_tells_the_whole_story_and_delivers_to_the_mailbox() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "demo failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "demo failed: {stderr}");
+    // Stopping closes the demo's own browser: no error is logged for that.
+    assert!(!stderr.contains("ERROR"), "{stderr}");
     for (what, needle) in [
         ("the shortened ladders", "ladders shortened for the demo"),
         ("a dashboard URL", "Dashboard: http://127.0.0.1:"),
@@ -55,6 +54,10 @@ fn the_demo_tells_the_whole_story_and_delivers_to_the_mailbox() {
         ("the recovery", "clear: the probe succeeded"),
         ("a new listing", "new listing on"),
         ("a price drop", "price dropped on rentals-demo"),
+        (
+            "a flat a search's filter holds back",
+            "held back by the filters of \"Madrid centre, up to 1200\"",
+        ),
     ] {
         assert!(
             stdout.contains(needle),
@@ -76,6 +79,35 @@ fn the_demo_tells_the_whole_story_and_delivers_to_the_mailbox() {
             "every card the script built: {baseline}"
         );
     }
+    // Each search announces only what its name promises, and a drop names its flat.
+    let price_of = |line: &str| -> u32 {
+        let p = line.rsplit(", ").next().unwrap_or_default();
+        p.split(' ')
+            .next()
+            .unwrap_or_default()
+            .parse()
+            .unwrap_or_else(|_| panic!("no price in {line}"))
+    };
+    for line in stdout.lines().filter(|l| l.contains("new listing on")) {
+        let line = line.split("  → ").next().unwrap_or(line);
+        if line.contains("\"Madrid centre, up to 1200\"") {
+            assert!(price_of(line) <= 1200, "{line}");
+        }
+        if line.contains("\"Salamanca under 1500\"") {
+            assert!(price_of(line) < 1500, "{line}");
+        }
+        if line.contains("\"Madrid, 2+ rooms\"") {
+            assert!(!line.contains("Studio"), "{line}");
+        }
+    }
+    let drop = stdout
+        .lines()
+        .find(|l| l.contains("price dropped on"))
+        .unwrap();
+    assert!(
+        drop.contains(" in ") && !drop.contains(": listing "),
+        "the drop names the flat by its title, not its id: {drop}"
+    );
     // The probe comes after the refusal and the recovery after a probe.
     let refusal = stdout.find("refused (rate_limited").unwrap();
     let probe = stdout[refusal..].find("probe sent").unwrap() + refusal;

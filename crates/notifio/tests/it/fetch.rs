@@ -927,6 +927,8 @@ async fn pages_in_other_character_sets_read_as_browsers_read_them() {
 async fn aws_waf_and_cloudflare_bot_fight_pages_are_challenges_at_any_status() {
     let aws = include_str!("../fixtures/aws_waf_challenge.html");
     let cf = include_str!("../fixtures/cloudflare_bot_fight.html");
+    // The older form: Bot Fight Mode's `bm/cv` script and its parameters, served as a 200.
+    let cf_bm = include_str!("../fixtures/cloudflare_bot_fight_bm.html");
     let header: &[u8] = b"x-amzn-waf-action: challenge";
     for (status, headers, body) in [
         ("202 Accepted", vec![header], aws),
@@ -941,6 +943,8 @@ async fn aws_waf_and_cloudflare_bot_fight_pages_are_challenges_at_any_status() {
         ("200 OK", vec![], cf),
         ("403 Forbidden", vec![], cf),
         ("503 Service Unavailable", vec![], cf),
+        ("200 OK", vec![], cf_bm),
+        ("403 Forbidden", vec![], cf_bm),
     ] {
         let server = RawServer::start(raw_response(status, &headers, body)).await;
         let got = fetch_from(&server).await;

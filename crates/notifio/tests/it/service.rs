@@ -32,6 +32,20 @@ fn verify(unit: &Path) -> Output {
         .unwrap()
 }
 
+/// The unit that runs `exe` with `config`, written in `dir`; `systemd-analyze verify` accepts
+/// it without a word.
+fn verified_unit(dir: &Path, exe: &Path, config: &Path) -> String {
+    let unit = dir.join("notifio.service");
+    let text = service::unit_text(exe, config);
+    std::fs::write(&unit, &text).unwrap();
+    let out = verify(&unit);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{text}");
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.trim().is_empty(), "systemd-analyze warned: {stderr}");
+    text
+}
+
 #[test]
 fn the_user_unit_passes_systemd_analyze_verify_even_with_awkward_paths() {
     if analyze_missing() {
@@ -39,14 +53,7 @@ fn the_user_unit_passes_systemd_analyze_verify_even_with_awkward_paths() {
     }
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("my configs/100% \"mine\"/notifio.toml");
-    let unit = dir.path().join("notifio.service");
-    let text = service::unit_text(Path::new(NOTIFIO), &config);
-    std::fs::write(&unit, &text).unwrap();
-    let out = verify(&unit);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{text}");
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.trim().is_empty(), "systemd-analyze warned: {stderr}");
+    let text = verified_unit(dir.path(), Path::new(NOTIFIO), &config);
 
     // The check has teeth: a unit systemd cannot use fails it.
     let bad = dir.path().join("bad.service");
@@ -58,6 +65,24 @@ fn the_user_unit_passes_systemd_analyze_verify_even_with_awkward_paths() {
             .trim()
             .is_empty()
     );
+}
+
+/// A `$` (or a `%`) in the binary's own path: systemd reads the program's path without
+/// expanding variables, so the unit must name it with one `$`, or the service cannot start.
+#[test]
+fn a_dollar_in_the_binarys_path_still_names_the_binary() {
+    if analyze_missing() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("apps $HOME 100%");
+    std::fs::create_dir_all(&bin).unwrap();
+    let exe = bin.join("notifio");
+    std::os::unix::fs::symlink(NOTIFIO, &exe).unwrap();
+    let config = dir.path().join("conf $x/notifio.toml");
+    let text = verified_unit(dir.path(), &exe, &config);
+    // The argument's `$` is still doubled: systemd turns `$$` back into `$` there.
+    assert!(text.contains("conf $$x/notifio.toml\"\n"), "{text}");
 }
 
 #[test]

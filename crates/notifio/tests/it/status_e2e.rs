@@ -139,6 +139,30 @@ async fn api_status_shows_a_refusing_site_waiting_and_its_searches_share_the_dea
         metrics.contains("notifio_checks_total{outcome=\"challenge\"}"),
         "{metrics}"
     );
+    // One exposition: a real OpenMetrics parser reads it whole (`# EOF` once, at the end),
+    // with the fetcher's metrics, the app's counters and the outbox in it.
+    assert_eq!(metrics.matches("# EOF").count(), 1, "{metrics}");
+    assert!(
+        metrics.ends_with("# EOF\n"),
+        "`# EOF` is the last line:\n{metrics}"
+    );
+    let parsed = openmetrics_parser::openmetrics::parse_openmetrics(&metrics)
+        .unwrap_or_else(|e| panic!("not OpenMetrics: {e:?}\n{metrics}"));
+    for family in [
+        "notifio_fetch_requests",
+        "notifio_fetch_retried_requests",
+        "notifio_fetch_latency_seconds",
+        "notifio_checks",
+        "notifio_listings_found",
+        "notifio_checks_in_flight",
+        "notifio_outbox_pending",
+    ] {
+        assert!(
+            parsed.families.contains_key(family),
+            "no {family} in {:?}",
+            parsed.families.keys().collect::<Vec<_>>()
+        );
+    }
 
     // `notifio status --json` reads the same database: same states and deadlines.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_notifio"))

@@ -254,9 +254,12 @@ async fn metrics_and_healthz() {
     assert_eq!(
         resp.headers()["content-type"],
         web::METRICS_CONTENT_TYPE,
-        "Prometheus text format"
+        "OpenMetrics text"
     );
-    assert_eq!(web::METRICS_CONTENT_TYPE, "text/plain; version=0.0.4");
+    assert_eq!(
+        web::METRICS_CONTENT_TYPE,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
     assert_eq!(resp.text().await.unwrap(), METRICS);
 
     *src.metrics.lock().unwrap() = "notifio_checks_total 7\n".into();

@@ -79,6 +79,38 @@ const IDLE_TABS: usize = 2;
 /// How long leaving a page for `about:blank` may take before the tab is closed instead.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How many of our own browsers are being closed right now. A browser that exits resets its
+/// DevTools connection, which chromiumoxide reports as an `ERROR` (`WS Connection error: …
+/// ResetWithoutClosingHandshake`); when we closed it ourselves (Ctrl-C, the end of a
+/// `check`, a login window), that is no error, and the log filter drops it
+/// ([`is_closing_noise`]). A browser that dies on its own is still reported, by us.
+static CLOSING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Whether a log event is chromiumoxide's error about the connection of a browser we are
+/// closing ourselves: the log filter of the CLI drops those.
+#[must_use]
+pub fn is_closing_noise(meta: &tracing::Metadata<'_>) -> bool {
+    *meta.level() == tracing::Level::ERROR
+        && meta.target().starts_with("chromiumoxide")
+        && CLOSING.load(std::sync::atomic::Ordering::Relaxed) > 0
+}
+
+/// Held while one of our browsers is closed ([`CLOSING`]).
+struct Closing;
+
+impl Closing {
+    fn begin() -> Self {
+        CLOSING.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self
+    }
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        CLOSING.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// What the browser transport needs, resolved from `[browser]` at start.
 #[derive(Clone, Debug)]
 pub struct BrowserConfig {
@@ -172,6 +204,11 @@ struct Tab {
     retry_header: bool,
     /// Where this tab's documents may go during the current check (the guard reads it).
     route: Arc<Mutex<Route>>,
+    /// Woken by the guard when it stops the main document on its way into a waiting site,
+    /// so that the check ends then rather than at its deadline.
+    stopped: Arc<tokio::sync::Notify>,
+    /// The last page read in this tab never fired its load event.
+    unloaded: bool,
     /// Answers blocked requests and dialogs for as long as the tab lives.
     guard: JoinHandle<()>,
 }
@@ -429,21 +466,30 @@ impl Browser {
         .await
         .map_err(|e| format!("cannot set up the tab: {e}"))?;
         let route: Arc<Mutex<Route>> = Arc::default();
-        let guard = tab_guard(&page, Arc::clone(&route)).await?;
+        let stopped: Arc<tokio::sync::Notify> = Arc::default();
+        let guard = tab_guard(&page, Arc::clone(&route), Arc::clone(&stopped)).await?;
         Ok(Tab {
             page,
             checks: 0,
             retry_header: false,
             route,
+            stopped,
+            unloaded: false,
             guard,
         })
     }
 
     /// Gives a tab back after a check: it leaves the page for `about:blank` (so nothing of the
     /// site runs between checks: no timers, polling or sockets), or is closed when that does
-    /// not work or it has served its checks.
+    /// not work or it has served its checks. A tab whose page never loaded (a script that
+    /// never finishes) is closed at once: chromiumoxide would hold the navigation away back
+    /// until that page loads, up to its 30 s request timeout.
     async fn give_back(&self, r: &Arc<Running>, mut tab: Tab) {
         tab.checks += 1;
+        if tab.unloaded {
+            close_tab(r, &tab).await;
+            return;
+        }
         let left = tokio::time::timeout(
             LEAVE_TIMEOUT,
             tab.page.execute(NavigateParams::new("about:blank")),
@@ -561,6 +607,7 @@ async fn close(r: Arc<Running>) {
     let Some(mut process) = process else {
         return;
     };
+    let _closing = Closing::begin();
     let _ = tokio::time::timeout(
         Duration::from_secs(2),
         r.cdp
@@ -572,6 +619,13 @@ async fn close(r: Arc<Running>) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     process.kill();
+    // The connection went with the browser: stop reading it before the guard goes, so its
+    // reset cannot be reported after it.
+    r.handler.abort();
+    let until = Instant::now() + Duration::from_millis(500);
+    while !r.handler.is_finished() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Closes a tab from the browser side, first stopping whatever script its page runs (a page in
@@ -612,7 +666,11 @@ impl Drop for Lease {
 /// Answers, for the tab's whole life, the requests it must not make (blocked resource types
 /// fail at once, so they are never sent; a document continues unless it would enter a site
 /// closed to us) and any dialog a page opens (dismissed).
-async fn tab_guard(page: &Page, route: Arc<Mutex<Route>>) -> Result<JoinHandle<()>, String> {
+async fn tab_guard(
+    page: &Page,
+    route: Arc<Mutex<Route>>,
+    left_for_waiting: Arc<tokio::sync::Notify>,
+) -> Result<JoinHandle<()>, String> {
     let paused = page
         .event_listener::<EventRequestPaused>()
         .await
@@ -647,6 +705,7 @@ async fn tab_guard(page: &Page, route: Arc<Mutex<Route>>) -> Result<JoinHandle<(
                         let main = p.frame_id.inner() == page.target_id().inner();
                         if main {
                             lock(&route).held = Some(site);
+                            left_for_waiting.notify_one();
                         }
                     }
                     let _ = page

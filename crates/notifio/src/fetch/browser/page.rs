@@ -2,6 +2,12 @@
 //! `classify`), wait until the profile's cards are in the DOM or the page has gone quiet
 //! (bounded by the attempt's timeout, since some pages never do), read the rendered DOM.
 //! Everything here answers with a [`Visit`]; nothing a page does can hang or crash us.
+//!
+//! A page is read as soon as its cards are there, also while the document is still loading
+//! (a last script that never finishes keeps it `loading` forever), and at the attempt's
+//! deadline it is read as it is then. A page that leaves for a site waiting after a refusal
+//! (a redirect, or its own script) ends the read at once, like an unchanged page
+//! (docs/sites.md, the browser).
 
 use super::{Attempt, PageRequest, Tab, TransportFailure, lock};
 use bytes::Bytes;
@@ -26,6 +32,10 @@ use tokio::time::Instant;
 const IDLE_AFTER: Duration = Duration::from_millis(500);
 /// How often the page is asked whether its result list (or "no results" marker) is there yet.
 const READY_POLL: Duration = Duration::from_millis(50);
+/// A document still loading (its parser waits for a script) whose HTML has all arrived is
+/// read once its cards have stayed the same this long: a parsed document's cards are taken
+/// after two polls, but a loading one may be waiting on a script in the middle of its list.
+const LOADING_STEADY: Duration = Duration::from_millis(500);
 
 /// How a visit went.
 pub(super) enum Visit {
@@ -151,17 +161,30 @@ pub(super) async fn read_page(
     // The last redirect of the navigation (status, URL), for a redirect that is held.
     let mut redirect: Option<(u16, String)> = None;
     let route = Arc::clone(&tab.route);
-    let held = |redirect: &Option<(u16, String)>| {
+    // Held: the redirect that was stopped, else (the page's own script left for the waiting
+    // site) the page that did it.
+    let held = |redirect: &Option<(u16, String)>, doc: &Option<Document>| {
         let site = lock(&route).held.take()?;
-        let (status, url) = redirect.clone().unwrap_or((0, String::new()));
+        let (status, url) = redirect
+            .clone()
+            .or_else(|| doc.as_ref().map(|d| (d.status, d.url.clone())))
+            .unwrap_or((0, String::new()));
         Some(Visit::Held(site, status, url))
     };
+    let stopped = Arc::clone(&tab.stopped);
     let mut main_request: Option<String> = None;
+    // Every byte of the main document has arrived (it may still be parsing).
+    let mut main_finished = false;
     let mut loaded = false;
+    // Until this document's load event, chromiumoxide holds the tab's next navigation back
+    // (it runs one at a time, each until its page loads, up to its 30 s request timeout):
+    // a tab whose page never loads is closed after the check rather than reused.
+    tab.unloaded = true;
     let mut in_flight: HashSet<String> = HashSet::new();
     let mut quiet_since = Instant::now();
-    // The profile's cards in the parsed document at the last poll.
-    let mut cards: Option<u64> = None;
+    // The profile's cards in the document at the last poll, and since when that count holds.
+    let mut cards: Option<Cards> = None;
+    let mut cards_since = Instant::now();
     let mut poll = tokio::time::interval(READY_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -204,7 +227,7 @@ pub(super) async fn read_page(
                         in_flight.remove(id);
                         quiet_since = Instant::now();
                         let is_main = main_request.as_deref() == Some(id.as_str());
-                        if is_main && doc.is_none() && let Some(v) = held(&redirect) {
+                        if is_main && doc.is_none() && let Some(v) = held(&redirect, &doc) {
                             return v;
                         }
                         if is_main && doc.is_none() && e.canceled != Some(true) {
@@ -233,8 +256,10 @@ pub(super) async fn read_page(
                         }
                     }
                     Ev::Finished(e) => {
-                        in_flight.remove(e.request_id.inner());
+                        let id = e.request_id.inner();
+                        in_flight.remove(id);
                         quiet_since = Instant::now();
+                        main_finished |= main_request.as_deref() == Some(id.as_str());
                     }
                     // Only this document's load counts: the tab's previous page (the
                     // `about:blank` it was left on) can report its own load after we started
@@ -243,6 +268,7 @@ pub(super) async fn read_page(
                     // machine: the browser benchmark saw it).
                     Ev::Load if doc.is_some() => {
                         loaded = true;
+                        tab.unloaded = false;
                         quiet_since = Instant::now();
                     }
                     Ev::Load => {}
@@ -253,7 +279,7 @@ pub(super) async fn read_page(
                 match res {
                     Ok(r) => {
                         if let (Some(_), None) = (r.result.error_text.as_deref(), &doc)
-                            && let Some(v) = held(&redirect)
+                            && let Some(v) = held(&redirect, &doc)
                         {
                             return v;
                         }
@@ -287,6 +313,13 @@ pub(super) async fn read_page(
                     }
                 }
             }
+            // The guard stopped this page on its way into a waiting site (its own script, once
+            // it is there): nothing more is learnt from it.
+            () = stopped.notified() => {
+                if let Some(v) = held(&redirect, &doc) {
+                    return v;
+                }
+            }
             () = tokio::time::sleep(left) => {
                 if doc.is_some() {
                     break;
@@ -310,14 +343,26 @@ pub(super) async fn read_page(
                     let now = tokio::time::timeout(left, cards_shown(&page, sel))
                         .await
                         .unwrap_or(None);
-                    // Ready once the document is parsed and its cards have stopped coming:
-                    // the same count two polls in a row. (A long page is parsed as it
-                    // streams in, and scripts may add cards in batches: the first card is
-                    // not the last.)
-                    if now.is_some() && now == cards {
-                        break;
+                    let same = now == cards;
+                    if !same {
+                        cards_since = Instant::now();
                     }
                     cards = now;
+                    // Ready once its cards have stopped coming: in a parsed document, the
+                    // same count two polls in a row (a long page is parsed as it streams in,
+                    // and scripts may add cards in batches: the first card is not the last);
+                    // in one still loading, once all its HTML is in and the count has held
+                    // for a while.
+                    let ready = match now {
+                        Some(Cards { loading: false, .. }) => same,
+                        Some(Cards { loading: true, .. }) => {
+                            main_finished && cards_since.elapsed() >= LOADING_STEADY
+                        }
+                        None => false,
+                    };
+                    if ready {
+                        break;
+                    }
                 }
             }
         }
@@ -360,23 +405,29 @@ async fn page_alive(page: &Page) -> bool {
     .is_ok_and(|r| r.is_ok())
 }
 
-/// How many elements match `selector` once the current document is parsed (`None` while it
-/// is still loading, before any match, or when the page does not answer).
-async fn cards_shown(page: &Page, selector: &str) -> Option<u64> {
+/// The profile's cards in the document at one poll.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Cards {
+    count: u64,
+    /// The document is still being parsed (`document.readyState` is `loading`).
+    loading: bool,
+}
+
+/// How many elements match `selector` in the current document, and whether it is still
+/// loading (`None` before any match, or when the page does not answer).
+async fn cards_shown(page: &Page, selector: &str) -> Option<Cards> {
     let quoted = serde_json::to_string(selector).ok()?;
     let expr = format!(
-        "(() => {{ try {{ if (document.readyState === 'loading') return 0; \
-         return document.querySelectorAll({quoted}).length; }} catch (e) {{ return 0; }} }})()"
+        "(() => {{ try {{ return [document.querySelectorAll({quoted}).length, \
+         document.readyState === 'loading']; }} catch (e) {{ return [0, true]; }} }})()"
     );
     let mut params = EvaluateParams::new(expr);
     params.return_by_value = Some(true);
     let r = page.execute(params).await.ok()?;
-    r.result
-        .result
-        .value
-        .as_ref()
-        .and_then(serde_json::Value::as_u64)
-        .filter(|n| *n > 0)
+    let value = r.result.result.value?;
+    let count = value.get(0)?.as_u64().filter(|n| *n > 0)?;
+    let loading = value.get(1)?.as_bool()?;
+    Some(Cards { count, loading })
 }
 
 /// The rendered document as HTML (doctype and `documentElement.outerHTML`), at most `cap`
