@@ -146,6 +146,7 @@ impl Day {
                         site: key.clone(),
                         interval: Duration::from_secs(30),
                         first_due: None,
+                        pages: 1,
                     },
                     now0,
                 );

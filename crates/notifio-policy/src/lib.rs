@@ -14,10 +14,12 @@
 //! needs more than plain safe Rust.
 #![warn(missing_docs)]
 
+pub mod allocate;
 pub mod backoff;
 pub mod budget;
 pub mod classify;
 pub mod jitter;
+pub mod rates;
 pub mod registry;
 pub mod retry;
 pub mod retry_after;
@@ -26,9 +28,11 @@ pub mod site;
 pub mod time;
 mod timers;
 
+pub use allocate::{Demand, RequestBudget, Share, allocate, price};
 pub use backoff::{BackoffConfigError, BackoffPolicy, Ladders, MAX_WAIT, RefusalKind};
 pub use budget::RetryBudget;
 pub use classify::{Markers, Outcome, ResponseFacts, TransportFailure, classify};
+pub use rates::{ArrivalRates, LocalOffset, SiteRhythm};
 pub use registry::{Admission, Entry, Registry};
 pub use retry::{
     AttemptResult, RequestClass, RetryConfigError, RetryDecision, RetryPolicies, RetryPolicy,

@@ -26,6 +26,7 @@
 //! going to the page added first. `tests/it/scheduler_reference.rs` checks this scheduler against
 //! a plain reference one, step by step.
 
+use crate::allocate::RequestBudget;
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
 use crate::jitter::{Draws, Jitter};
@@ -34,7 +35,7 @@ use crate::site::SiteKey;
 use crate::time::Timestamp;
 use crate::timers::Wheel;
 use smallvec::SmallVec;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +60,9 @@ pub struct SearchSpec {
     pub interval: Duration,
     /// When the first check is due; `None` = at once.
     pub first_due: Option<Timestamp>,
+    /// Requests one check of it makes at most (its result pages, at least 1): what a check
+    /// takes of its site's request budget.
+    pub pages: u32,
 }
 
 /// Scheduler settings.
@@ -222,6 +226,61 @@ struct Page {
     url: Arc<str>,
     /// The searches it answers (more than one when searches share a URL).
     searches: Arc<[SearchId]>,
+    /// Requests a check of it makes at most: the most pages any of its searches reads.
+    requests: u32,
+}
+
+/// A site's request budget and the requests that count against it: the start of each request
+/// in the last window (or the last hour, the longer), oldest first.
+#[derive(Debug)]
+struct Spent {
+    budget: Option<RequestBudget>,
+    sent: VecDeque<u64>,
+}
+
+impl Spent {
+    /// How far back requests are kept: the budget's window, and an hour for status views.
+    fn keep_ms(&self) -> u64 {
+        let per = self.budget.map_or(0, |b| millis(b.per));
+        per.max(3_600_000)
+    }
+
+    fn prune(&mut self, now: u64) {
+        let from = now.saturating_sub(self.keep_ms());
+        while self.sent.front().is_some_and(|&t| t <= from) {
+            self.sent.pop_front();
+        }
+    }
+
+    /// When a check that makes `requests` requests may start, at `now` or later: never so
+    /// that the budget's window holds more than its requests.
+    fn may_start(&mut self, requests: u32, now: u64) -> u64 {
+        self.prune(now);
+        let Some(b) = self.budget else {
+            return now;
+        };
+        let per = millis(b.per);
+        let allowed = b.requests.max(1) as usize;
+        let need = (requests.max(1) as usize).min(allowed);
+        let window_start = now.saturating_sub(per);
+        let in_window: Vec<u64> = self
+            .sent
+            .iter()
+            .copied()
+            .filter(|&t| t > window_start)
+            .collect();
+        if in_window.len() + need <= allowed {
+            return now;
+        }
+        // The request whose leaving the window makes room.
+        let leaving = in_window.len() + need - allowed - 1;
+        in_window[leaving].saturating_add(per)
+    }
+
+    fn record(&mut self, at: u64) {
+        let pos = self.sent.partition_point(|&t| t <= at);
+        self.sent.insert(pos, at);
+    }
 }
 
 /// What the timing knows of a page: its slot on the site, and the time between its checks
@@ -302,6 +361,9 @@ struct SiteRecord {
     refused: bool,
     /// Its pending wake-up in the wheel (a tick).
     wake: Option<u64>,
+    /// Its request budget and the requests that count against it; `None` until it has one
+    /// (a site without a budget keeps no record of its requests).
+    spent: Option<Box<Spent>>,
 }
 
 impl SiteRecord {
@@ -358,6 +420,10 @@ pub struct Scheduler {
     /// Each search's own interval (ms, as in [`Cadence`]): a page's cadence is the shortest of
     /// its searches', worked out again when one of them leaves or changes.
     intervals: HashMap<SearchId, u32>,
+    /// Each search's result pages: a page's requests are the most of its searches'.
+    pages: HashMap<SearchId, u32>,
+    /// Sites' request budgets, also for sites not known yet.
+    budgets: HashMap<SiteKey, RequestBudget>,
     wheel: Wheel,
     /// Checks in flight that count against the cap.
     in_flight: usize,
@@ -381,6 +447,8 @@ impl Scheduler {
             by_url: HashMap::new(),
             by_search: HashMap::new(),
             intervals: HashMap::new(),
+            pages: HashMap::new(),
+            budgets: HashMap::new(),
             wheel: Wheel::new(),
             in_flight: 0,
             draws: Draws::new(seed),
@@ -405,11 +473,18 @@ impl Scheduler {
         let due = spec.first_due.unwrap_or(now).0;
         let interval_ms = u32::try_from(millis(spec.interval)).unwrap_or(u32::MAX);
         self.intervals.insert(spec.id, interval_ms);
+        let requests = spec.pages.max(1);
+        self.pages.insert(spec.id, requests);
         if let Some(&(s, slot)) = self.by_url.get(&spec.url) {
             self.by_search.insert(spec.id, (s, slot));
             let site = &mut self.sites[s];
             let page = &mut site.pages[slot];
             let alone = page.searches.is_empty();
+            page.requests = if alone {
+                requests
+            } else {
+                page.requests.max(requests)
+            };
             page.searches = page.searches.iter().copied().chain([spec.id]).collect();
             match site.cadence_mut(slot) {
                 // A page whose searches were all removed keeps no cadence of theirs.
@@ -448,6 +523,7 @@ impl Scheduler {
                     Page {
                         url: spec.url.as_str().into(),
                         searches: Arc::new([spec.id]),
+                        requests,
                     },
                 );
                 self.by_url.remove(&*old.url);
@@ -462,6 +538,7 @@ impl Scheduler {
                 site.pages.push(Page {
                     url: spec.url.as_str().into(),
                     searches: Arc::new([spec.id]),
+                    requests,
                 });
                 slot
             }
@@ -488,8 +565,16 @@ impl Scheduler {
             return false;
         };
         self.intervals.remove(&id);
+        self.pages.remove(&id);
         let page = &mut self.sites[s].pages[slot];
         page.searches = page.searches.iter().copied().filter(|x| *x != id).collect();
+        page.requests = page
+            .searches
+            .iter()
+            .filter_map(|x| self.pages.get(x))
+            .max()
+            .copied()
+            .unwrap_or(1);
         let shortest = page
             .searches
             .iter()
@@ -608,6 +693,12 @@ impl Scheduler {
             paused: false,
             refused: self.registry.entry(key).is_some(),
             wake: None,
+            spent: self.budgets.get(key).map(|&b| {
+                Box::new(Spent {
+                    budget: Some(b),
+                    sent: VecDeque::new(),
+                })
+            }),
         });
         self.site_index.insert(key.clone(), s);
         s
@@ -689,6 +780,16 @@ impl Scheduler {
             self.wake_at(s, at);
             return None;
         }
+        let requests = site.pages[usize::from(first.page.slot)].requests;
+        if let Some(spent) = self.sites[s].spent.as_mut() {
+            let may = spent.may_start(requests, now.0);
+            if may > now.0 {
+                // Its budget's window is full: the check waits for room, in order.
+                self.wake_at(s, may);
+                return None;
+            }
+        }
+        let site = &self.sites[s];
         let probe = match site.refused {
             false => false,
             true => match self.registry.admit(&site.key, now) {
@@ -712,6 +813,9 @@ impl Scheduler {
             released: false,
         });
         site.next_start = now.0.saturating_add(site.spacing_ms);
+        if let Some(spent) = site.spent.as_mut() {
+            spent.record(now.0);
+        }
         self.in_flight += 1;
         Some(Check {
             id,
@@ -755,7 +859,72 @@ impl Scheduler {
         };
         if site.in_flight.is_some_and(|f| f.id == id) {
             site.next_start = site.next_start.max(now.0.saturating_add(site.spacing_ms));
+            if let Some(spent) = site.spent.as_mut() {
+                spent.record(now.0);
+            }
         }
+    }
+
+    /// Gives `site` a request budget (`None`: none): from now on no window of its `per` holds
+    /// more than its `requests` requests, counting every page of every check (probes and
+    /// previews too); spacing and the registry's waits still hold. A site not known yet gets
+    /// it when its first search is added.
+    pub fn set_budget(&mut self, site: &SiteKey, budget: Option<RequestBudget>) {
+        match budget {
+            Some(b) => {
+                self.budgets.insert(site.clone(), b);
+            }
+            None => {
+                self.budgets.remove(site);
+            }
+        }
+        if let Some(&s) = self.site_index.get(site) {
+            let record = &mut self.sites[s];
+            match (&mut record.spent, budget) {
+                (Some(spent), b) => spent.budget = b,
+                (None, Some(b)) => {
+                    record.spent = Some(Box::new(Spent {
+                        budget: Some(b),
+                        sent: VecDeque::new(),
+                    }));
+                }
+                (None, None) => {}
+            }
+            self.arm(s);
+        }
+    }
+
+    /// Requests `site` started since `since` (counted only for a site that has a budget, over
+    /// the last hour or its window, the longer).
+    #[must_use]
+    pub fn requests_since(&self, site: &SiteKey, since: Timestamp) -> Option<usize> {
+        let &s = self.site_index.get(site)?;
+        let spent = self.sites[s].spent.as_ref()?;
+        Some(spent.sent.iter().filter(|&&t| t > since.0).count())
+    }
+
+    /// The request budget of `site`, if it has one.
+    #[must_use]
+    pub fn budget(&self, site: &SiteKey) -> Option<RequestBudget> {
+        self.budgets.get(site).copied()
+    }
+
+    /// A search's result pages changes (its requests per check), from its next check on.
+    /// Returns whether the search is scheduled.
+    pub fn set_pages(&mut self, id: SearchId, pages: u32) -> bool {
+        let Some(&(s, slot)) = self.by_search.get(&id) else {
+            return false;
+        };
+        self.pages.insert(id, pages.max(1));
+        let page = &mut self.sites[s].pages[slot];
+        page.requests = page
+            .searches
+            .iter()
+            .filter_map(|x| self.pages.get(x))
+            .max()
+            .copied()
+            .unwrap_or(1);
+        true
     }
 
     /// The spacing in force on `site` (its own, else the default): the least time between

@@ -31,6 +31,7 @@ pub(crate) fn spec(id: u32, url: &str, interval_ms: u64) -> SearchSpec {
         site: SiteKey::from_url(url).unwrap(),
         interval: d(interval_ms),
         first_due: None,
+        pages: 1,
     }
 }
 

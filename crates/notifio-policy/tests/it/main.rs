@@ -3,6 +3,7 @@
 //!
 //! `cargo test -p notifio-policy --test it scheduler::` runs one area.
 
+mod budget;
 mod common;
 mod fuzz_regressions;
 mod proptests;

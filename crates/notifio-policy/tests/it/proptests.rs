@@ -142,6 +142,7 @@ impl Harness {
                     url: u,
                     interval: Duration::from_millis(interval),
                     first_due: None,
+                    pages: 1,
                 },
                 now,
             );

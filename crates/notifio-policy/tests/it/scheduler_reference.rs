@@ -574,6 +574,7 @@ impl Pair {
                     site: key(site),
                     interval: Duration::from_millis(interval_ms),
                     first_due: first_due_ms.map(|ms| self.now + Duration::from_millis(ms)),
+                    pages: 1,
                 };
                 self.real.add_search(spec.clone(), self.now);
                 self.reference.add_search(spec, self.now);

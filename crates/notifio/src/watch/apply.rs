@@ -288,6 +288,7 @@ impl Watcher {
                         site: s.site.clone(),
                         interval: s.interval,
                         first_due: None,
+                        pages: s.pages,
                     },
                     t,
                 );
@@ -508,6 +509,7 @@ impl Watcher {
                 site: s.site.clone(),
                 interval: PREVIEW_INTERVAL,
                 first_due: None,
+                pages: s.pages,
             },
             t,
         );

@@ -254,6 +254,7 @@ impl Watcher {
                     site: s.site.clone(),
                     interval: s.interval,
                     first_due,
+                    pages: s.pages,
                 },
                 start,
             );

@@ -1,0 +1,219 @@
+//! A site's request budget and its allocation, run on a virtual clock the way the watcher
+//! drives them (docs/policy.md#a-request-budget-per-site):
+//! - no window of the budget's length ever holds more requests than it allows, counting every
+//!   result page and the probes, whatever the searches' pages, the outcomes and the refusals
+//!   (`the_budget_is_never_exceeded_in_any_window`); spacing still holds and a waiting site
+//!   is still left alone;
+//! - with the allocation applied after every check, every search is checked at least every
+//!   `max_interval` (`every_search_is_checked_within_max_interval`);
+//! - with equal rates the allocation is round-robin (`equal_rates_are_round_robin`);
+//! - a budget set on a site waits for room in its window, in order
+//!   (`a_full_window_holds_the_next_check_until_a_request_leaves_it`).
+
+use crate::common::{PollCheck, T0, outcome};
+use notifio_policy::{
+    ArrivalRates, BackoffPolicy, Demand, LocalOffset, Outcome, Registry, RequestBudget, Scheduler,
+    SchedulerConfig, SearchId, SearchSpec, SiteKey, SiteRhythm, Timestamp, allocate, price,
+};
+use proptest::prelude::*;
+use std::time::Duration;
+
+const SITE: &str = "https://www.portal.example/";
+
+fn scheduler(spacing_ms: u64, budget: RequestBudget, searches: &[(u64, u32)]) -> Scheduler {
+    let config = SchedulerConfig {
+        spacing: Duration::from_millis(spacing_ms),
+        concurrency: 4,
+        ..SchedulerConfig::default()
+    };
+    let mut s = Scheduler::new(config, Registry::new(BackoffPolicy::default()), 11);
+    let site = SiteKey::from_url(SITE).unwrap();
+    s.set_budget(&site, Some(budget));
+    for (i, &(interval_ms, pages)) in searches.iter().enumerate() {
+        s.add_search(
+            SearchSpec {
+                id: SearchId(i as u32),
+                url: format!("{SITE}search/{i}"),
+                site: site.clone(),
+                interval: Duration::from_millis(interval_ms),
+                first_due: None,
+                pages,
+            },
+            T0,
+        );
+    }
+    s
+}
+
+/// At most `budget.requests` of `starts` (sorted, ms) in any window of `budget.per`.
+fn most_in_a_window(starts: &[u64], per_ms: u64) -> usize {
+    let mut most = 0;
+    let mut from = 0;
+    for (i, &t) in starts.iter().enumerate() {
+        while starts[from] + per_ms <= t {
+            from += 1;
+        }
+        most = most.max(i + 1 - from);
+    }
+    most
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// A budget of at least as many requests as a search's pages (the config refuses less).
+    #[test]
+    fn the_budget_is_never_exceeded_in_any_window(
+        extra in 0u32..6,
+        per_s in prop_oneof![Just(60u64), Just(3600)],
+        spacing_ms in prop_oneof![Just(50u64), Just(2000)],
+        searches in prop::collection::vec((1_000u64..120_000, 1u32..4), 1..6),
+        outcomes in prop::collection::vec(outcome(), 1..200),
+    ) {
+        let requests = searches.iter().map(|s| s.1).max().unwrap_or(1) + extra;
+        let budget = RequestBudget { requests, per: Duration::from_secs(per_s) };
+        let mut s = scheduler(spacing_ms, budget, &searches);
+        let site = SiteKey::from_url(SITE).unwrap();
+        let mut starts = Vec::new();
+        let mut now = T0;
+        for (n, &o) in outcomes.iter().enumerate() {
+            let Some(t) = s.poll_timeout() else { break };
+            now = now.max(t);
+            for c in s.poll_checks(now) {
+                if let Some(e) = s.registry().entry(&site) {
+                    prop_assert!(now >= e.next_retry_at, "a waiting site was asked");
+                }
+                if let Some(&last) = starts.last() {
+                    prop_assert!(now.as_millis() - last >= spacing_ms, "spacing broken");
+                }
+                starts.push(now.as_millis());
+                // Its other result pages go out spaced, while the check is out.
+                let pages = searches[c.searches[0].0 as usize].1;
+                let mut at = now;
+                for _ in 1..pages {
+                    if n % 3 == 0 {
+                        break; // some checks end before their last page
+                    }
+                    at = at + Duration::from_millis(spacing_ms);
+                    s.handle_request_sent(c.id, at);
+                    starts.push(at.as_millis());
+                }
+                now = now.max(at);
+                s.handle_outcome(c.id, o, None, now);
+            }
+        }
+        let most = most_in_a_window(&starts, per_s * 1000);
+        prop_assert!(
+            most <= requests as usize,
+            "{most} requests in one window of {per_s} s (budget {requests})"
+        );
+    }
+}
+
+#[test]
+fn a_full_window_holds_the_next_check_until_a_request_leaves_it() {
+    let budget = RequestBudget {
+        requests: 2,
+        per: Duration::from_secs(60),
+    };
+    let mut s = scheduler(1000, budget, &[(1000, 1), (1000, 1)]);
+    let mut starts = Vec::new();
+    let mut now = T0;
+    while starts.len() < 6 {
+        now = now.max(s.poll_timeout().unwrap());
+        for c in s.poll_checks(now) {
+            starts.push(now.as_millis() - T0.as_millis());
+            s.handle_outcome(c.id, Outcome::Ok, None, now);
+        }
+    }
+    // Two a minute, then the third when the first leaves the window, and so on.
+    assert!(starts[1] >= 1000, "{starts:?}");
+    assert!(starts[2] >= 60_000 && starts[2] < 60_100, "{starts:?}");
+    assert!(starts[3] >= starts[1] + 60_000, "{starts:?}");
+    let before = Timestamp(T0.as_millis() - 1);
+    assert_eq!(
+        s.requests_since(&SiteKey::from_url(SITE).unwrap(), before),
+        Some(6)
+    );
+}
+
+/// The allocation applied after every check, as the watcher applies it, with rates learnt
+/// from what the checks find (here: nothing at all on two searches, some on the others).
+#[test]
+fn every_search_is_checked_within_max_interval() {
+    let budget = RequestBudget {
+        requests: 3,
+        per: Duration::from_secs(60),
+    };
+    let slowest = Duration::from_secs(15 * 60);
+    let n = 5;
+    let mut s = scheduler(2000, budget, &vec![(30_000, 1); n]);
+    let mut models = vec![ArrivalRates::new(); n];
+    let mut last = vec![T0; n];
+    let mut longest = vec![Duration::ZERO; n];
+    let mut now = T0;
+    let end = T0 + Duration::from_secs(6 * 3600);
+    while now < end {
+        now = now.max(s.poll_timeout().unwrap());
+        for c in s.poll_checks(now) {
+            s.handle_outcome(c.id, Outcome::Ok, None, now);
+            for id in c.searches.iter() {
+                let i = id.0 as usize;
+                longest[i] = longest[i].max(now.saturating_since(last[i]));
+                let new = if i < 2 {
+                    0
+                } else {
+                    (now.as_millis() / 1000 % 7) as u32
+                };
+                models[i].observe(last[i], now, new, LocalOffset(0));
+                last[i] = now;
+            }
+            let rhythm = SiteRhythm::of(&models);
+            let h = LocalOffset(0).hour_of_week(now);
+            let demands: Vec<Demand> = models
+                .iter()
+                .map(|m| Demand {
+                    rate: m.rate_in_hour(h, 0.5, rhythm.shape(h)),
+                    pages: 1,
+                    page_size: 25,
+                    fastest: Duration::from_secs(30),
+                    slowest,
+                })
+                .collect();
+            let peak: f64 = demands.iter().map(|d| d.rate.sqrt()).sum();
+            for (i, share) in allocate(&demands, budget, price(budget, peak))
+                .iter()
+                .enumerate()
+            {
+                s.set_interval(SearchId(i as u32), share.interval);
+            }
+        }
+    }
+    println!("longest gaps: {longest:?}");
+    for (i, gap) in longest.iter().enumerate() {
+        assert!(*gap <= slowest, "search {i}: {gap:?}");
+    }
+    assert!(
+        longest[0] > Duration::from_secs(10 * 60),
+        "the quiet ones got the floor"
+    );
+}
+
+#[test]
+fn equal_rates_are_round_robin() {
+    let budget = RequestBudget {
+        requests: 5,
+        per: Duration::from_secs(60),
+    };
+    let demand = Demand {
+        rate: 2.0,
+        pages: 1,
+        page_size: 25,
+        fastest: Duration::from_secs(10),
+        slowest: Duration::from_secs(900),
+    };
+    let shares = allocate(&[demand; 4], budget, price(budget, 4.0 * 2f64.sqrt()));
+    let first = shares[0].interval;
+    assert!(shares.iter().all(|s| s.interval == first), "{shares:?}");
+    assert_eq!(first, Duration::from_secs(60));
+}
