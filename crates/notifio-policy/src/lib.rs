@@ -32,7 +32,7 @@ pub use allocate::{Demand, RequestBudget, Share, allocate, price};
 pub use backoff::{BackoffConfigError, BackoffPolicy, Ladders, MAX_WAIT, RefusalKind};
 pub use budget::RetryBudget;
 pub use classify::{Markers, Outcome, ResponseFacts, TransportFailure, classify};
-pub use rates::{ArrivalRates, LocalOffset, SiteRhythm};
+pub use rates::{ActiveHours, ArrivalRates, LocalOffset, SiteRhythm};
 pub use registry::{Admission, Entry, Registry};
 pub use retry::{
     AttemptResult, RequestClass, RetryConfigError, RetryDecision, RetryPolicies, RetryPolicy,

@@ -183,6 +183,30 @@ impl ArrivalRates {
     }
 }
 
+/// Hours a user says listings come in (`active_hours = "07:00-23:00"`): outside them a search
+/// is taken to have no new listings, so it is checked only every `max_interval`. A range may
+/// run past midnight (`"22:00-06:00"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActiveHours {
+    /// From this minute of the local day (0..1440), included.
+    pub from: u32,
+    /// To this one, excluded.
+    pub to: u32,
+}
+
+impl ActiveHours {
+    /// Whether `t` (local time by `offset`) is inside.
+    #[must_use]
+    pub fn contains(self, t: Timestamp, offset: LocalOffset) -> bool {
+        let m = offset.minute_of_day(t);
+        if self.from <= self.to {
+            (self.from..self.to).contains(&m)
+        } else {
+            m >= self.from || m < self.to
+        }
+    }
+}
+
 /// A site's daily rhythm: how each hour of the day compares with the site's average, pooled
 /// over all its searches. A market's rhythm (listings posted by day, few at night) is the
 /// site's more than any one search's, and five searches learn it five times as fast as one:
@@ -295,6 +319,25 @@ mod tests {
         );
         // Without a rhythm, the night is shrunk toward the week: higher.
         assert!(r.rate_in_hour(24 * 3 + 3, 1.0, 1.0) > night);
+    }
+
+    #[test]
+    fn active_hours_may_run_past_midnight() {
+        let day = ActiveHours {
+            from: 7 * 60,
+            to: 23 * 60,
+        };
+        let night = ActiveHours {
+            from: 22 * 60,
+            to: 6 * 60,
+        };
+        let at = |h: u64| Timestamp(MONDAY + h * HOUR_MS);
+        assert!(day.contains(at(7), LocalOffset(0)) && !day.contains(at(23), LocalOffset(0)));
+        assert!(night.contains(at(23), LocalOffset(0)) && night.contains(at(5), LocalOffset(0)));
+        assert!(!night.contains(at(12), LocalOffset(0)));
+        // 06:30 UTC is 07:30 in Madrid in winter.
+        let half = Timestamp(MONDAY + 6 * HOUR_MS + HOUR_MS / 2);
+        assert!(day.contains(half, LocalOffset(3600)) && !day.contains(half, LocalOffset(0)));
     }
 
     #[test]

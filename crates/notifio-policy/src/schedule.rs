@@ -239,10 +239,11 @@ struct Spent {
 }
 
 impl Spent {
-    /// How far back requests are kept: the budget's window, and an hour for status views.
+    /// How far back requests are kept: the budget's window (and its margin), and an hour for
+    /// status views.
     fn keep_ms(&self) -> u64 {
         let per = self.budget.map_or(0, |b| millis(b.per));
-        per.max(3_600_000)
+        (per + 1000).max(3_600_000)
     }
 
     fn prune(&mut self, now: u64) {
@@ -259,7 +260,11 @@ impl Spent {
         let Some(b) = self.budget else {
             return now;
         };
+        // The site counts requests as they arrive, and two requests can take different times
+        // to get there: the window is kept a tenth longer (at most a second), so that no
+        // window of the site's own clock holds more than the budget either.
         let per = millis(b.per);
+        let per = per + (per / 10).min(1000);
         let allowed = b.requests.max(1) as usize;
         let need = (requests.max(1) as usize).min(allowed);
         let window_start = now.saturating_sub(per);

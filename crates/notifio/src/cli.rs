@@ -355,8 +355,14 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             let mut view = status::build_from_dir(&state_dir, &backoff, cfg.as_ref())
                 .map_err(|e| Failure::Runtime(e.into()))?;
             if !view.watcher.running {
-                // What a previous watcher said of its file is stale: the file as it is now.
+                // What a previous watcher said of its file and planned is stale.
                 view.config = status::ConfigStatus::default();
+                for q in &mut view.searches {
+                    (q.checks_per_hour, q.expected_delay_s) = (None, None);
+                }
+                for site in &mut view.sites {
+                    (site.requests_last_hour, site.hint) = (None, None);
+                }
             }
             if let Some(e) = &mistake
                 && view.config.error.is_none()

@@ -27,3 +27,17 @@ pub fn now() -> Timestamp {
 pub fn since(t: SystemTime) -> std::time::Duration {
     SystemTime::now().duration_since(t).unwrap_or_default()
 }
+
+/// The user's offset from UTC at `t`, as the system's time zone says (UTC when it says
+/// nothing): what their `active_hours = "07:00-23:00"` and the hours of the week a budget
+/// learns by mean. Worked out again now and then by its users, so a change to or from summer
+/// time follows.
+#[must_use]
+pub fn local_offset(t: Timestamp) -> notifio_policy::LocalOffset {
+    let tz = jiff::tz::TimeZone::system();
+    let at = i64::try_from(t.as_millis())
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    notifio_policy::LocalOffset(tz.to_offset(at).seconds())
+}

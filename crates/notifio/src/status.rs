@@ -137,6 +137,14 @@ pub struct SearchStatus {
     /// refusal; next try at …").
     #[serde(default)]
     pub reason: Option<String>,
+    /// Checks it gets per hour now, as the running watcher plans them (its share of its
+    /// site's budget, or its own interval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks_per_hour: Option<f64>,
+    /// The mean time from a listing appearing to the check that finds it, as the plan makes
+    /// it (half the time between checks), in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_delay_s: Option<f64>,
 }
 
 /// A recently found listing, for the dashboard.
@@ -183,6 +191,15 @@ pub struct SiteStatus {
     /// (it is read in the browser, and there is a display): "Open in browser".
     #[serde(default)]
     pub login: bool,
+    /// Its request budget (`"4/min"`), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
+    /// Requests it got in the last hour (on a site with a budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_last_hour: Option<u32>,
+    /// A suggestion (a site with two or more searches and no budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 use crate::store::{Store, StoreError};
@@ -343,6 +360,8 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
             found: row.found,
             matched: row.matched,
             reason,
+            checks_per_hour: None,
+            expected_delay_s: None,
         });
     }
 
@@ -375,6 +394,9 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             lengthened_by_retry_after: entry.is_some_and(|(e, _)| e.lengthened_by_retry_after),
             login: false,
+            budget: None,
+            requests_last_hour: None,
+            hint: None,
         });
     }
     let soonest = entries
@@ -399,6 +421,23 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
         .meta(CONFIG_META)?
         .and_then(|j| serde_json::from_str(&j).ok())
         .unwrap_or_default();
+    let plan: crate::watch::PlanView = store
+        .meta(crate::watch::PLAN_META)?
+        .and_then(|j| serde_json::from_str(&j).ok())
+        .unwrap_or_default();
+    for q in &mut searches {
+        if let Some(p) = plan.searches.get(&q.id).filter(|_| q.state == "ok") {
+            q.checks_per_hour = Some(p.checks_per_hour);
+            q.expected_delay_s = Some(p.expected_delay_s);
+        }
+    }
+    for site in &mut sites {
+        if let Some(p) = plan.sites.get(&site.site) {
+            site.budget.clone_from(&p.budget);
+            site.requests_last_hour = p.requests_last_hour;
+            site.hint.clone_from(&p.hint);
+        }
+    }
     Ok(StatusView {
         now,
         soonest,
@@ -466,6 +505,32 @@ fn countdown(now: u64, at: Option<u64>) -> String {
     }
 }
 
+/// "checked about every 40 s now · typically notified within 20 s": a search's plan, as the
+/// table and the dashboard say it.
+#[must_use]
+pub fn plan_line(q: &SearchStatus) -> Option<String> {
+    let (per_hour, delay) = (q.checks_per_hour?, q.expected_delay_s?);
+    let every = Duration::from_secs_f64(3600.0 / per_hour.max(1e-6));
+    let within = Duration::from_secs_f64(delay.max(0.0));
+    Some(format!(
+        "checked about every {} now · typically notified within {}",
+        about(every),
+        about(within)
+    ))
+}
+
+/// A duration as people round it: 40 s, 3 min, 2 h.
+fn about(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 90.0 {
+        format!("{:.0} s", s.round().max(1.0))
+    } else if s < 5400.0 {
+        format!("{:.0} min", (s / 60.0).round())
+    } else {
+        format!("{:.0} h", (s / 3600.0).round())
+    }
+}
+
 /// `notifio status` as a table.
 #[must_use]
 pub fn render_table(v: &StatusView) -> String {
@@ -523,10 +588,13 @@ pub fn render_table(v: &StatusView) -> String {
         if let Some(r) = &q.reason {
             let _ = writeln!(s, "    {r}");
         }
+        if let Some(plan) = plan_line(q).filter(|_| v.watcher.running) {
+            let _ = writeln!(s, "    {plan}");
+        }
     }
     let _ = writeln!(
         s,
-        "\n{:<22} {:<16} {:<13} {:>6} {:>10}",
+        "\n{:<22} {:<16} {:<13} {:>6} {:>10}  BUDGET",
         "SITE", "STATE", "KIND", "RUNG", "NEXT TRY"
     );
     for site in &v.sites {
@@ -535,15 +603,23 @@ pub fn render_table(v: &StatusView) -> String {
         } else {
             "—".to_owned()
         };
+        let budget = match (&site.budget, site.requests_last_hour) {
+            (Some(b), Some(n)) => format!("{b}, {n} requests in the last hour"),
+            (Some(b), None) => b.clone(),
+            (None, _) => "—".to_owned(),
+        };
         let _ = writeln!(
             s,
-            "{:<22} {:<16} {:<13} {:>6} {:>10}",
+            "{:<22} {:<16} {:<13} {:>6} {:>10}  {budget}",
             site.site,
             site.state,
             site.kind.as_deref().unwrap_or("—"),
             rung,
             countdown(v.now, site.next_retry_at)
         );
+        if let Some(hint) = site.hint.as_deref().filter(|_| v.watcher.running) {
+            let _ = writeln!(s, "    hint: {hint}");
+        }
     }
     if !v.channels.is_empty() {
         let _ = writeln!(

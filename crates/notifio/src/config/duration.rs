@@ -9,6 +9,12 @@ use std::time::Duration;
 /// The message every malformed duration gets (a test pins it; docs quote it).
 pub const DURATION_EXPECTED: &str = "expected a duration like 30s, 2m, 1h";
 
+/// The message every malformed request budget gets.
+pub const BUDGET_EXPECTED: &str = "expected a request budget like \"4/min\" or \"120/h\"";
+
+/// The message every malformed `active_hours` gets.
+pub const HOURS_EXPECTED: &str = "expected hours like \"07:00-23:00\"";
+
 /// The message every malformed size gets.
 pub const SIZE_EXPECTED: &str = "expected a size like 10MiB, 512KiB or a number of bytes";
 
@@ -113,6 +119,57 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(mult).ok_or_else(err)
 }
 
+/// Parses a request budget: a whole number of requests per second, minute or hour
+/// (`"4/min"`, `"120/h"`, `"1/s"`; `m`, `minute`, `hour`, `sec` too).
+///
+/// # Errors
+/// [`BUDGET_EXPECTED`] for anything else, and for zero requests.
+pub fn parse_budget(s: &str) -> Result<notifio_policy::RequestBudget, String> {
+    let err = || BUDGET_EXPECTED.to_owned();
+    let (n, unit) = s.split_once('/').ok_or_else(err)?;
+    let requests: u32 = n.trim().parse().map_err(|_| err())?;
+    if requests == 0 {
+        return Err(
+            "a budget of 0 requests would never check anything; pause the site's searches instead"
+                .to_owned(),
+        );
+    }
+    let per = match unit.trim() {
+        "s" | "sec" | "second" => Duration::from_secs(1),
+        "m" | "min" | "minute" => Duration::from_secs(60),
+        "h" | "hour" => Duration::from_secs(3600),
+        _ => return Err(err()),
+    };
+    Ok(notifio_policy::RequestBudget { requests, per })
+}
+
+/// Parses `active_hours`: `"HH:MM-HH:MM"` in local time; the end may be earlier than the start
+/// (a range past midnight), never equal to it.
+///
+/// # Errors
+/// [`HOURS_EXPECTED`] for anything else.
+pub fn parse_hours(s: &str) -> Result<notifio_policy::ActiveHours, String> {
+    let err = || HOURS_EXPECTED.to_owned();
+    let minute = |t: &str| -> Option<u32> {
+        let (h, m) = t.trim().split_once(':')?;
+        let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+        // 24:00 is the end of the day.
+        ((h < 24 && m < 60) || (h == 24 && m == 0)).then_some(h * 60 + m)
+    };
+    let (from, to) = s.split_once('-').ok_or_else(err)?;
+    let (from, to) = (minute(from).ok_or_else(err)?, minute(to).ok_or_else(err)?);
+    if from % 1440 == to % 1440 {
+        return Err(
+            "the hours start and end at the same time: leave active_hours out for all day"
+                .to_owned(),
+        );
+    }
+    Ok(notifio_policy::ActiveHours {
+        from: from % 1440,
+        to: if to == 1440 { 1440 } else { to },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +238,33 @@ mod tests {
         assert_eq!(parse_size("10 MiB"), Ok(10 * 1024 * 1024));
         for bad in ["", "MiB", "10 mebibytes", "1.5MiB", "-1", "99999999999GiB"] {
             assert_eq!(parse_size(bad), Err(SIZE_EXPECTED.to_owned()), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn budgets_and_hours_read_as_people_write_them() {
+        let b = parse_budget("4/min").unwrap();
+        assert_eq!((b.requests, b.per), (4, Duration::from_secs(60)));
+        assert_eq!(
+            parse_budget(" 120 / h ").unwrap().per,
+            Duration::from_secs(3600)
+        );
+        assert_eq!(parse_budget("1/s").unwrap().per, Duration::from_secs(1));
+        for bad in ["4", "4/week", "x/min", "-1/h", "4.5/min", ""] {
+            assert_eq!(parse_budget(bad).unwrap_err(), BUDGET_EXPECTED, "{bad}");
+        }
+        assert!(parse_budget("0/min").unwrap_err().contains("never check"));
+        let h = parse_hours("07:00-23:00").unwrap();
+        assert_eq!((h.from, h.to), (420, 1380));
+        let night = parse_hours("22:30-06:00").unwrap();
+        assert_eq!((night.from, night.to), (1350, 360));
+        assert_eq!(
+            parse_hours("00:00-24:00").unwrap_err(),
+            "the hours start and end at the same time: leave active_hours out for all day"
+        );
+        assert_eq!(parse_hours("08:00-24:00").unwrap().to, 1440);
+        for bad in ["7-23", "07:00", "25:00-01:00", "07:60-08:00", "a-b"] {
+            assert_eq!(parse_hours(bad).unwrap_err(), HOURS_EXPECTED, "{bad}");
         }
     }
 }

@@ -17,7 +17,10 @@ mod validate;
 pub mod write;
 pub use validate::{BLOCKABLE, MAX_INTERVAL, MAX_PAGES, MAX_SEARCHES_PER_SITE, text_digest};
 
-pub use duration::{DURATION_EXPECTED, SIZE_EXPECTED, parse_duration, parse_size};
+pub use duration::{
+    BUDGET_EXPECTED, DURATION_EXPECTED, HOURS_EXPECTED, SIZE_EXPECTED, parse_budget,
+    parse_duration, parse_hours, parse_size,
+};
 pub use error::{ConfigError, Spot};
 pub use resolve::{BROWSER_ENV, DASHBOARD_TOKEN_ENV, Environment, SMTP_PASSWORD_ENV, default_path};
 pub use starter::{STARTER, write_starter};
@@ -73,6 +76,12 @@ pub struct WatchSettings {
     pub spacing: Duration,
     /// Checks in flight at once, over all sites (4).
     pub concurrency: usize,
+    /// The request budget of a site that sets none (`None`: no budget, fixed intervals).
+    pub budget: Option<notifio_policy::RequestBudget>,
+    /// Every search is checked at least this often (15 min), budget or not.
+    pub max_interval: Duration,
+    /// The hours listings come in, local time, for searches that set none (`None`: all day).
+    pub active_hours: Option<notifio_policy::ActiveHours>,
     /// Where the database lives (the platform data dir, e.g. `~/.local/share/notifio`).
     pub state_dir: PathBuf,
     /// The dashboard's address (`127.0.0.1:7878`); `None` when `dashboard = false`.
@@ -331,6 +340,10 @@ pub struct SearchConfig {
     pub app: Option<Arc<AppSearch>>,
     /// `paused = true`: kept in the config, the store and the dashboard, never checked.
     pub paused: bool,
+    /// With a budget, it is still checked at least this often: its own, else `watch.max_interval`.
+    pub max_interval: Duration,
+    /// With a budget, the hours its listings come in: its own, else `watch.active_hours`.
+    pub active_hours: Option<notifio_policy::ActiveHours>,
 }
 
 /// One `[site."…"]`.
@@ -338,6 +351,8 @@ pub struct SearchConfig {
 pub struct SiteSettings {
     /// A Netscape `cookies.txt` export for this site (resolved path).
     pub cookies: Option<PathBuf>,
+    /// Its request budget, else `watch.budget` (see [`Config::budget_for`]).
+    pub budget: Option<notifio_policy::RequestBudget>,
     /// Overrides `watch.spacing` for this site.
     pub spacing: Option<Duration>,
     /// Profile for this site's searches that name none.
@@ -355,6 +370,16 @@ pub struct SiteSettings {
 pub const PROFILES: [&str; 4] = ["idealista", "immoscout24", "facebook", "generic"];
 
 impl Config {
+    /// The request budget of `site`: its own, else `[watch] budget`, else none (fixed
+    /// intervals).
+    #[must_use]
+    pub fn budget_for(&self, site: &SiteKey) -> Option<notifio_policy::RequestBudget> {
+        self.sites
+            .get(site.as_str())
+            .and_then(|s| s.budget)
+            .or(self.watch.budget)
+    }
+
     /// Things that are allowed but probably unwise, one line each, for the log at start:
     /// intervals below 10s on real sites (loopback is exempt: that is tests and `demo`), the
     /// parameters of a search URL an app request leaves out (one line per search), and

@@ -34,6 +34,8 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # notify_price_rises = false
 # skip_cross_site_duplicates = false   # true: do not announce a flat likely seen on another site
 # pages = 1                 # result pages to read per check, 1 to 10, each a request under the spacing
+# max_interval = "15m"      # with a site budget: checked at least this often (default: watch.max_interval)
+# active_hours = "08:00-22:00"   # with a site budget: the hours its listings come in (default: watch.active_hours)
 
 # ImmobilienScout24: paste the web search URL; it is read through the request IS24's app sends.
 # [[search]]
@@ -60,6 +62,11 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # dashboard_token = "…"     # or set NOTIFIO_DASHBOARD_TOKEN (preferred)
 # notify_existing = false
 # history = 100             # checks kept per search
+# budget = "4/min"          # a request budget per site: at most 4 requests in any minute, spent on each
+#                           # site's searches where its listings appear (docs/policy.md). Worth it once a
+#                           # site has two or more searches; without one, every search keeps its interval.
+# max_interval = "15m"      # with a budget, every search is still checked at least this often
+# active_hours = "07:00-23:00"   # with a budget, the hours listings come in (local time); quieter outside
 
 # Where notifications go. With none configured: state_dir/notifications.mbox.
 [notify]
@@ -107,6 +114,7 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # [site."facebook.com"]
 # cookies = "~/.config/notifio/facebook.cookies.txt"   # a Netscape cookies.txt export
 # spacing = "5s"
+# budget = "2/min"         # this site's own request budget (default: watch.budget)
 # profile = "facebook"
 # fetch = "browser"        # http | browser | app (default: browser for idealista and facebook, app for IS24)
 # [site."immobilienscout24.de"]

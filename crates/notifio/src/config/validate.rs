@@ -65,6 +65,9 @@ const WATCH_KEYS: &[&str] = &[
     "dashboard_hosts",
     "notify_existing",
     "history",
+    "budget",
+    "max_interval",
+    "active_hours",
 ];
 /// Filters and price-change keys: in `[watch]` (defaults) and in each `[[search]]`.
 const ANNOUNCE_KEYS: &[&str] = &[
@@ -117,10 +120,13 @@ const SEARCH_KEYS: &[&str] = &[
     "notify",
     "pages",
     "paused",
+    "max_interval",
+    "active_hours",
 ];
 const SITE_KEYS: &[&str] = &[
     "cookies",
     "spacing",
+    "budget",
     "profile",
     "fetch",
     "login_url",
@@ -153,6 +159,8 @@ const DEFAULT_CONCURRENCY: usize = 4;
 const DEFAULT_DASHBOARD: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 7878);
 const DEFAULT_HISTORY: usize = 100;
+/// Every search is checked at least this often, budget or not.
+const DEFAULT_MAX_INTERVAL: Duration = Duration::from_secs(15 * 60);
 const DEFAULT_BODY_CAP: usize = 10 * 1024 * 1024;
 const DEFAULT_FROM: &str = "notifio@localhost";
 const DEFAULT_SMTP: &str = "smtp://localhost:25";
@@ -184,7 +192,7 @@ pub(crate) fn config_and_checks(
     let fetch = fetch(&root)?;
     let notify = notify(&root, &watch, &base, env, &mut pending)?;
     let browser = browser(&root, &watch, &base, env)?;
-    let (sites, fetch_keys) = sites(&root, &base, env, &mut pending)?;
+    let (sites, fetch_keys, budget_keys) = sites(&root, &base, env, &mut pending)?;
     let searches = searches(
         &root,
         &watch,
@@ -193,6 +201,7 @@ pub(crate) fn config_and_checks(
         &notify.channel_names(),
         &mut pending,
     )?;
+    budgets_fit(&root, &watch, &sites, &budget_keys, &searches)?;
     let config = Config {
         path: path.to_owned(),
         watch,
@@ -270,6 +279,9 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
             notify_existing: false,
             history: DEFAULT_HISTORY,
             announce: AnnounceRules::default(),
+            budget: None,
+            max_interval: DEFAULT_MAX_INTERVAL,
+            active_hours: None,
         });
     };
     let interval = interval(&t)?.unwrap_or(DEFAULT_INTERVAL);
@@ -321,7 +333,13 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
         .transpose()?
         .unwrap_or(DEFAULT_HISTORY);
     let announce = announce_rules(&t, &AnnounceRules::default())?;
+    let budget = t.get("budget").map(|f| budget(&f)).transpose()?;
+    let max_interval = max_interval(&t)?.unwrap_or(DEFAULT_MAX_INTERVAL);
+    let active_hours = t.get("active_hours").map(|f| hours(&f)).transpose()?;
     Ok(WatchSettings {
+        budget,
+        max_interval,
+        active_hours,
         interval,
         spacing,
         concurrency,
@@ -885,17 +903,20 @@ fn site_key(name: &str) -> std::result::Result<SiteKey, String> {
 
 /// Where each `[site]` table sets `fetch` (an error there, for a search that cannot use it).
 type FetchKeys = HashMap<String, ConfigError>;
+/// Where each `[site]` table sets `budget` (an error there, for a budget its searches do not fit).
+type BudgetKeys = HashMap<String, ConfigError>;
 
 fn sites(
     root: &Table<'_>,
     base: &Path,
     env: &Environment,
     pending: &mut Vec<Pending>,
-) -> Result<(BTreeMap<String, SiteSettings>, FetchKeys)> {
+) -> Result<(BTreeMap<String, SiteSettings>, FetchKeys, BudgetKeys)> {
     let mut out: BTreeMap<String, SiteSettings> = BTreeMap::new();
     let mut fetch_keys = FetchKeys::new();
+    let mut budget_keys = BudgetKeys::new();
     let Some(f) = root.get("site") else {
-        return Ok((out, fetch_keys));
+        return Ok((out, fetch_keys, budget_keys));
     };
     let mut first_name: HashMap<String, String> = HashMap::new();
     for (name, f) in f.table()?.entries() {
@@ -925,8 +946,12 @@ fn sites(
         if let Some(f) = t.get("fetch") {
             fetch_keys.insert(key.as_str().to_owned(), f.err(""));
         }
+        if let Some(f) = t.get("budget") {
+            budget_keys.insert(key.as_str().to_owned(), f.err(""));
+        }
         let settings = SiteSettings {
             cookies,
+            budget: t.get("budget").map(|f| budget(&f)).transpose()?,
             spacing: t.duration("spacing")?,
             profile: t.get("profile").map(|p| profile(&p)).transpose()?,
             fetch: t.get("fetch").map(|m| fetch_mode(&m)).transpose()?,
@@ -951,7 +976,7 @@ fn sites(
         };
         out.insert(key.as_str().to_owned(), settings);
     }
-    Ok((out, fetch_keys))
+    Ok((out, fetch_keys, budget_keys))
 }
 
 /// `app_api`: the base URL the app's requests go to instead of the app's own endpoint.
@@ -1070,6 +1095,11 @@ fn searches(
                 .with_hint("a site gets one request per `spacing` (2 s by default), so a round of this many takes over half an hour; use fewer, broader searches"));
         }
         let interval = interval(&t)?.unwrap_or(watch.interval);
+        let max_interval = max_interval(&t)?.unwrap_or(watch.max_interval);
+        let active_hours = match t.get("active_hours") {
+            Some(f) => Some(hours(&f)?),
+            None => watch.active_hours,
+        };
         let site_settings = sites.get(site.as_str());
         let profile = match t.get("profile") {
             Some(p) => Some(profile(&p)?),
@@ -1181,9 +1211,93 @@ fn searches(
             pages,
             app,
             paused,
+            max_interval,
+            active_hours,
         });
     }
     Ok(out)
+}
+
+/// `budget`: requests per second, minute or hour.
+fn budget(f: &Field<'_>) -> Result<notifio_policy::RequestBudget> {
+    let s = f.non_empty_str()?;
+    super::duration::parse_budget(s).map_err(|m| f.err(m).with_hint("budget = \"4/min\": at most 4 requests to the site in any minute, spent where its listings appear (docs/policy.md)"))
+}
+
+/// `active_hours`: `"07:00-23:00"`, local time.
+fn hours(f: &Field<'_>) -> Result<notifio_policy::ActiveHours> {
+    let s = f.non_empty_str()?;
+    super::duration::parse_hours(s).map_err(|m| f.err(m))
+}
+
+/// `max_interval`: longer than zero, at most [`MAX_INTERVAL`].
+fn max_interval(t: &Table<'_>) -> Result<Option<Duration>> {
+    let Some(d) = t.positive_duration("max_interval")? else {
+        return Ok(None);
+    };
+    match t.get("max_interval") {
+        Some(f) if d > MAX_INTERVAL => {
+            Err(f.err("is longer than the longest interval, 720h (30 days)"))
+        }
+        _ => Ok(Some(d)),
+    }
+}
+
+/// Every site with a budget can keep its promises with it: each of its searches is checked
+/// at least every `max_interval`, and one check (its result pages) fits the budget's window.
+fn budgets_fit(
+    root: &Table<'_>,
+    watch: &WatchSettings,
+    sites: &BTreeMap<String, SiteSettings>,
+    budget_keys: &BudgetKeys,
+    searches: &[SearchConfig],
+) -> Result<()> {
+    let mut by_site: BTreeMap<&str, Vec<&SearchConfig>> = BTreeMap::new();
+    for s in searches.iter().filter(|s| !s.paused) {
+        by_site.entry(s.site.as_str()).or_default().push(s);
+    }
+    for (site, on_site) in by_site {
+        let own = sites.get(site).and_then(|x| x.budget);
+        let Some(b) = own.or(watch.budget) else {
+            continue;
+        };
+        let at = || match (own, budget_keys.get(site)) {
+            (Some(_), Some(e)) => e.clone(),
+            _ => root.err_key("watch.budget", ""),
+        };
+        let pages = on_site.iter().map(|s| s.pages).max().unwrap_or(1);
+        if pages > b.requests {
+            let mut e = at();
+            e.message = format!(
+                "a check of a search on {site} reads {pages} pages, more than the budget's {} requests in its window",
+                b.requests
+            );
+            return Err(e.with_hint(format!(
+                "budget = \"{pages}/min\" at least, or fewer `pages`"
+            )));
+        }
+        let least: f64 = on_site
+            .iter()
+            .map(|s| {
+                f64::from(s.pages) * 3600.0
+                    / (s.max_interval.as_secs_f64() * notifio_policy::allocate::SLOWEST_PLANNED)
+            })
+            .sum();
+        if least > b.per_hour() {
+            let mut e = at();
+            e.message = format!(
+                "the budget ({} requests a {}) is less than the {} searches on {site} need to be checked every max_interval at least (about {} requests an hour)",
+                b.requests,
+                notifio_policy::format_duration(b.per),
+                on_site.len(),
+                least.ceil()
+            );
+            return Err(
+                e.with_hint("raise the budget, or max_interval in [watch] (or in the searches)")
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The filters and price-change keys of `t` (`[watch]` or a `[[search]]`), each key not

@@ -563,6 +563,34 @@ impl Store {
             .query_row([key], |r| r.get(0))
             .optional()?)
     }
+
+    /// What each search's checks taught about its arrival rates, and its last good check
+    /// (epoch ms). A model this version cannot read is left out (it is learnt again).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn arrival_rates(
+        &self,
+    ) -> Result<Vec<(u32, notifio_policy::ArrivalRates, Option<u64>)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT search_id, model, last_good_at FROM rates")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, u32>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<u64>>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, json, last) = row?;
+            if let Ok(model) = serde_json::from_str(&json) {
+                out.push((id, model, last));
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// An open write transaction (see [`Store::transaction`]): the database's writes. Dropped
@@ -792,6 +820,26 @@ impl Tx<'_> {
         now: u64,
     ) -> Result<(), StoreError> {
         outbox::enqueue(&self.0, n, channels, now)?;
+        Ok(())
+    }
+
+    /// Keeps what a search's checks taught about its arrival rates, and its last good check.
+    ///
+    /// # Errors
+    /// On SQL failure, or a model that does not serialise.
+    pub fn save_arrival_rates(
+        &self,
+        search_id: u32,
+        model: &notifio_policy::ArrivalRates,
+        last_good_at: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let json = serde_json::to_string(model)?;
+        self.0
+            .prepare_cached(
+                "INSERT INTO rates (search_id, model, last_good_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(search_id) DO UPDATE SET model = excluded.model, last_good_at = excluded.last_good_at",
+            )?
+            .execute(params![search_id, json, last_good_at])?;
         Ok(())
     }
 

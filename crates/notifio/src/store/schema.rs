@@ -82,6 +82,14 @@ const MIGRATIONS: &[&str] = &[
     // row (each row is a page read when another connection's write has emptied the cache).
     "DROP INDEX listings_by_figures;
     CREATE INDEX listings_by_figures ON listings (rooms, area_m2, price, first_seen, site);",
+    // 9: what each search's checks taught about how often its new listings come (its
+    // `ArrivalRates`, as JSON), and its last good check, so a restart keeps what a week of
+    // watching learnt (docs/policy.md#a-request-budget-per-site).
+    "CREATE TABLE rates (
+        search_id INTEGER PRIMARY KEY REFERENCES searches(id),
+        model TEXT NOT NULL,
+        last_good_at INTEGER
+    );",
 ];
 
 /// Brings the schema up to date (including the outbox's own schema).

@@ -294,6 +294,7 @@ impl Watcher {
                 );
             } else {
                 self.scheduler.set_interval(id, s.interval);
+                self.scheduler.set_pages(id, s.pages);
             }
             if reread {
                 self.pages.remove(&id);
@@ -312,6 +313,11 @@ impl Watcher {
         for site in self.searches.sites().cloned().collect::<Vec<_>>() {
             let spacing = self.spacing_of(&site);
             self.scheduler.set_spacing(&site, spacing);
+            // A budget set, changed or taken away applies from the next check on.
+            self.scheduler
+                .set_budget(&site, self.config.budget_for(&site));
+            self.plans
+                .replan(&site, &self.searches, &self.config, &mut self.scheduler, t);
             if !known_sites.contains(&site) && expired.contains(&site) {
                 self.scheduler.pause_site(&site);
                 self.fetcher.close_site(site);
@@ -362,6 +368,7 @@ impl Watcher {
 
     /// Takes a search out of the schedule (removed or paused); its rows stay in the store.
     pub(super) fn forget(&mut self, id: SearchId) {
+        self.plans.forget(id.0);
         self.scheduler.remove_search(id);
         self.searches.remove(id);
         self.pages.remove(&id);

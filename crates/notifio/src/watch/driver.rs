@@ -102,7 +102,7 @@ impl Watcher {
             }
         }
         self.abandon_running()?;
-        self.flush()?;
+        self.flush_all(true)?;
         Ok(pass.into_results())
     }
 

@@ -166,11 +166,12 @@ impl Journal {
         self.meta_written.is_none_or(|t| t.elapsed() >= META_EVERY)
     }
 
-    /// Writes the retry metrics and warnings `notifio status` shows.
+    /// Writes the retry metrics, warnings and the budget's plan `notifio status` shows.
     pub(super) fn write_meta(
         &mut self,
         tx: &Tx<'_>,
         metrics: &FetchMetrics,
+        plan: &super::PlanView,
     ) -> Result<(), StoreError> {
         self.meta_written = Some(Instant::now());
         if self.guest {
@@ -181,6 +182,9 @@ impl Journal {
         }
         if let Ok(json) = serde_json::to_string(&metrics.warnings()) {
             tx.put_meta("warnings", &json)?;
+        }
+        if let Ok(json) = serde_json::to_string(plan) {
+            tx.put_meta(super::PLAN_META, &json)?;
         }
         Ok(())
     }

@@ -18,6 +18,7 @@
 //!   window).
 
 mod apply;
+mod budget;
 mod check;
 mod driver;
 mod journal;
@@ -26,6 +27,7 @@ mod record;
 mod setup;
 
 pub use apply::{PreviewResult, Request, field_of};
+pub use budget::{PLAN_META, PlanView, SearchPlan, SitePlan, budget_text};
 pub use setup::browser_for;
 
 use crate::config::Config;
@@ -194,6 +196,8 @@ pub struct Watcher {
     journal: Journal,
     /// A one-pass run that owns the state directory holds its lock for the pass.
     _lock: Option<crate::store::StateLock>,
+    /// What the checks taught about arrival rates, and each budgeted site's plan.
+    plans: budget::Plans,
     /// Checks out now.
     running: HashMap<CheckId, Check>,
     /// How long a check may take before it stops counting against `concurrency`.

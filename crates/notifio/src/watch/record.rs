@@ -55,6 +55,7 @@ impl Watcher {
         };
         forget_bad_page(&self.fetcher, &self.pages, &done);
         self.count(&done, &recorded);
+        self.learn(&done, &recorded, t);
         if let Some(reaction) = reaction {
             self.react(&reaction);
             self.announce(|| WatchEvent::Reaction(reaction));
@@ -115,8 +116,14 @@ impl Watcher {
                 }
                 _ => false,
             };
+            if !self.journal.is_guest() {
+                self.plans.save(tx, t, false)?;
+            }
             if self.journal.meta_due() {
-                self.journal.write_meta(tx, self.fetcher.metrics())?;
+                let plan = self
+                    .plans
+                    .view(&self.searches, &self.config, &self.scheduler, t);
+                self.journal.write_meta(tx, self.fetcher.metrics(), &plan)?;
             }
             Ok::<_, StoreError>((recorded, told))
         })?;
@@ -126,13 +133,60 @@ impl Watcher {
         Ok(recorded)
     }
 
-    /// Writes the rows the journal kept, and the metrics snapshot.
-    pub(super) fn flush(&mut self) -> Result<(), WatchError> {
+    /// Writes the rows the journal kept, the models that learnt something, and the metrics
+    /// snapshot; every model with `all` (shutdown).
+    pub(super) fn flush_all(&mut self, all: bool) -> Result<(), WatchError> {
         let history = self.config.watch.history;
+        let t = now();
+        let plan = self
+            .plans
+            .view(&self.searches, &self.config, &self.scheduler, t);
         Ok(self.store.transaction(|tx| {
             self.journal.flush(tx, history)?;
-            self.journal.write_meta(tx, self.fetcher.metrics())
+            if !self.journal.is_guest() {
+                self.plans.save(tx, t, all)?;
+            }
+            self.journal.write_meta(tx, self.fetcher.metrics(), &plan)
         })?)
+    }
+
+    /// Writes the rows the journal kept, and the metrics snapshot.
+    pub(super) fn flush(&mut self) -> Result<(), WatchError> {
+        self.flush_all(false)
+    }
+
+    /// What a good check teaches about its searches' arrival rates, and its site's new plan
+    /// when it has a budget (see `budget`). A preview's search teaches nothing.
+    fn learn(&mut self, done: &Done, recorded: &Recorded, t: Timestamp) {
+        if !matches!(done.outcome, Outcome::Ok | Outcome::Unchanged) || done.fetched.cancelled {
+            return;
+        }
+        let page_size = done
+            .page_ends
+            .first()
+            .copied()
+            .or_else(|| done.listings.as_ref().map(Vec::len))
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        for id in done.check.searches.iter() {
+            let Some(info) = self.searches.get(id) else {
+                continue;
+            };
+            let new = recorded
+                .new
+                .iter()
+                .filter(|l| info.rules.filters.matches(l))
+                .count();
+            let new = u32::try_from(new).unwrap_or(u32::MAX);
+            let baseline = recorded.baseline && !info.notify_existing;
+            let db_id = info.db_id;
+            self.plans.observe(db_id, t, new, page_size, baseline);
+            if new > 0 {
+                self.plans.save_soon(db_id);
+            }
+        }
+        let site = done.check.site.clone();
+        self.plans
+            .replan(&site, &self.searches, &self.config, &mut self.scheduler, t);
     }
 
     /// A probe's start on disk (see [`super::journal::Journal::write_probe`]).

@@ -43,6 +43,13 @@ pub(super) struct SearchInfo {
     pub(super) app: Option<Arc<AppSearch>>,
     /// What of its news is announced (filters, price rules).
     pub(super) rules: Arc<AnnounceRules>,
+    /// Its own interval: without a budget the time between its checks, with one the
+    /// shortest it gets.
+    pub(super) interval: Duration,
+    /// With a budget, it is checked at least this often.
+    pub(super) max_interval: Duration,
+    /// With a budget, the hours its listings come in.
+    pub(super) active_hours: Option<notifio_policy::ActiveHours>,
 }
 
 impl SearchInfo {
@@ -76,6 +83,9 @@ impl SearchInfo {
             profile,
             site: s.site.clone(),
             rules: Arc::clone(&s.announce),
+            interval: s.interval,
+            max_interval: s.max_interval,
+            active_hours: s.active_hours,
         }
     }
 }
@@ -265,6 +275,13 @@ impl Watcher {
                 fetcher.close_site(site);
             }
         }
+        for site in searches.sites() {
+            scheduler.set_budget(site, config.budget_for(site));
+        }
+        let mut plans = super::budget::Plans::load(store.arrival_rates()?, start);
+        for site in searches.sites().cloned().collect::<Vec<_>>() {
+            plans.replan(&site, &searches, &config, &mut scheduler, start);
+        }
         let mut pages = HashMap::new();
         for (id, memo) in store.page_memos()? {
             let Some(s) = config.searches.iter().zip(&ids).find(|(_, i)| **i == id) else {
@@ -288,6 +305,7 @@ impl Watcher {
                 Journal::default()
             },
             _lock: lock,
+            plans,
             running: HashMap::new(),
             mode,
             outbox_wake: Arc::new(Notify::new()),

@@ -145,8 +145,24 @@ function reasonFor(s, site) {
   }
 }
 
+// "checked about every 40 s now · typically notified within 20 s": the running watcher's plan
+// for a search (its share of its site's budget, or its own interval), as `notifio status`
+// says it.
+function about(seconds) {
+  if (seconds < 90) return Math.max(1, Math.round(seconds)) + ' s';
+  if (seconds < 5400) return Math.round(seconds / 60) + ' min';
+  return Math.round(seconds / 3600) + ' h';
+}
+
+function planLine(s) {
+  if (s.checks_per_hour == null || s.expected_delay_s == null) return null;
+  return 'checked about every ' + about(3600 / Math.max(s.checks_per_hour, 1e-6))
+    + ' now · typically notified within ' + about(s.expected_delay_s);
+}
+
 function renderSearch(s, site) {
   const reason = reasonFor(s, site);
+  const plan = planLine(s);
   const card = el('article', {
     class: 'card search state-' + s.state, 'data-search-id': s.id, 'data-search-name': s.name, 'data-testid': 'search-' + s.id,
     'data-state': s.state,
@@ -158,6 +174,7 @@ function renderSearch(s, site) {
         ? el('span', { class: 'muted', 'data-testid': 'found' }, ' · ' + s.found + ' found · ' + (s.matched != null ? s.matched : s.found) + ' match')
         : null),
     reason ? el('p', { class: 'reason', 'data-testid': 'reason' }, ...reason) : null,
+    plan ? el('p', { class: 'muted plan', 'data-testid': 'plan' }, plan) : null,
     el('p', { class: 'next' }, 'Next check: ',
       s.next_check_at ? countdown(s.next_check_at, 'countdown') : el('span', { class: 'countdown' }, 'not scheduled')),
     el('p', { class: 'last', 'data-testid': 'last-check' },
@@ -214,6 +231,9 @@ function renderSite(t) {
     el('dt', {}, 'Next retry'), el('dd', {}, waiting && t.next_retry_at
       ? countdown(t.next_retry_at, 'countdown')
       : el('span', { class: 'countdown' }, t.state === 'probing' ? 'probing now' : '—')),
+    el('dt', {}, 'Budget'), el('dd', { 'data-testid': 'budget' }, t.budget
+      ? t.budget + (t.requests_last_hour != null ? ' · ' + t.requests_last_hour + ' requests in the last hour' : '')
+      : '—'),
   );
   const card = el('article', {
     class: 'card site state-' + t.state, 'data-site': t.site, 'data-testid': 'site', 'data-state': t.state,
@@ -224,6 +244,7 @@ function renderSite(t) {
       ? el('p', { class: 'ra', 'data-testid': 'retry-after' }, 'Retry-After lengthened the wait'
         + (t.retry_after_ms ? ' (the site asked for ' + fmtDuration(t.retry_after_ms) + ')' : ''))
       : null,
+    t.hint ? el('p', { class: 'muted hint', 'data-testid': 'site-hint' }, t.hint) : null,
   );
   // A site that needs the user (a challenge, an expired session) and is read in the browser:
   // the same window `notifio login` opens. Only offered where a window can be shown.

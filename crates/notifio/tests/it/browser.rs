@@ -71,6 +71,8 @@ fn initial_view(start: u64) -> StatusView {
                 found: None,
                 matched: None,
                 reason: None,
+                checks_per_hour: None,
+                expected_delay_s: None,
             },
             SearchStatus {
                 id: 4,
@@ -89,6 +91,8 @@ fn initial_view(start: u64) -> StatusView {
                 found: Some(30),
                 matched: Some(4),
                 reason: None,
+                checks_per_hour: None,
+                expected_delay_s: None,
             },
             SearchStatus {
                 id: 5,
@@ -110,6 +114,8 @@ fn initial_view(start: u64) -> StatusView {
                 found: None,
                 matched: None,
                 reason: None,
+                checks_per_hour: None,
+                expected_delay_s: None,
             },
         ],
         sites: vec![
@@ -127,6 +133,9 @@ fn initial_view(start: u64) -> StatusView {
                     .to_vec(),
                 // Read in the browser, with a display: the page offers "Open in browser".
                 login: true,
+                budget: None,
+                requests_last_hour: None,
+                hint: None,
             },
             SiteStatus {
                 site: "immobilienscout24.de".into(),

@@ -7,6 +7,7 @@
 mod app;
 mod browser;
 mod browser_fetch;
+mod budget;
 mod channels;
 mod cli;
 mod config;

@@ -54,6 +54,8 @@ fn sample_view() -> StatusView {
                 found: None,
                 matched: None,
                 reason: None,
+                checks_per_hour: None,
+                expected_delay_s: None,
             },
             SearchStatus {
                 id: 4,
@@ -76,6 +78,8 @@ fn sample_view() -> StatusView {
                 found: Some(30),
                 matched: Some(4),
                 reason: Some("all good".into()),
+                checks_per_hour: None,
+                expected_delay_s: None,
             },
         ],
         sites: vec![SiteStatus {
@@ -89,6 +93,9 @@ fn sample_view() -> StatusView {
             lengthened_by_retry_after: false,
             timeline: vec!["ok".into(), "challenge".into(), "challenge".into()],
             login: false,
+            budget: None,
+            requests_last_hour: None,
+            hint: None,
         }],
         retry: RetryStatus {
             requests: 120,
