@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Every schema version there is a fixture of.
-const VERSIONS: std::ops::RangeInclusive<i64> = 1..=8;
+const VERSIONS: std::ops::RangeInclusive<i64> = 1..=9;
 
 /// The first schema version with the `prices` table (price history).
 const PRICE_HISTORY: i64 = 5;
