@@ -12,6 +12,7 @@
 //! [`narrate`]: crate::narrate
 
 use crate::config;
+use crate::fetch::browser::FindError;
 use crate::narrate::{self, Narration};
 use crate::runner::{self, Hooks};
 use anyhow::Context as _;
@@ -19,8 +20,9 @@ use fake_portal::{Behaviour, ChallengeKind, FakeListing, Portal, Render, SiteSpe
 use notifio_policy::{SiteKey, format_duration};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 fn scaled(d: Duration, speed: f64) -> Duration {
@@ -48,20 +50,74 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
         config::Environment::from_process().browser.as_deref(),
         std::env::var_os("PATH"),
     );
+    let portal = start_portal(browser.is_ok()).await?;
+    let friendly = site_names(&portal);
+
+    let state_dir = std::env::temp_dir().join(format!("notifio-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&state_dir)?;
+    let dashboard_addr = dashboard_address(dashboard)?;
+    let config_path = state_dir.join("demo.toml");
+    let toml = demo_config(&portal, &state_dir, dashboard_addr, speed, browser.is_ok());
+    std::fs::write(&config_path, &toml)?;
+    let cfg = config::load(&config_path)
+        .map_err(|e| anyhow::anyhow!("the demo config is invalid (a bug): {e}"))?;
+    introduce(&portal, &browser, &config_path, &cfg, speed);
+
+    script_refusals(&portal, speed);
+    let cancel = CancellationToken::new();
+    let adder = spawn_new_listings(&portal, &cancel, s(12));
+    let dropper = spawn_price_drop(&portal, &cancel, s(30));
+    if let Some(secs) = duration {
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs_f64(secs.max(0.0))).await;
+            stop.cancel();
+        });
+    }
+    let mailbox = cfg
+        .notify
+        .mailbox
+        .clone()
+        .unwrap_or_else(|| state_dir.join("notifications.mbox"));
+    let hooks = narrating_hooks(friendly, &mailbox);
+    let result = runner::run(cfg, cancel.clone(), hooks).await;
+    cancel.cancel();
+    adder.abort();
+    dropper.abort();
+    portal.shutdown().await;
+    println!(
+        "\nStopped. State: {}  Mailbox: {}",
+        state_dir.display(),
+        mailbox.display()
+    );
+    println!(
+        "Inspect it with: notifio status --config {}",
+        config_path.display()
+    );
+    Ok(result?)
+}
+
+/// Starts the fake portal: its two sites, and the one read through the browser when this
+/// machine has one.
+async fn start_portal(with_browser: bool) -> anyhow::Result<Portal> {
     let mut sites = vec![
         SiteSpec::new("rentals-demo"),
         SiteSpec::new("idealista-demo"),
     ];
-    if browser.is_ok() {
+    if with_browser {
         sites.push(SiteSpec {
             render: Render::Script(Duration::from_millis(400)),
             ..SiteSpec::new(SCRIPTED_SITE)
         });
     }
-    let portal = Portal::start(sites)
+    Portal::start(sites)
         .await
-        .context("starting the fake portal on 127.0.0.1")?;
-    let friendly: HashMap<String, String> = portal
+        .context("starting the fake portal on 127.0.0.1")
+}
+
+/// What the narration calls each of the portal's sites, by site key.
+fn site_names(portal: &Portal) -> HashMap<String, String> {
+    portal
         .sites()
         .iter()
         .filter_map(|n| {
@@ -74,31 +130,37 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
                 (k.as_str().to_owned(), format!("{n} ({k}{how})"))
             })
         })
-        .collect();
+        .collect()
+}
 
-    let state_dir = std::env::temp_dir().join(format!("notifio-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&state_dir)?;
+/// The dashboard's address: `--dashboard`, or any free port when that one is taken.
+fn dashboard_address(dashboard: &str) -> anyhow::Result<SocketAddr> {
     let dashboard_addr: SocketAddr = dashboard.parse().with_context(|| {
         format!("--dashboard `{dashboard}` is not an address like 127.0.0.1:7878")
     })?;
-    let dashboard_addr = if std::net::TcpListener::bind(dashboard_addr).is_ok() {
+    Ok(if std::net::TcpListener::bind(dashboard_addr).is_ok() {
         dashboard_addr
     } else {
         SocketAddr::from(([127, 0, 0, 1], 0))
-    };
-    let config_path = state_dir.join("demo.toml");
-    let toml = demo_config(&portal, &state_dir, dashboard_addr, speed, browser.is_ok());
-    std::fs::write(&config_path, &toml)?;
-    let cfg = config::load(&config_path)
-        .map_err(|e| anyhow::anyhow!("the demo config is invalid (a bug): {e}"))?;
+    })
+}
 
+/// Says what the demo runs: the portal, the config and its ladders, the script.
+fn introduce(
+    portal: &Portal,
+    browser: &Result<PathBuf, FindError>,
+    config_path: &Path,
+    cfg: &config::Config,
+    speed: f64,
+) {
+    let s = |secs: u64| scaled(Duration::from_secs(secs), speed);
     println!("Notifio demo — everything runs on this machine; nothing leaves 127.0.0.1.");
     println!(
         "Fake portal: rentals-demo at {}, idealista-demo at {}",
         portal.base_url("rentals-demo"),
         portal.base_url("idealista-demo")
     );
-    match &browser {
+    match browser {
         Ok(exe) => println!(
             "{SCRIPTED_SITE} at {} builds its listings with JavaScript: read through the browser ({}).",
             portal.base_url(SCRIPTED_SITE),
@@ -135,7 +197,12 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
         format_duration(s(12)),
         format_duration(s(30))
     );
+}
 
+/// idealista-demo's script: it behaves, then answers 429, then challenge pages, then
+/// recovers.
+fn script_refusals(portal: &Portal, speed: f64) {
+    let s = |secs: u64| scaled(Duration::from_secs(secs), speed);
     portal.set_behaviour(
         "idealista-demo",
         Behaviour::Script(vec![
@@ -150,88 +217,73 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
             (s(110), Behaviour::Normal),
         ]),
     );
-    let cancel = CancellationToken::new();
-    // New listings appear over time, alternating between the sites. Each fits its search's
-    // filter, so each message names its search; the second one is a flat the first search's
-    // filter holds back.
-    let adder = {
-        let portal = portal.clone();
-        let cancel = cancel.clone();
-        let every = s(12);
-        tokio::spawn(async move {
-            let mut n = 0usize;
-            loop {
-                tokio::select! {
-                    () = cancel.cancelled() => break,
-                    () = tokio::time::sleep(every) => {}
-                }
-                let searches = demo_searches(&portal);
-                let search = &searches[n % searches.len()];
-                portal.add_listing_with(search.site, Some(search.slug), search.fit);
-                if n == 1 {
-                    let first = &searches[0];
-                    portal.add_listing_with(first.site, Some(first.slug), too_dear_for_the_centre);
-                }
-                n += 1;
-            }
-        })
-    };
-    // One price drop: the newest flat of the first search within its budget gets 12% cheaper.
-    let dropper = {
-        let portal = portal.clone();
-        let cancel = cancel.clone();
-        let after = s(30);
-        tokio::spawn(async move {
+}
+
+/// New listings appear over time, alternating between the sites. Each fits its search's
+/// filter, so each message names its search; the second one is a flat the first search's
+/// filter holds back.
+fn spawn_new_listings(
+    portal: &Portal,
+    cancel: &CancellationToken,
+    every: Duration,
+) -> JoinHandle<()> {
+    let portal = portal.clone();
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        let mut n = 0usize;
+        loop {
             tokio::select! {
-                () = cancel.cancelled() => return,
-                () = tokio::time::sleep(after) => {}
+                () = cancel.cancelled() => break,
+                () = tokio::time::sleep(every) => {}
             }
-            let first = &DEMO_SEARCHES[0];
-            let newest = portal
-                .listings(first.site, first.slug)
-                .into_iter()
-                .find(|l| l.price <= CENTRE_BUDGET);
-            if let Some(l) = newest {
-                portal.set_price(first.site, &l.id, l.price * 88 / 100 / 10 * 10);
+            let searches = demo_searches(&portal);
+            let search = &searches[n % searches.len()];
+            portal.add_listing_with(search.site, Some(search.slug), search.fit);
+            if n == 1 {
+                let first = &searches[0];
+                portal.add_listing_with(first.site, Some(first.slug), too_dear_for_the_centre);
             }
-        })
-    };
-    if let Some(secs) = duration {
-        let stop = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs_f64(secs.max(0.0))).await;
-            stop.cancel();
-        });
-    }
-    let mailbox = cfg
-        .notify
-        .mailbox
-        .clone()
-        .unwrap_or_else(|| state_dir.join("notifications.mbox"));
+            n += 1;
+        }
+    })
+}
+
+/// One price drop: the newest flat of the first search within its budget gets 12% cheaper.
+fn spawn_price_drop(
+    portal: &Portal,
+    cancel: &CancellationToken,
+    after: Duration,
+) -> JoinHandle<()> {
+    let portal = portal.clone();
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(after) => {}
+        }
+        let first = &DEMO_SEARCHES[0];
+        let newest = portal
+            .listings(first.site, first.slug)
+            .into_iter()
+            .find(|l| l.price <= CENTRE_BUDGET);
+        if let Some(l) = newest {
+            portal.set_price(first.site, &l.id, l.price * 88 / 100 / 10 * 10);
+        }
+    })
+}
+
+/// The runner's hooks: each event narrated in the portal's site names, the mailbox named as
+/// where messages went, the dashboard's address printed.
+fn narrating_hooks(site_names: HashMap<String, String>, mailbox: &Path) -> Hooks {
     let narrator = narrate::narrator(Narration {
-        site_names: friendly,
-        delivered_to: Some(mailbox.clone()),
+        site_names,
+        delivered_to: Some(mailbox.to_path_buf()),
         quiet: false,
     });
-    let hooks = Hooks {
+    Hooks {
         narrator: Some(narrator),
         on_dashboard: Some(Box::new(|addr| println!("Dashboard: http://{addr}/\n"))),
-    };
-    let result = runner::run(cfg, cancel.clone(), hooks).await;
-    cancel.cancel();
-    adder.abort();
-    dropper.abort();
-    portal.shutdown().await;
-    println!(
-        "\nStopped. State: {}  Mailbox: {}",
-        state_dir.display(),
-        mailbox.display()
-    );
-    println!(
-        "Inspect it with: notifio status --config {}",
-        config_path.display()
-    );
-    Ok(result?)
+    }
 }
 
 /// One demo search: its name states its filter, which its config carries; `fit` makes a new

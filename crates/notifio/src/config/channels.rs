@@ -429,186 +429,266 @@ type Parsed = std::result::Result<Vec<(ChannelKind, ServiceSettings)>, (String, 
 /// An Apprise URL (`tgram://TOKEN/CHAT_ID`, `discord://ID/TOKEN`, `ntfys://host/topic`, …) as
 /// the channel(s) it names. Errors describe the URL by its scheme only: the rest is secret.
 pub(crate) fn apprise(url: &str, key: &str) -> Parsed {
-    let bad = |m: &str, hint: &str| Err((m.to_owned(), Some(hint.to_owned())));
-    let Some((scheme, rest)) = url.trim().split_once("://") else {
+    let Some(u) = AppriseUrl::split(url, key) else {
         return bad(
             "not an Apprise URL",
             "write SERVICE://…, e.g. tgram://TOKEN/CHAT_ID",
         );
     };
-    let scheme = scheme.to_ascii_lowercase();
-    let (rest, query) = match rest.split_once('?') {
-        Some((r, q)) => (r, q),
-        None => (rest, ""),
-    };
-    let (rest, fragment) = match rest.split_once('#') {
-        Some((r, f)) => (r, Some(f)),
-        None => (rest, None),
-    };
-    let (authority, path) = match rest.split_once('/') {
-        Some((a, p)) => (a, p),
-        None => (rest, ""),
-    };
-    let (user, host) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
-    let segments: Vec<String> = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(decode)
-        .collect();
-    let param = |name: &str| {
-        url::form_urlencoded::parse(query.as_bytes())
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.into_owned())
-    };
-    let inline = |value: String| SecretSetting::inline(key, value);
-    let web = |tls: bool, host: &str| format!("{}://{host}", if tls { "https" } else { "http" });
-    match scheme.as_str() {
-        "tgram" => {
-            // The token has a colon (`123456:ABC…`), which is no URL port: read it whole.
-            let token = decode(authority);
-            if token.is_empty() || segments.is_empty() {
-                return bad(
-                    "a Telegram URL needs a bot token and a chat id",
-                    "tgram://BOT_TOKEN/CHAT_ID",
-                );
-            }
-            Ok(segments
-                .iter()
-                .map(|chat| {
-                    (
-                        ChannelKind::Telegram,
-                        ServiceSettings::Telegram {
-                            api: TELEGRAM_API.to_owned(),
-                            token: inline(token.clone()),
-                            chat_id: chat.clone(),
-                        },
-                    )
-                })
-                .collect())
-        }
-        "discord" => match segments.as_slice() {
-            [token] if !host.is_empty() => Ok(vec![(
-                ChannelKind::Discord,
-                ServiceSettings::Discord {
-                    url: inline(format!(
-                        "https://discord.com/api/webhooks/{}/{token}",
-                        decode(host)
-                    )),
-                },
-            )]),
-            _ => bad(
-                "a Discord URL needs the webhook's id and token",
-                "discord://WEBHOOK_ID/WEBHOOK_TOKEN",
-            ),
-        },
-        "slack" => match segments.as_slice() {
-            [b, c] if !host.is_empty() && fragment.is_none() => Ok(vec![(
-                ChannelKind::Slack,
-                ServiceSettings::Slack {
-                    url: inline(format!(
-                        "https://hooks.slack.com/services/{}/{b}/{c}",
-                        decode(host)
-                    )),
-                },
-            )]),
-            _ => bad(
-                "a Slack URL needs the incoming webhook's three tokens (a channel cannot be chosen: the webhook has one)",
-                "slack://TOKEN_A/TOKEN_B/TOKEN_C",
-            ),
-        },
-        "ntfy" | "ntfys" => {
-            let tls = scheme == "ntfys";
-            if user.is_some_and(|u| u.contains(':')) {
-                return bad(
-                    "ntfy user:password is not supported",
-                    "use an access token: ntfys://host/topic?token=tk_…",
-                );
-            }
-            let token = param("token")
-                .or_else(|| user.map(decode))
-                .filter(|t| !t.is_empty());
-            let (server, topic) = match segments.as_slice() {
-                [] if !host.is_empty() => ("https://ntfy.sh".to_owned(), decode(host)),
-                [topic] if !host.is_empty() => (web(tls, host), topic.clone()),
-                _ => {
-                    return bad(
-                        "an ntfy URL names one topic",
-                        "ntfy://TOPIC (ntfy.sh), ntfys://HOST/TOPIC",
-                    );
-                }
-            };
-            Ok(vec![(
-                ChannelKind::Ntfy,
-                ServiceSettings::Ntfy {
-                    url: inline(format!("{server}/{topic}")),
-                    token: token.map(inline),
-                },
-            )])
-        }
-        "gotify" | "gotifys" => match segments.split_last() {
-            Some((token, prefix)) if !host.is_empty() => {
-                let mut server = web(scheme == "gotifys", host);
-                for p in prefix {
-                    server.push('/');
-                    server.push_str(p);
-                }
-                Ok(vec![(
-                    ChannelKind::Gotify,
-                    ServiceSettings::Gotify {
-                        url: server,
-                        token: inline(token.clone()),
-                    },
-                )])
-            }
-            _ => bad(
-                "a Gotify URL needs a host and an application token",
-                "gotifys://HOST/TOKEN",
-            ),
-        },
-        "pover" => match (user, segments.as_slice()) {
-            (Some(u), []) if !u.is_empty() && !host.is_empty() => Ok(vec![(
-                ChannelKind::Pushover,
-                ServiceSettings::Pushover {
-                    api: PUSHOVER_API.to_owned(),
-                    user: inline(decode(u)),
-                    token: inline(decode(host)),
-                },
-            )]),
-            _ => bad(
-                "a Pushover URL needs the user key and the application token (devices cannot be chosen)",
-                "pover://USER_KEY@APP_TOKEN",
-            ),
-        },
-        "matrix" | "matrixs" => {
-            let Some(token) = user.filter(|u| !u.is_empty() && !u.contains(':')) else {
-                return bad(
-                    "a Matrix URL needs an access token (logging in with user:password is not supported)",
-                    "matrixs://ACCESS_TOKEN@HOMESERVER/!ROOM_ID:SERVER",
-                );
-            };
-            match (segments.as_slice(), fragment) {
-                ([r], None) if r.starts_with('!') && !host.is_empty() => Ok(vec![(
-                    ChannelKind::Matrix,
-                    ServiceSettings::Matrix {
-                        homeserver: web(scheme == "matrixs", host),
-                        room: r.clone(),
-                        token: inline(decode(token)),
-                    },
-                )]),
-                _ => bad(
-                    "a Matrix URL names one room by its id (aliases like #room are not resolved)",
-                    "matrixs://ACCESS_TOKEN@HOMESERVER/!ROOM_ID:SERVER",
-                ),
-            }
-        }
+    match u.scheme.as_str() {
+        "tgram" => telegram_url(&u),
+        "discord" => discord_url(&u),
+        "slack" => slack_url(&u),
+        "ntfy" | "ntfys" => ntfy_url(&u),
+        "gotify" | "gotifys" => gotify_url(&u),
+        "pover" => pushover_url(&u),
+        "matrix" | "matrixs" => matrix_url(&u),
         "dbus" => Ok(vec![(ChannelKind::Desktop, ServiceSettings::Desktop)]),
         other => Err((
             format!("`{other}://` is not a service notifio supports"),
             Some(suggestion(other, SCHEMES, "schemes")),
         )),
+    }
+}
+
+/// An Apprise URL that names no channel, and how to write one.
+fn bad(m: &str, hint: &str) -> Parsed {
+    Err((m.to_owned(), Some(hint.to_owned())))
+}
+
+/// An Apprise URL in its parts: `scheme://user@host/segments?query#fragment` (`authority` is
+/// `user@host`), read by hand since a token is rarely a valid URL host or port.
+struct AppriseUrl<'a> {
+    /// The config key the URL is at, for the secrets it holds.
+    key: &'a str,
+    /// Lowercase.
+    scheme: String,
+    authority: &'a str,
+    user: Option<&'a str>,
+    host: &'a str,
+    /// The path's non-empty segments, percent-decoded.
+    segments: Vec<String>,
+    query: &'a str,
+    fragment: Option<&'a str>,
+}
+
+impl<'a> AppriseUrl<'a> {
+    /// `None` without a `SERVICE://`.
+    fn split(url: &'a str, key: &'a str) -> Option<Self> {
+        let (scheme, rest) = url.trim().split_once("://")?;
+        let scheme = scheme.to_ascii_lowercase();
+        let (rest, query) = match rest.split_once('?') {
+            Some((r, q)) => (r, q),
+            None => (rest, ""),
+        };
+        let (rest, fragment) = match rest.split_once('#') {
+            Some((r, f)) => (r, Some(f)),
+            None => (rest, None),
+        };
+        let (authority, path) = match rest.split_once('/') {
+            Some((a, p)) => (a, p),
+            None => (rest, ""),
+        };
+        let (user, host) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let segments: Vec<String> = path
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(decode)
+            .collect();
+        Some(Self {
+            key,
+            scheme,
+            authority,
+            user,
+            host,
+            segments,
+            query,
+            fragment,
+        })
+    }
+
+    /// The query's parameter `name`, decoded.
+    fn param(&self, name: &str) -> Option<String> {
+        url::form_urlencoded::parse(self.query.as_bytes())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    }
+
+    /// A secret written in the URL.
+    fn inline(&self, value: String) -> SecretSetting {
+        SecretSetting::inline(self.key, value)
+    }
+}
+
+/// The web address of `host`, over TLS or not (an Apprise scheme ending in `s`).
+fn web(tls: bool, host: &str) -> String {
+    format!("{}://{host}", if tls { "https" } else { "http" })
+}
+
+/// `tgram://BOT_TOKEN/CHAT_ID[/CHAT_ID…]`: a channel per chat.
+fn telegram_url(u: &AppriseUrl<'_>) -> Parsed {
+    // The token has a colon (`123456:ABC…`), which is no URL port: read it whole.
+    let token = decode(u.authority);
+    if token.is_empty() || u.segments.is_empty() {
+        return bad(
+            "a Telegram URL needs a bot token and a chat id",
+            "tgram://BOT_TOKEN/CHAT_ID",
+        );
+    }
+    Ok(u.segments
+        .iter()
+        .map(|chat| {
+            (
+                ChannelKind::Telegram,
+                ServiceSettings::Telegram {
+                    api: TELEGRAM_API.to_owned(),
+                    token: u.inline(token.clone()),
+                    chat_id: chat.clone(),
+                },
+            )
+        })
+        .collect())
+}
+
+/// `discord://WEBHOOK_ID/WEBHOOK_TOKEN`.
+fn discord_url(u: &AppriseUrl<'_>) -> Parsed {
+    match u.segments.as_slice() {
+        [token] if !u.host.is_empty() => Ok(vec![(
+            ChannelKind::Discord,
+            ServiceSettings::Discord {
+                url: u.inline(format!(
+                    "https://discord.com/api/webhooks/{}/{token}",
+                    decode(u.host)
+                )),
+            },
+        )]),
+        _ => bad(
+            "a Discord URL needs the webhook's id and token",
+            "discord://WEBHOOK_ID/WEBHOOK_TOKEN",
+        ),
+    }
+}
+
+/// `slack://TOKEN_A/TOKEN_B/TOKEN_C`.
+fn slack_url(u: &AppriseUrl<'_>) -> Parsed {
+    match u.segments.as_slice() {
+        [b, c] if !u.host.is_empty() && u.fragment.is_none() => Ok(vec![(
+            ChannelKind::Slack,
+            ServiceSettings::Slack {
+                url: u.inline(format!(
+                    "https://hooks.slack.com/services/{}/{b}/{c}",
+                    decode(u.host)
+                )),
+            },
+        )]),
+        _ => bad(
+            "a Slack URL needs the incoming webhook's three tokens (a channel cannot be chosen: the webhook has one)",
+            "slack://TOKEN_A/TOKEN_B/TOKEN_C",
+        ),
+    }
+}
+
+/// `ntfy://TOPIC` (ntfy.sh), `ntfys://[TOKEN@]HOST/TOPIC[?token=…]`.
+fn ntfy_url(u: &AppriseUrl<'_>) -> Parsed {
+    let tls = u.scheme == "ntfys";
+    if u.user.is_some_and(|user| user.contains(':')) {
+        return bad(
+            "ntfy user:password is not supported",
+            "use an access token: ntfys://host/topic?token=tk_…",
+        );
+    }
+    let token = u
+        .param("token")
+        .or_else(|| u.user.map(decode))
+        .filter(|t| !t.is_empty());
+    let (server, topic) = match u.segments.as_slice() {
+        [] if !u.host.is_empty() => ("https://ntfy.sh".to_owned(), decode(u.host)),
+        [topic] if !u.host.is_empty() => (web(tls, u.host), topic.clone()),
+        _ => {
+            return bad(
+                "an ntfy URL names one topic",
+                "ntfy://TOPIC (ntfy.sh), ntfys://HOST/TOPIC",
+            );
+        }
+    };
+    Ok(vec![(
+        ChannelKind::Ntfy,
+        ServiceSettings::Ntfy {
+            url: u.inline(format!("{server}/{topic}")),
+            token: token.map(|t| u.inline(t)),
+        },
+    )])
+}
+
+/// `gotifys://HOST[/PATH…]/TOKEN`.
+fn gotify_url(u: &AppriseUrl<'_>) -> Parsed {
+    match u.segments.split_last() {
+        Some((token, prefix)) if !u.host.is_empty() => {
+            let mut server = web(u.scheme == "gotifys", u.host);
+            for p in prefix {
+                server.push('/');
+                server.push_str(p);
+            }
+            Ok(vec![(
+                ChannelKind::Gotify,
+                ServiceSettings::Gotify {
+                    url: server,
+                    token: u.inline(token.clone()),
+                },
+            )])
+        }
+        _ => bad(
+            "a Gotify URL needs a host and an application token",
+            "gotifys://HOST/TOKEN",
+        ),
+    }
+}
+
+/// `pover://USER_KEY@APP_TOKEN`.
+fn pushover_url(u: &AppriseUrl<'_>) -> Parsed {
+    match (u.user, u.segments.as_slice()) {
+        (Some(user), []) if !user.is_empty() && !u.host.is_empty() => Ok(vec![(
+            ChannelKind::Pushover,
+            ServiceSettings::Pushover {
+                api: PUSHOVER_API.to_owned(),
+                user: u.inline(decode(user)),
+                token: u.inline(decode(u.host)),
+            },
+        )]),
+        _ => bad(
+            "a Pushover URL needs the user key and the application token (devices cannot be chosen)",
+            "pover://USER_KEY@APP_TOKEN",
+        ),
+    }
+}
+
+/// `matrixs://ACCESS_TOKEN@HOMESERVER/!ROOM_ID:SERVER`.
+fn matrix_url(u: &AppriseUrl<'_>) -> Parsed {
+    let Some(token) = u
+        .user
+        .filter(|user| !user.is_empty() && !user.contains(':'))
+    else {
+        return bad(
+            "a Matrix URL needs an access token (logging in with user:password is not supported)",
+            "matrixs://ACCESS_TOKEN@HOMESERVER/!ROOM_ID:SERVER",
+        );
+    };
+    match (u.segments.as_slice(), u.fragment) {
+        ([r], None) if r.starts_with('!') && !u.host.is_empty() => Ok(vec![(
+            ChannelKind::Matrix,
+            ServiceSettings::Matrix {
+                homeserver: web(u.scheme == "matrixs", u.host),
+                room: r.clone(),
+                token: u.inline(decode(token)),
+            },
+        )]),
+        _ => bad(
+            "a Matrix URL names one room by its id (aliases like #room are not resolved)",
+            "matrixs://ACCESS_TOKEN@HOMESERVER/!ROOM_ID:SERVER",
+        ),
     }
 }
 

@@ -497,27 +497,64 @@ pub fn app_search(web: &Url, app_api: &Url) -> Result<AppSearch, AppSearchError>
     let (kind, from_path) = kind_of(slug).ok_or_else(|| AppSearchError::UnknownKind {
         slug: (*slug).to_owned(),
     })?;
+    let query = WebQuery::of(web);
+    let (mut params, location) = location_params(kind, region, &query)?;
+    let carried = carry_over(kind, from_path, &query, location);
+    params.extend(carried.filters);
+    params.push(("sorting", carried.sorting.unwrap_or(NEWEST_FIRST).into()));
+    let url = search_list_url(app_api, params)?;
+    Ok(AppSearch {
+        method: "POST",
+        url,
+        headers: [
+            ("User-Agent", USER_AGENT),
+            ("Accept", "application/json"),
+            ("Content-Type", "application/json"),
+        ],
+        body: APP_BODY,
+        left_out: carried.left_out,
+    })
+}
 
-    // The query, repeated names joined with commas as the website writes lists.
-    let mut query: Vec<(String, String)> = Vec::new();
-    for (k, v) in web.query_pairs() {
-        match query.iter_mut().find(|(name, _)| *name == k) {
-            Some((_, value)) => {
-                value.push(',');
-                value.push_str(&v);
+/// The app request's query parameters, in order.
+type AppParams = Vec<(&'static str, String)>;
+
+/// A web search's query, repeated names joined with commas as the website writes lists.
+struct WebQuery(Vec<(String, String)>);
+
+impl WebQuery {
+    fn of(web: &Url) -> Self {
+        let mut query: Vec<(String, String)> = Vec::new();
+        for (k, v) in web.query_pairs() {
+            match query.iter_mut().find(|(name, _)| *name == k) {
+                Some((_, value)) => {
+                    value.push(',');
+                    value.push_str(&v);
+                }
+                None => query.push((k.into_owned(), v.into_owned())),
             }
-            None => query.push((k.into_owned(), v.into_owned())),
         }
+        Self(query)
     }
-    let take = |name: &str| {
-        query
+
+    /// The value of `name`, trimmed; `None` when it is missing or empty.
+    fn get(&self, name: &str) -> Option<String> {
+        self.0
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.trim().to_owned())
             .filter(|v| !v.is_empty())
-    };
+    }
+}
 
-    let mut params: Vec<(&'static str, String)> = Vec::new();
+/// The app's search type, kind of property and location for the path's `region` (a region,
+/// a radius or a drawn shape), and the query parameter that holds the location, if one does.
+fn location_params(
+    kind: Kind,
+    region: &[&str],
+    query: &WebQuery,
+) -> Result<(AppParams, &'static str), AppSearchError> {
+    let mut params: AppParams = Vec::new();
     // The query parameter that holds the location, if one does.
     let location = match region.first() {
         Some(&"radius") => "geocoordinates",
@@ -526,16 +563,18 @@ pub fn app_search(web: &Url, app_api: &Url) -> Result<AppSearch, AppSearchError>
     };
     match region.first() {
         Some(&"radius") => {
-            let at = take("geocoordinates").ok_or(AppSearchError::NoLocation {
-                kind: "radius",
-                param: "geocoordinates",
-            })?;
+            let at = query
+                .get("geocoordinates")
+                .ok_or(AppSearchError::NoLocation {
+                    kind: "radius",
+                    param: "geocoordinates",
+                })?;
             params.push(("searchType", "radius".into()));
             params.push(("realestatetype", kind.app_name().into()));
             params.push(("geocoordinates", at));
         }
         Some(&"shape") => {
-            let shape = take("shape").ok_or(AppSearchError::NoLocation {
+            let shape = query.get("shape").ok_or(AppSearchError::NoLocation {
                 kind: "shape",
                 param: "shape",
             })?;
@@ -545,7 +584,8 @@ pub fn app_search(web: &Url, app_api: &Url) -> Result<AppSearch, AppSearchError>
         }
         _ => {
             // Districts picked on the map replace the path's region.
-            let geocodes = take("geocodes")
+            let geocodes = query
+                .get("geocodes")
                 .or_else(|| (!region.is_empty()).then(|| format!("/{}", region.join("/"))))
                 .ok_or(AppSearchError::NoLocation {
                     kind: "region",
@@ -556,9 +596,21 @@ pub fn app_search(web: &Url, app_api: &Url) -> Result<AppSearch, AppSearchError>
             params.push(("geocodes", geocodes));
         }
     }
+    Ok((params, location))
+}
 
+/// What of a web search's filters the app request carries, and what it leaves out.
+struct CarriedOver {
+    filters: AppParams,
+    sorting: Option<&'static str>,
+    left_out: Vec<LeftOut>,
+}
+
+/// The filters the path implies (`from_path`), then the query's (which replace them, as on
+/// the website), as far as the app takes them for `kind`; `location` is already carried.
+fn carry_over(kind: Kind, from_path: AppParams, query: &WebQuery, location: &str) -> CarriedOver {
     // What the path implies, then the query (which replaces it, as on the website).
-    let mut filters: Vec<(&'static str, String)> = from_path;
+    let mut filters: AppParams = from_path;
     if kind == Kind::ApartmentRent && !filters.iter().any(|(p, _)| *p == "exclusioncriteria") {
         filters.push(("exclusioncriteria", "swapflat".into()));
     }
@@ -571,7 +623,7 @@ pub fn app_search(web: &Url, app_api: &Url) -> Result<AppSearch, AppSearchError>
             why,
         });
     };
-    for (name, value) in &query {
+    for (name, value) in &query.0 {
         let value = value.trim();
         // An empty value filters nothing.
         if value.is_empty()
@@ -610,9 +662,15 @@ pub fn app_search(web: &Url, app_api: &Url) -> Result<AppSearch, AppSearchError>
             filters.push((f.name, value.to_owned()));
         }
     }
-    params.extend(filters);
-    params.push(("sorting", sorting.unwrap_or(NEWEST_FIRST).into()));
+    CarriedOver {
+        filters,
+        sorting,
+        left_out,
+    }
+}
 
+/// `{app_api}/search/list?{params}`.
+fn search_list_url(app_api: &Url, params: AppParams) -> Result<Url, AppSearchError> {
     if !matches!(app_api.scheme(), "http" | "https") || app_api.cannot_be_a_base() {
         return Err(AppSearchError::BadEndpoint(app_api.to_string()));
     }
@@ -626,17 +684,7 @@ pub fn app_search(web: &Url, app_api: &Url) -> Result<AppSearch, AppSearchError>
         .map_err(|_| AppSearchError::BadEndpoint(app_api.to_string()))?;
     url.set_query(None);
     url.query_pairs_mut().extend_pairs(params);
-    Ok(AppSearch {
-        method: "POST",
-        url,
-        headers: [
-            ("User-Agent", USER_AGENT),
-            ("Accept", "application/json"),
-            ("Content-Type", "application/json"),
-        ],
-        body: APP_BODY,
-        left_out,
-    })
+    Ok(url)
 }
 
 /// `url` asking for result page `page`: its `pagenumber` set (the web search and the app

@@ -1,5 +1,6 @@
-//! The HTTP side of a check (DESIGN §3): one call = one request class with its own retry
-//! policy, hard limits that end as classified outcomes, conditional requests, per-site cookies.
+//! The HTTP side of a check (docs/architecture.md#one-check-end-to-end): one call = one
+//! request class with its own retry policy, hard limits that end as classified outcomes,
+//! conditional requests, per-site cookies.
 //!
 //! Every decision (retry or not, how long to sleep, how to classify) belongs to
 //! `notifio-policy`; this module performs it. Remote input is hostile by default: bodies are
@@ -848,48 +849,15 @@ impl Fetcher {
 
     /// One attempt: the request and its redirects, then the capped body.
     async fn attempt(&self, req: &FetchRequest, url: &Url, retry_n: u32, header: bool) -> Attempt {
-        let cfg = &self.inner.cfg;
-        let mut current = url.clone();
-        let (mut method, mut body) = match (&req.outgoing, &req.post_json) {
-            (Some(o), _) => (o.method.clone(), Some(o.body.clone())),
-            (None, Some(json)) => (Method::POST, Some(json.clone())),
-            (None, None) => (Method::GET, None),
-        };
-        let mut hops = 0usize;
+        let mut hop = Hop::first(req, url);
         loop {
-            let mut extra: Vec<(header::HeaderName, String)> = Vec::new();
-            if body.is_some() && req.outgoing.is_none() {
-                extra.push((header::CONTENT_TYPE, "application/json".into()));
-            }
-            if header && retry_n > 0 {
-                extra.push((RETRY_COUNT, retry_n.to_string()));
-            }
-            match &req.outgoing {
-                Some(o) => extra.extend(o.headers.iter().cloned()),
-                None => extra.extend(self.cookie_header(&current).map(|c| (header::COOKIE, c))),
-            }
-            let before = extra.len();
-            if hops == 0 && req.conditional && req.outgoing.is_none() && method == Method::GET {
-                let v = lock(&self.inner.validators).get(&req.url).cloned();
-                if let Some(v) = v {
-                    extra.extend(v.etag.map(|e| (header::IF_NONE_MATCH, e)));
-                    extra.extend(v.last_modified.map(|m| (header::IF_MODIFIED_SINCE, m)));
-                }
-            }
-            let sent_validators = extra.len() > before;
-            let sent = match self.request(&method, &current, body.clone(), extra) {
-                Ok(request) => self.inner.transport.send(request).await.map_err(|e| {
-                    let failure = failure_of(transport::broken_send(&e));
-                    (failure, transport::describe(&e))
-                }),
-                Err(error) => Err((TransportFailure::Malformed, error)),
-            };
-            let resp = match sent {
+            let (extra, sent_validators) = self.hop_headers(req, &hop, retry_n, header);
+            let resp = match self.send(&hop, extra).await {
                 Ok(r) => r,
                 Err((failure, error)) => {
                     return Attempt {
                         status: None,
-                        final_url: current.to_string(),
+                        final_url: hop.url.to_string(),
                         headers: Vec::new(),
                         body: Bytes::new(),
                         failure: Some(failure),
@@ -906,78 +874,16 @@ impl Fetcher {
                 .then(|| resp.headers().get(header::LOCATION))
                 .flatten()
                 .and_then(|l| l.to_str().ok())
-                .and_then(|l| current.join(l).ok());
+                .and_then(|l| hop.url.join(l).ok());
             if let (true, Some(next)) = (
                 matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308),
                 location,
             ) {
-                if req.outgoing.is_some() {
-                    // A redirect is a misconfigured endpoint: say so, without its Location
-                    // (which may carry a token) and without resending the body.
-                    let what = match req.class {
-                        RequestClass::Notify => {
-                            "for a notification: configure the URL it redirects to"
-                        }
-                        _ => "for a request with a body: check the endpoint (`app_api`)",
-                    };
-                    return Attempt {
-                        status: Some(status.as_u16()),
-                        final_url: current.to_string(),
-                        headers,
-                        body: Bytes::new(),
-                        failure: None,
-                        error: Some(format!(
-                            "HTTP {} redirect, not followed {what}",
-                            status.as_u16()
-                        )),
-                        held_at: None,
-                        retryable: true,
-                    };
-                }
-                if hops >= cfg.max_redirects || !matches!(next.scheme(), "http" | "https") {
-                    let error = if hops >= cfg.max_redirects {
-                        format!("more than {} redirects", cfg.max_redirects)
-                    } else {
-                        format!("redirected to a {}: URL", next.scheme())
-                    };
-                    return Attempt {
-                        status: Some(status.as_u16()),
-                        final_url: current.to_string(),
-                        headers,
-                        body: Bytes::new(),
-                        failure: Some(TransportFailure::TooManyRedirects),
-                        error: Some(error),
-                        held_at: None,
-                        retryable: true,
-                    };
-                }
-                // Another site that is waiting (or whose session expired) is not knocked on
-                // through a redirect either: the check stops here, at the redirect.
-                if let Ok(to) = SiteKey::from_parsed(&next)
-                    && to != req.site
-                    && lock(&self.inner.closed).contains(&to)
+                if let Some(stopped) = self.redirect_not_followed(req, &hop, status, headers, &next)
                 {
-                    return Attempt {
-                        status: Some(status.as_u16()),
-                        final_url: current.to_string(),
-                        headers,
-                        body: Bytes::new(),
-                        failure: None,
-                        error: Some(format!(
-                            "redirected to {to}, which is waiting: not followed"
-                        )),
-                        held_at: Some(to),
-                        retryable: true,
-                    };
+                    return stopped;
                 }
-                hops += 1;
-                if status == StatusCode::SEE_OTHER
-                    || (method == Method::POST && matches!(status.as_u16(), 301 | 302))
-                {
-                    method = Method::GET;
-                    body = None;
-                }
-                current = next;
+                hop.follow(status, next);
                 continue;
             }
             // "Not modified" means nothing to a request that named no version of the page: a
@@ -985,7 +891,7 @@ impl Fetcher {
             if status == StatusCode::NOT_MODIFIED && !sent_validators {
                 return Attempt {
                     status: Some(status.as_u16()),
-                    final_url: current.to_string(),
+                    final_url: hop.url.to_string(),
                     headers,
                     body: Bytes::new(),
                     failure: Some(TransportFailure::Malformed),
@@ -997,44 +903,192 @@ impl Fetcher {
                     retryable: true,
                 };
             }
-            let size_key = xxhash_rust::xxh3::xxh3_64(current.as_str().as_bytes());
-            let host_key = xxhash_rust::xxh3::xxh3_64_with_seed(
-                current.host_str().unwrap_or_default().as_bytes(),
-                HOST_SIZE_SEED,
-            );
-            let expected = {
-                let sizes = lock(&self.inner.body_sizes);
-                sizes
-                    .get(&size_key)
-                    .or_else(|| sizes.get(&host_key))
-                    .copied()
-                    .unwrap_or(0)
-            };
-            let (body_headers, body, failure, error) =
-                read_capped(resp, cfg.body_cap, expected).await;
-            let headers = header_list(&body_headers);
-            // A 304 (or any empty body) says nothing about the page's size: remembering 0
-            // would make the next 200 grow its buffer by doubling, copying it each time.
-            if failure.is_none() && !body.is_empty() {
-                let mut sizes = lock(&self.inner.body_sizes);
-                if sizes.len() >= MAX_VALIDATORS && !sizes.contains_key(&size_key) {
-                    sizes.clear();
-                }
-                sizes.insert(size_key, body.len());
-                sizes.insert(host_key, body.len());
-            }
-            let body = charset::to_utf8(body, &headers);
-            return Attempt {
-                status: Some(status.as_u16()),
-                final_url: current.to_string(),
-                headers,
-                body,
-                failure,
-                error,
-                held_at: None,
-                retryable: true,
-            };
+            return self.read_body(resp, &hop.url).await;
         }
+    }
+
+    /// The headers one hop adds to the defaults, and whether they name a version of the page
+    /// (`If-None-Match`, `If-Modified-Since`).
+    fn hop_headers(
+        &self,
+        req: &FetchRequest,
+        hop: &Hop,
+        retry_n: u32,
+        header: bool,
+    ) -> (Vec<(header::HeaderName, String)>, bool) {
+        let mut extra: Vec<(header::HeaderName, String)> = Vec::new();
+        if hop.body.is_some() && req.outgoing.is_none() {
+            extra.push((header::CONTENT_TYPE, "application/json".into()));
+        }
+        if header && retry_n > 0 {
+            extra.push((RETRY_COUNT, retry_n.to_string()));
+        }
+        match &req.outgoing {
+            Some(o) => extra.extend(o.headers.iter().cloned()),
+            None => extra.extend(self.cookie_header(&hop.url).map(|c| (header::COOKIE, c))),
+        }
+        let before = extra.len();
+        if hop.redirects == 0
+            && req.conditional
+            && req.outgoing.is_none()
+            && hop.method == Method::GET
+        {
+            let v = lock(&self.inner.validators).get(&req.url).cloned();
+            if let Some(v) = v {
+                extra.extend(v.etag.map(|e| (header::IF_NONE_MATCH, e)));
+                extra.extend(v.last_modified.map(|m| (header::IF_MODIFIED_SINCE, m)));
+            }
+        }
+        let sent_validators = extra.len() > before;
+        (extra, sent_validators)
+    }
+
+    /// Sends one hop's request: its response (status and headers), or why there is none.
+    async fn send(
+        &self,
+        hop: &Hop,
+        extra: Vec<(header::HeaderName, String)>,
+    ) -> Result<transport::Response, (TransportFailure, String)> {
+        match self.request(&hop.method, &hop.url, hop.body.clone(), extra) {
+            Ok(request) => self.inner.transport.send(request).await.map_err(|e| {
+                let failure = failure_of(transport::broken_send(&e));
+                (failure, transport::describe(&e))
+            }),
+            Err(error) => Err((TransportFailure::Malformed, error)),
+        }
+    }
+
+    /// A redirect (to `next`) that ends the attempt where it is, as what it is; `None` when it
+    /// is to be followed.
+    fn redirect_not_followed(
+        &self,
+        req: &FetchRequest,
+        hop: &Hop,
+        status: StatusCode,
+        headers: Vec<(String, String)>,
+        next: &Url,
+    ) -> Option<Attempt> {
+        let cfg = &self.inner.cfg;
+        let stop = |failure, error, held_at| {
+            Some(Attempt {
+                status: Some(status.as_u16()),
+                final_url: hop.url.to_string(),
+                headers,
+                body: Bytes::new(),
+                failure,
+                error: Some(error),
+                held_at,
+                retryable: true,
+            })
+        };
+        if req.outgoing.is_some() {
+            // A redirect is a misconfigured endpoint: say so, without its Location
+            // (which may carry a token) and without resending the body.
+            let what = match req.class {
+                RequestClass::Notify => "for a notification: configure the URL it redirects to",
+                _ => "for a request with a body: check the endpoint (`app_api`)",
+            };
+            let error = format!("HTTP {} redirect, not followed {what}", status.as_u16());
+            return stop(None, error, None);
+        }
+        if hop.redirects >= cfg.max_redirects || !matches!(next.scheme(), "http" | "https") {
+            let error = if hop.redirects >= cfg.max_redirects {
+                format!("more than {} redirects", cfg.max_redirects)
+            } else {
+                format!("redirected to a {}: URL", next.scheme())
+            };
+            return stop(Some(TransportFailure::TooManyRedirects), error, None);
+        }
+        // Another site that is waiting (or whose session expired) is not knocked on
+        // through a redirect either: the check stops here, at the redirect.
+        if let Ok(to) = SiteKey::from_parsed(next)
+            && to != req.site
+            && lock(&self.inner.closed).contains(&to)
+        {
+            let error = format!("redirected to {to}, which is waiting: not followed");
+            return stop(None, error, Some(to));
+        }
+        None
+    }
+
+    /// Reads the response's body (capped, decoded to UTF-8) into the attempt, its buffer
+    /// sized by what this URL (else its host) sent last time.
+    async fn read_body(&self, resp: transport::Response, url: &Url) -> Attempt {
+        let status = resp.status();
+        let size_key = xxhash_rust::xxh3::xxh3_64(url.as_str().as_bytes());
+        let host_key = xxhash_rust::xxh3::xxh3_64_with_seed(
+            url.host_str().unwrap_or_default().as_bytes(),
+            HOST_SIZE_SEED,
+        );
+        let expected = {
+            let sizes = lock(&self.inner.body_sizes);
+            sizes
+                .get(&size_key)
+                .or_else(|| sizes.get(&host_key))
+                .copied()
+                .unwrap_or(0)
+        };
+        let (body_headers, body, failure, error) =
+            read_capped(resp, self.inner.cfg.body_cap, expected).await;
+        let headers = header_list(&body_headers);
+        // A 304 (or any empty body) says nothing about the page's size: remembering 0
+        // would make the next 200 grow its buffer by doubling, copying it each time.
+        if failure.is_none() && !body.is_empty() {
+            let mut sizes = lock(&self.inner.body_sizes);
+            if sizes.len() >= MAX_VALIDATORS && !sizes.contains_key(&size_key) {
+                sizes.clear();
+            }
+            sizes.insert(size_key, body.len());
+            sizes.insert(host_key, body.len());
+        }
+        let body = charset::to_utf8(body, &headers);
+        Attempt {
+            status: Some(status.as_u16()),
+            final_url: url.to_string(),
+            headers,
+            body,
+            failure,
+            error,
+            held_at: None,
+            retryable: true,
+        }
+    }
+}
+
+/// Where an attempt is in its redirects: the URL it asks next, how, and how many redirects
+/// it has followed.
+struct Hop {
+    url: Url,
+    method: Method,
+    body: Option<Bytes>,
+    redirects: usize,
+}
+
+impl Hop {
+    fn first(req: &FetchRequest, url: &Url) -> Self {
+        let (method, body) = match (&req.outgoing, &req.post_json) {
+            (Some(o), _) => (o.method.clone(), Some(o.body.clone())),
+            (None, Some(json)) => (Method::POST, Some(json.clone())),
+            (None, None) => (Method::GET, None),
+        };
+        Self {
+            url: url.clone(),
+            method,
+            body,
+            redirects: 0,
+        }
+    }
+
+    /// Follows a redirect (`status`) to `next`.
+    fn follow(&mut self, status: StatusCode, next: Url) {
+        self.redirects += 1;
+        if status == StatusCode::SEE_OTHER
+            || (self.method == Method::POST && matches!(status.as_u16(), 301 | 302))
+        {
+            self.method = Method::GET;
+            self.body = None;
+        }
+        self.url = next;
     }
 }
 

@@ -9,7 +9,7 @@
 //! (a redirect, or its own script) ends the read at once, like an unchanged page
 //! (docs/sites.md, the browser).
 
-use super::{Attempt, PageRequest, Tab, TransportFailure, lock};
+use super::{Attempt, PageRequest, Route, Tab, TransportFailure, lock};
 use bytes::Bytes;
 use chromiumoxide::cdp::browser_protocol::browser::EventDownloadWillBegin;
 use chromiumoxide::cdp::browser_protocol::inspector::EventTargetCrashed;
@@ -17,14 +17,17 @@ use chromiumoxide::cdp::browser_protocol::network::{
     EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, EventResponseReceived,
     Headers, ResourceType, SetExtraHttpHeadersParams,
 };
-use chromiumoxide::cdp::browser_protocol::page::{EventLoadEventFired, NavigateParams};
+use chromiumoxide::cdp::browser_protocol::page::{
+    EventLoadEventFired, NavigateParams, NavigateReturns,
+};
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
+use chromiumoxide::types::CommandResponse;
 use chromiumoxide::{Browser as CdpBrowser, Page};
 use futures_util::StreamExt;
-use futures_util::stream::{BoxStream, select_all};
+use futures_util::stream::{BoxStream, SelectAll, select_all};
 use notifio_policy::SiteKey;
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -96,29 +99,80 @@ pub(super) async fn read_page(
     cap: usize,
     cdp: &CdpBrowser,
 ) -> Visit {
-    let started = Instant::now();
-    // Read the page well before the attempt's timeout runs out, so a page that never goes
-    // quiet (polling, a ticker) is still read, and one that does not answer is given up on
-    // here, as such, rather than by the timeout (a busy machine is slow to do both).
-    let margin = (budget / 10).clamp(Duration::from_millis(300), Duration::from_secs(1));
-    let soft = budget.saturating_sub(margin * 2);
+    let time = AttemptTime::start(budget);
     let page = tab.page.clone();
-    let frame = page.target_id().inner().clone();
-
-    enum Ev {
-        Response(Arc<EventResponseReceived>),
-        Failed(Arc<EventLoadingFailed>),
-        Sent(Arc<EventRequestWillBeSent>),
-        Finished(Arc<EventLoadingFinished>),
-        Load,
-        Crashed,
-        Download(Arc<EventDownloadWillBegin>),
+    let mut events = match listen(&page, cdp).await {
+        Ok(events) => events,
+        Err(broken) => return broken,
+    };
+    if let Err(broken) = set_retry_header(tab, req).await {
+        return broken;
     }
+    let doc = match load(tab, req, &mut events, &time).await {
+        Ok(doc) => doc,
+        Err(visit) => return visit,
+    };
+    read_document(&page, doc, cap, &time).await
+}
+
+/// The attempt's time, from the start of the visit.
+struct AttemptTime {
+    started: Instant,
+    budget: Duration,
+    margin: Duration,
+    /// When the page is read as it is, if it has not become ready before.
+    soft: Duration,
+}
+
+impl AttemptTime {
+    fn start(budget: Duration) -> Self {
+        let started = Instant::now();
+        // Read the page well before the attempt's timeout runs out, so a page that never goes
+        // quiet (polling, a ticker) is still read, and one that does not answer is given up on
+        // here, as such, rather than by the timeout (a busy machine is slow to do both).
+        let margin = (budget / 10).clamp(Duration::from_millis(300), Duration::from_secs(1));
+        let soft = budget.saturating_sub(margin * 2);
+        Self {
+            started,
+            budget,
+            margin,
+            soft,
+        }
+    }
+
+    /// What is left until the page is read as it is.
+    fn until_soft(&self) -> Duration {
+        self.soft.saturating_sub(self.started.elapsed())
+    }
+
+    /// What is left of the attempt, less a moment to give the tab back.
+    fn until_give_back(&self) -> Duration {
+        self.budget
+            .saturating_sub(self.started.elapsed())
+            .saturating_sub(self.margin)
+    }
+}
+
+/// What the page and the browser say while a page loads.
+enum Ev {
+    Response(Arc<EventResponseReceived>),
+    Failed(Arc<EventLoadingFailed>),
+    Sent(Arc<EventRequestWillBeSent>),
+    Finished(Arc<EventLoadingFinished>),
+    Load,
+    Crashed,
+    Download(Arc<EventDownloadWillBegin>),
+}
+
+type Events = SelectAll<BoxStream<'static, Ev>>;
+
+/// Subscribes to the page's events (and the browser's downloads) before it navigates.
+async fn listen(page: &Page, cdp: &CdpBrowser) -> Result<Events, Visit> {
     macro_rules! listen {
         ($t:ty, $f:expr) => {
             match page.event_listener::<$t>().await {
                 Ok(s) => s.map($f).boxed(),
-                Err(e) => return Visit::Broken(format!("the browser stopped answering: {e}")),
+                Err(e) => return Err(Visit::Broken(format!("the browser stopped answering: {e}"))),
             }
         };
     }
@@ -131,11 +185,14 @@ pub(super) async fn read_page(
         listen!(EventTargetCrashed, |_| Ev::Crashed),
         match cdp.event_listener::<EventDownloadWillBegin>().await {
             Ok(s) => s.map(Ev::Download).boxed(),
-            Err(e) => return Visit::Broken(format!("the browser stopped answering: {e}")),
+            Err(e) => return Err(Visit::Broken(format!("the browser stopped answering: {e}"))),
         },
     ];
-    let mut events = select_all(streams);
+    Ok(select_all(streams))
+}
 
+/// Sets (or clears) the tab's `X-Retry-Count` header for this attempt.
+async fn set_retry_header(tab: &mut Tab, req: &PageRequest<'_>) -> Result<(), Visit> {
     let want_header = req.header && req.retry_n > 0;
     if want_header || tab.retry_header {
         let headers = if want_header {
@@ -143,239 +200,312 @@ pub(super) async fn read_page(
         } else {
             serde_json::json!({})
         };
-        if let Err(e) = page
+        if let Err(e) = tab
+            .page
             .execute(SetExtraHttpHeadersParams::new(Headers::new(headers)))
             .await
         {
-            return Visit::Broken(format!("the browser stopped answering: {e}"));
+            return Err(Visit::Broken(format!("the browser stopped answering: {e}")));
         }
         tab.retry_header = want_header;
     }
+    Ok(())
+}
 
+/// Navigates and follows the page until it is ready to be read (its cards are there, or it
+/// went quiet, or the soft deadline came with a document): its main document, or the visit
+/// as it ended without one to read.
+async fn load(
+    tab: &mut Tab,
+    req: &PageRequest<'_>,
+    events: &mut Events,
+    time: &AttemptTime,
+) -> Result<Document, Visit> {
+    let page = tab.page.clone();
     let nav_page = page.clone();
     let url = req.url.to_owned();
     let mut navigation = Box::pin(async move { nav_page.execute(NavigateParams::new(url)).await });
     let mut navigated = false;
 
-    let mut doc: Option<Document> = None;
-    // The last redirect of the navigation (status, URL), for a redirect that is held.
-    let mut redirect: Option<(u16, String)> = None;
-    let route = Arc::clone(&tab.route);
-    // Held: the redirect that was stopped, else (the page's own script left for the waiting
-    // site) the page that did it.
-    let held = |redirect: &Option<(u16, String)>, doc: &Option<Document>| {
-        let site = lock(&route).held.take()?;
-        let (status, url) = redirect
-            .clone()
-            .or_else(|| doc.as_ref().map(|d| (d.status, d.url.clone())))
-            .unwrap_or((0, String::new()));
-        Some(Visit::Held(site, status, url))
-    };
+    let mut loading = Loading::new(tab);
     let stopped = Arc::clone(&tab.stopped);
-    let mut main_request: Option<String> = None;
-    // Every byte of the main document has arrived (it may still be parsing).
-    let mut main_finished = false;
-    let mut loaded = false;
     // Until this document's load event, chromiumoxide holds the tab's next navigation back
     // (it runs one at a time, each until its page loads, up to its 30 s request timeout):
     // a tab whose page never loads is closed after the check rather than reused.
     tab.unloaded = true;
-    let mut in_flight: HashSet<String> = HashSet::new();
-    let mut quiet_since = Instant::now();
-    // The profile's cards in the document at the last poll, and since when that count holds.
-    let mut cards: Option<Cards> = None;
-    let mut cards_since = Instant::now();
     let mut poll = tokio::time::interval(READY_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
     loop {
-        let left = soft.saturating_sub(started.elapsed());
+        let left = time.until_soft();
         tokio::select! {
             biased;
             ev = events.next() => {
                 let Some(ev) = ev else {
-                    return Visit::Broken("the browser closed the connection".into());
+                    return Err(Visit::Broken("the browser closed the connection".into()));
                 };
-                match ev {
-                    Ev::Download(d) if *d.frame_id.inner() == frame => {
-                        // Refused by the browser (downloads are denied); nothing to read.
-                        return Visit::NoPage(
-                            TransportFailure::Malformed,
-                            "the page is a file download, not a page".into(),
-                        );
-                    }
-                    Ev::Download(_) => {}
-                    Ev::Crashed => {
-                        return Visit::Broken(
-                            "the page crashed the tab (it may have run out of memory)".into(),
-                        );
-                    }
-                    Ev::Response(e) => {
-                        let main = e.r#type == ResourceType::Document
-                            && e.frame_id.as_ref().is_some_and(|f| *f.inner() == frame);
-                        if main {
-                            main_request = Some(e.request_id.inner().clone());
-                            doc = Some(Document {
-                                status: u16::try_from(e.response.status).unwrap_or(0),
-                                url: e.response.url.clone(),
-                                headers: header_list(&e.response.headers),
-                            });
-                        }
-                    }
-                    Ev::Failed(e) => {
-                        let id = e.request_id.inner();
-                        in_flight.remove(id);
-                        quiet_since = Instant::now();
-                        let is_main = main_request.as_deref() == Some(id.as_str());
-                        if is_main && doc.is_none() && let Some(v) = held(&redirect, &doc) {
-                            return v;
-                        }
-                        if is_main && doc.is_none() && e.canceled != Some(true) {
-                            return Visit::NoPage(
-                                navigation_failure(&e.error_text),
-                                format!("the page did not load: {}", e.error_text),
-                            );
-                        }
-                    }
-                    Ev::Sent(e) => {
-                        let id = e.request_id.inner();
-                        in_flight.insert(id.clone());
-                        // The navigation's own request: a document of the main frame whose
-                        // request id is its loader's (redirects keep the id).
-                        let main = e.r#type.as_ref() == Some(&ResourceType::Document)
-                            && e.frame_id.as_ref().is_some_and(|f| *f.inner() == frame)
-                            && e.loader_id.inner() == id;
-                        if main {
-                            main_request = Some(id.clone());
-                            if let Some(r) = &e.redirect_response {
-                                redirect = Some((
-                                    u16::try_from(r.status).unwrap_or(0),
-                                    r.url.clone(),
-                                ));
-                            }
-                        }
-                    }
-                    Ev::Finished(e) => {
-                        let id = e.request_id.inner();
-                        in_flight.remove(id);
-                        quiet_since = Instant::now();
-                        main_finished |= main_request.as_deref() == Some(id.as_str());
-                    }
-                    // Only this document's load counts: the tab's previous page (the
-                    // `about:blank` it was left on) can report its own load after we started
-                    // listening, and taking that one would start the 500 ms of quiet before
-                    // the page even arrived (its script-built cards then missed on a busy
-                    // machine: the browser benchmark saw it).
-                    Ev::Load if doc.is_some() => {
-                        loaded = true;
-                        tab.unloaded = false;
-                        quiet_since = Instant::now();
-                    }
-                    Ev::Load => {}
+                if let Some(v) = loading.on_event(ev, tab) {
+                    return Err(v);
                 }
             }
             res = &mut navigation, if !navigated => {
                 navigated = true;
-                match res {
-                    Ok(r) => {
-                        if let (Some(_), None) = (r.result.error_text.as_deref(), &doc)
-                            && let Some(v) = held(&redirect, &doc)
-                        {
-                            return v;
-                        }
-                        if let (Some(err), None) = (r.result.error_text.as_deref(), &doc) {
-                            // A download is refused; anything else means no page came back.
-                            // A download (refused), or a navigation the browser itself
-                            // stopped: not a network fault another attempt would mend.
-                            if err.contains("ERR_ABORTED") {
-                                let what = if r.result.is_download == Some(true) {
-                                    "the page is a file download, not a page"
-                                } else {
-                                    "the browser stopped loading the page"
-                                };
-                                return Visit::NoPage(TransportFailure::Malformed, what.into());
-                            }
-                            if err.contains("ERR_HTTP_RESPONSE_CODE_FAILURE") {
-                                // An error status with an empty body: the document event
-                                // carries the status.
-                                continue;
-                            }
-                            return Visit::NoPage(
-                                navigation_failure(err),
-                                format!("the page did not load: {err}"),
-                            );
-                        }
-                    }
-                    Err(e) => {
-                        if doc.is_none() && !page_alive(&page).await {
-                            return Visit::Broken(format!("the browser stopped answering: {e}"));
-                        }
-                    }
+                if let Some(v) = loading.on_navigated(res, &page).await {
+                    return Err(v);
                 }
             }
             // The guard stopped this page on its way into a waiting site (its own script, once
             // it is there): nothing more is learnt from it.
             () = stopped.notified() => {
-                if let Some(v) = held(&redirect, &doc) {
-                    return v;
+                if let Some(v) = loading.held() {
+                    return Err(v);
                 }
             }
             () = tokio::time::sleep(left) => {
-                if doc.is_some() {
+                if loading.doc.is_some() {
                     break;
                 }
-                return Visit::NoPage(
+                return Err(Visit::NoPage(
                     TransportFailure::Timeout,
-                    format!("no page within {} ms", budget.as_millis()),
-                );
+                    format!("no page within {} ms", time.budget.as_millis()),
+                ));
             }
             _ = poll.tick() => {
-                if doc.is_none() {
-                    continue;
-                }
-                let idle = loaded && in_flight.is_empty() && quiet_since.elapsed() >= IDLE_AFTER;
-                if idle {
+                if loading.ready(&page, req.ready, time).await {
                     break;
-                }
-                // A page whose scripts never yield does not answer: bounded, like everything.
-                let left = soft.saturating_sub(started.elapsed()).min(Duration::from_secs(1));
-                if let Some(sel) = req.ready {
-                    let now = tokio::time::timeout(left, cards_shown(&page, sel))
-                        .await
-                        .unwrap_or(None);
-                    let same = now == cards;
-                    if !same {
-                        cards_since = Instant::now();
-                    }
-                    cards = now;
-                    // Ready once its cards have stopped coming: in a parsed document, the
-                    // same count two polls in a row (a long page is parsed as it streams in,
-                    // and scripts may add cards in batches: the first card is not the last);
-                    // in one still loading, once all its HTML is in and the count has held
-                    // for a while.
-                    let ready = match now {
-                        Some(Cards { loading: false, .. }) => same,
-                        Some(Cards { loading: true, .. }) => {
-                            main_finished && cards_since.elapsed() >= LOADING_STEADY
-                        }
-                        None => false,
-                    };
-                    if ready {
-                        break;
-                    }
                 }
             }
         }
     }
-    let Some(doc) = doc else {
-        return Visit::NoPage(TransportFailure::Timeout, "no page".into());
-    };
+    loading
+        .doc
+        .ok_or_else(|| Visit::NoPage(TransportFailure::Timeout, "no page".into()))
+}
+
+/// What is known of a page while it loads.
+struct Loading {
+    /// The tab's main frame.
+    frame: String,
+    route: Arc<Mutex<Route>>,
+    doc: Option<Document>,
+    /// The last redirect of the navigation (status, URL), for a redirect that is held.
+    redirect: Option<(u16, String)>,
+    main_request: Option<String>,
+    /// Every byte of the main document has arrived (it may still be parsing).
+    main_finished: bool,
+    loaded: bool,
+    in_flight: HashSet<String>,
+    quiet_since: Instant,
+    /// The profile's cards in the document at the last poll, and since when that count holds.
+    cards: Option<Cards>,
+    cards_since: Instant,
+}
+
+impl Loading {
+    fn new(tab: &Tab) -> Self {
+        Self {
+            frame: tab.page.target_id().inner().clone(),
+            route: Arc::clone(&tab.route),
+            doc: None,
+            redirect: None,
+            main_request: None,
+            main_finished: false,
+            loaded: false,
+            in_flight: HashSet::new(),
+            quiet_since: Instant::now(),
+            cards: None,
+            cards_since: Instant::now(),
+        }
+    }
+
+    /// Held: the redirect that was stopped, else (the page's own script left for the waiting
+    /// site) the page that did it.
+    fn held(&self) -> Option<Visit> {
+        let site = lock(&self.route).held.take()?;
+        let (status, url) = self
+            .redirect
+            .clone()
+            .or_else(|| self.doc.as_ref().map(|d| (d.status, d.url.clone())))
+            .unwrap_or((0, String::new()));
+        Some(Visit::Held(site, status, url))
+    }
+
+    /// Takes in one event of the page; `Some` when it ends the visit.
+    fn on_event(&mut self, ev: Ev, tab: &mut Tab) -> Option<Visit> {
+        let frame = &self.frame;
+        match ev {
+            Ev::Download(d) if d.frame_id.inner() == frame => {
+                // Refused by the browser (downloads are denied); nothing to read.
+                return Some(Visit::NoPage(
+                    TransportFailure::Malformed,
+                    "the page is a file download, not a page".into(),
+                ));
+            }
+            Ev::Download(_) => {}
+            Ev::Crashed => {
+                return Some(Visit::Broken(
+                    "the page crashed the tab (it may have run out of memory)".into(),
+                ));
+            }
+            Ev::Response(e) => {
+                let main = e.r#type == ResourceType::Document
+                    && e.frame_id.as_ref().is_some_and(|f| f.inner() == frame);
+                if main {
+                    self.main_request = Some(e.request_id.inner().clone());
+                    self.doc = Some(Document {
+                        status: u16::try_from(e.response.status).unwrap_or(0),
+                        url: e.response.url.clone(),
+                        headers: header_list(&e.response.headers),
+                    });
+                }
+            }
+            Ev::Failed(e) => {
+                let id = e.request_id.inner();
+                self.in_flight.remove(id);
+                self.quiet_since = Instant::now();
+                let is_main = self.main_request.as_deref() == Some(id.as_str());
+                if is_main
+                    && self.doc.is_none()
+                    && let Some(v) = self.held()
+                {
+                    return Some(v);
+                }
+                if is_main && self.doc.is_none() && e.canceled != Some(true) {
+                    return Some(Visit::NoPage(
+                        navigation_failure(&e.error_text),
+                        format!("the page did not load: {}", e.error_text),
+                    ));
+                }
+            }
+            Ev::Sent(e) => {
+                let id = e.request_id.inner();
+                self.in_flight.insert(id.clone());
+                // The navigation's own request: a document of the main frame whose
+                // request id is its loader's (redirects keep the id).
+                let main = e.r#type.as_ref() == Some(&ResourceType::Document)
+                    && e.frame_id.as_ref().is_some_and(|f| f.inner() == frame)
+                    && e.loader_id.inner() == id;
+                if main {
+                    self.main_request = Some(id.clone());
+                    if let Some(r) = &e.redirect_response {
+                        self.redirect = Some((u16::try_from(r.status).unwrap_or(0), r.url.clone()));
+                    }
+                }
+            }
+            Ev::Finished(e) => {
+                let id = e.request_id.inner();
+                self.in_flight.remove(id);
+                self.quiet_since = Instant::now();
+                self.main_finished |= self.main_request.as_deref() == Some(id.as_str());
+            }
+            // Only this document's load counts: the tab's previous page (the
+            // `about:blank` it was left on) can report its own load after we started
+            // listening, and taking that one would start the 500 ms of quiet before
+            // the page even arrived (its script-built cards then missed on a busy
+            // machine: the browser benchmark saw it).
+            Ev::Load if self.doc.is_some() => {
+                self.loaded = true;
+                tab.unloaded = false;
+                self.quiet_since = Instant::now();
+            }
+            Ev::Load => {}
+        }
+        None
+    }
+
+    /// Takes in the navigation's answer; `Some` when it ends the visit.
+    async fn on_navigated(
+        &mut self,
+        res: chromiumoxide::Result<CommandResponse<NavigateReturns>>,
+        page: &Page,
+    ) -> Option<Visit> {
+        match res {
+            Ok(r) => {
+                if let (Some(_), None) = (r.result.error_text.as_deref(), &self.doc)
+                    && let Some(v) = self.held()
+                {
+                    return Some(v);
+                }
+                if let (Some(err), None) = (r.result.error_text.as_deref(), &self.doc) {
+                    // A download is refused; anything else means no page came back.
+                    // A download (refused), or a navigation the browser itself
+                    // stopped: not a network fault another attempt would mend.
+                    if err.contains("ERR_ABORTED") {
+                        let what = if r.result.is_download == Some(true) {
+                            "the page is a file download, not a page"
+                        } else {
+                            "the browser stopped loading the page"
+                        };
+                        return Some(Visit::NoPage(TransportFailure::Malformed, what.into()));
+                    }
+                    if err.contains("ERR_HTTP_RESPONSE_CODE_FAILURE") {
+                        // An error status with an empty body: the document event
+                        // carries the status.
+                        return None;
+                    }
+                    return Some(Visit::NoPage(
+                        navigation_failure(err),
+                        format!("the page did not load: {err}"),
+                    ));
+                }
+            }
+            Err(e) => {
+                if self.doc.is_none() && !page_alive(page).await {
+                    return Some(Visit::Broken(format!("the browser stopped answering: {e}")));
+                }
+            }
+        }
+        None
+    }
+
+    /// At a poll: whether the page is ready to be read (it went quiet, or the profile's
+    /// cards have stopped coming).
+    async fn ready(&mut self, page: &Page, selector: Option<&str>, time: &AttemptTime) -> bool {
+        if self.doc.is_none() {
+            return false;
+        }
+        let idle =
+            self.loaded && self.in_flight.is_empty() && self.quiet_since.elapsed() >= IDLE_AFTER;
+        if idle {
+            return true;
+        }
+        // A page whose scripts never yield does not answer: bounded, like everything.
+        let left = time.until_soft().min(Duration::from_secs(1));
+        if let Some(sel) = selector {
+            let now = tokio::time::timeout(left, cards_shown(page, sel))
+                .await
+                .unwrap_or(None);
+            let same = now == self.cards;
+            if !same {
+                self.cards_since = Instant::now();
+            }
+            self.cards = now;
+            // Ready once its cards have stopped coming: in a parsed document, the
+            // same count two polls in a row (a long page is parsed as it streams in,
+            // and scripts may add cards in batches: the first card is not the last);
+            // in one still loading, once all its HTML is in and the count has held
+            // for a while.
+            let ready = match now {
+                Some(Cards { loading: false, .. }) => same,
+                Some(Cards { loading: true, .. }) => {
+                    self.main_finished && self.cards_since.elapsed() >= LOADING_STEADY
+                }
+                None => false,
+            };
+            if ready {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Reads the rendered document the page has become, within what is left of the attempt.
+async fn read_document(page: &Page, doc: Document, cap: usize, time: &AttemptTime) -> Visit {
     // What is left of the attempt, less a moment to give the tab back: a page whose scripts
     // never stop cannot be read, and another attempt would not read it either.
-    let left = budget
-        .saturating_sub(started.elapsed())
-        .saturating_sub(margin);
-    let (body, over) = match tokio::time::timeout(left, read_dom(&page, cap)).await {
+    let left = time.until_give_back();
+    let (body, over) = match tokio::time::timeout(left, read_dom(page, cap)).await {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => return Visit::Broken(format!("cannot read the page: {e}")),
         Err(_) => {
