@@ -17,6 +17,7 @@ fn main() {
     let dir = std::env::var_os("NOTIFIO_REAL_PAGES")
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest.join("../../../shared/fixtures"));
+    let dir = dir.canonicalize().unwrap_or(dir); // the path as a reader would write it
     let present = dir.join("idealista_es_search.html").is_file();
     if dir.is_dir() {
         println!("cargo::rerun-if-changed={}", dir.display());
