@@ -1,4 +1,4 @@
-//! Classifying a response (DESIGN §4): what did the site just tell us?
+//! Classifying a response (docs/architecture.md#classifying-a-response): what did the site just tell us?
 //!
 //! Pure: status, headers, requested and final URL, and the first 64 KiB of the body go in; an
 //! [`Outcome`] comes out. Anti-bot pages are recognised at *any* status, because challenges are
@@ -355,7 +355,7 @@ fn first_in<'m>(haystack: &[u8], needles: &'m [String]) -> Option<&'m str> {
         .map(String::as_str)
 }
 
-/// Classifies one response (DESIGN §4). A 2xx comes back `Ok`; whether the page is recognised
+/// Classifies one response (docs/architecture.md#classifying-a-response). A 2xx comes back `Ok`; whether the page is recognised
 /// (`LayoutUnknown`) is the extractor's call.
 #[must_use]
 pub fn classify(facts: &ResponseFacts<'_>, markers: &Markers) -> Outcome {

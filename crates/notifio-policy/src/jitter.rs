@@ -2,7 +2,7 @@
 //!
 //! Searches that share a cycle must drift apart, or every site gets its requests in the same
 //! instant each cycle; so a page checked now is due again after its interval times a factor
-//! drawn from `[1 - jitter, 1 + jitter)` (DESIGN §5: ±10%). The same stream jitters the
+//! drawn from `[1 - jitter, 1 + jitter)` (docs/architecture.md#scheduling: ±10 %). The same stream jitters the
 //! backoff waits. Public so that a test can replay the scheduler's plan draw for draw (the
 //! reference scheduler in `tests/it/scheduler_reference.rs` does); the driver never needs it.
 
@@ -33,7 +33,7 @@ impl Draws {
     }
 }
 
-/// The interval jitter: a fraction in `[0, 1]` (DESIGN §5: 0.1, ±10%).
+/// The interval jitter: a fraction in `[0, 1]` (docs/architecture.md#scheduling: 0.1, ±10 %).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Jitter(f64);
 

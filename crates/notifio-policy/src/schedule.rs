@@ -1,4 +1,4 @@
-//! The scheduler: which search to check next, and when (DESIGN §5), as a pure state machine.
+//! The scheduler: which search to check next, and when (docs/architecture.md#scheduling), as a pure state machine.
 //!
 //! quinn-proto's shape: the driver calls [`Scheduler::poll_due`] until it returns `None` (or
 //! [`Scheduler::poll_due_into`] once, the same checks in one batch), sleeps until

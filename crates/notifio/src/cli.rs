@@ -1,4 +1,4 @@
-//! The command line (DESIGN §8): `demo`, `watch`, `check`, `status`, `ladders`, `init`,
+//! The command line (docs/architecture.md#interfaces): `demo`, `watch`, `check`, `status`, `ladders`, `init`,
 //! `notify test`, `login`, `service`.
 //!
 //! Thin glue over the library. Exit codes are part of the interface: 0 when the command ran
@@ -843,7 +843,7 @@ fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// `notifio ladders --json` (DESIGN §8).
+/// `notifio ladders --json` (docs/architecture.md#interfaces).
 #[must_use]
 pub fn ladders_json(backoff: &BackoffPolicy, retry: &RetryPolicies) -> String {
     let l = |k| backoff.ladders().get(k).iter().map(|d| ms(*d)).collect();

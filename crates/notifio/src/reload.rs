@@ -1,5 +1,5 @@
 //! Live config: `watch` follows its config file and reloads on SIGHUP, and what changed
-//! between two configs, as the running watcher applies it (DESIGN §10).
+//! between two configs, as the running watcher applies it (docs/config.md#live-reload).
 //!
 //! Two halves. [`ConfigChange::between`] is pure: which searches were added, removed, renamed
 //! or changed, and which settings only a restart can apply (the dashboard's address, the

@@ -1,4 +1,4 @@
-//! The one status view behind `notifio status` and the dashboard's `/api/status` (DESIGN §8).
+//! The one status view behind `notifio status` and the dashboard's `/api/status` (docs/architecture.md#interfaces).
 //! One function builds it, so the terminal and the browser can never disagree.
 
 use serde::{Deserialize, Serialize};
@@ -279,7 +279,7 @@ fn add_never_checked(view: &mut StatusView, config: &crate::config::Config) {
     }
 }
 
-/// The one function that builds the status view (DESIGN §8) from the store.
+/// The one function that builds the status view (docs/architecture.md#interfaces) from the store.
 ///
 /// # Errors
 /// When the database cannot be read.

@@ -7,15 +7,15 @@
 //! - "when a block clears, only one search goes back in" → `exactly_one_probe_when_a_wait_expires`,
 //!   `a_failed_probe_climbs_the_ladder_and_keeps_the_siblings_parked`
 //! - siblings resume spaced after the probe succeeds → `after_the_probe_succeeds_siblings_go_out_spacing_apart`
-//! - DESIGN §5 spacing + one in flight per site → `spacing_and_one_in_flight_per_site`
+//! - docs/architecture.md#scheduling: spacing + one in flight per site → `spacing_and_one_in_flight_per_site`
 //! - every result page is a request under the spacing →
 //!   `the_next_check_is_spaced_from_a_checks_last_page`
-//! - DESIGN §5 global cap → `the_concurrency_cap_holds`
-//! - DESIGN §5 single-flight → `identical_urls_are_fetched_once`
-//! - DESIGN §4 session_expired → `session_expired_parks_the_site_until_resume_site`
-//! - DESIGN §4 search_gone → `search_gone_stops_that_search_only`
-//! - DESIGN §5 interval ±10% → `interval_jitter_stays_within_ten_percent`
-//! - DESIGN §2 persisted registry → `restored_entries_keep_a_site_waiting_after_restart`
+//! - docs/architecture.md#scheduling: global cap → `the_concurrency_cap_holds`
+//! - docs/architecture.md#scheduling: single-flight → `identical_urls_are_fetched_once`
+//! - docs/architecture.md#classifying-a-response: session_expired → `session_expired_parks_the_site_until_resume_site`
+//! - docs/architecture.md#classifying-a-response: search_gone → `search_gone_stops_that_search_only`
+//! - docs/architecture.md#scheduling: interval ±10% → `interval_jitter_stays_within_ten_percent`
+//! - docs/policy.md#four-ladders: persisted registry → `restored_entries_keep_a_site_waiting_after_restart`
 //! - `soonest()`/`poll_timeout()` → `poll_timeout_is_none_with_nothing_to_do`
 //! - wake-ups fall on 8 ms ticks, never before a check may start →
 //!   `sites_due_within_a_tick_share_one_wake_up`

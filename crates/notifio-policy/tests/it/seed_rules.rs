@@ -1,6 +1,6 @@
 //! Every rule of the two seeds, run rather than reasoned about: seed 000 (the per-site backoff
 //! registry) and the ADR's Configuration and Retry Conditions sections (request-level retry),
-//! plus the DESIGN §2-§4 readings of them. Each sentence maps to a test that fails if the rule
+//! plus docs/policy.md's and docs/architecture.md's readings of them. Each sentence maps to a test that fails if the rule
 //! is broken.
 //!
 //! Seed 000 (backoff registry):
@@ -35,7 +35,7 @@
 //! - "a host coming out of a wait can be given a single probe search instead of all five at
 //!   once" → `the_probe_gate_admits_one_and_only_one`, `clear_then_refuse_starts_at_rung_one`
 //! - "testable files … may not import electron" (purity) → `the_policy_crate_stays_pure`
-//! - DESIGN §2 overrides → `backoff_policy_rejects_bad_overrides`, `overridden_ladders_are_used`
+//! - docs/policy.md#four-ladders: overrides → `backoff_policy_rejects_bad_overrides`, `overridden_ladders_are_used`
 //!
 //! ADR 001 — Configuration:
 //! - "maxAttempts: 3 // Total 3 attempts (1 initial + 2 retries)" →
@@ -43,19 +43,19 @@
 //! - "initialDelayMs: 100" and "backoffMultiplier: 3 (100ms → 300ms → 900ms)" →
 //!   `retry_delays_are_100_then_300_ms`, `the_multiplier_would_give_900_ms_on_a_fourth_attempt`
 //! - "jitter: true // ±25% randomization" → `retry_jitter_is_25_percent`
-//! - DESIGN §3 probe class = 1 attempt → `probe_never_retries`
-//! - DESIGN §3 overall deadline → `the_deadline_cuts_retries_short`, `attempt_timeout_respects_the_deadline`
-//! - DESIGN §3 overrides → `retry_policy_rejects_bad_overrides`
+//! - docs/policy.md#request-level-retry-and-why-the-probe-never-retries: probe class = 1 attempt → `probe_never_retries`
+//! - docs/policy.md#request-level-retry-and-why-the-probe-never-retries: overall deadline → `the_deadline_cuts_retries_short`, `attempt_timeout_respects_the_deadline`
+//! - docs/policy.md#request-level-retry-and-why-the-probe-never-retries: overrides → `retry_policy_rejects_bad_overrides`
 //!
 //! ADR 001 — Retry Conditions:
 //! - "HTTP 5xx server errors (500-599)" → `every_5xx_is_retried`
-//! - "Timeout errors (AbortError from fetch timeout)" (+ DESIGN: connection failures) →
+//! - "Timeout errors (AbortError from fetch timeout)" (+ connection failures, docs/policy.md) →
 //!   `timeouts_and_connect_failures_are_retried`
 //! - "HTTP 4xx client errors (400-499)" → `no_4xx_is_retried`
 //! - "Successful responses (2xx, 3xx)" → `no_2xx_or_3xx_is_retried`
 //! - "Validation errors (our own schema validation failures)" → `validation_failures_are_not_retried`
 //!
-//! DESIGN §4 classification table → the `classify_*` tests, one per row.
+//! docs/architecture.md#classifying-a-response's table → the `classify_*` tests, one per row.
 
 use notifio_policy::retry::GiveUp;
 use notifio_policy::{
@@ -773,7 +773,7 @@ fn validation_failures_are_not_retried() {
     assert!(!RetryPolicy::should_retry(&AttemptResult::Invalid));
 }
 
-// ---------------------------------------------------------------- DESIGN §4: classification
+// ---------------------------------------------------------------- classification (docs/architecture.md#classifying-a-response)
 
 fn facts<'a>(
     status: Option<u16>,

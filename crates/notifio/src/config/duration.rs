@@ -1,7 +1,7 @@
 //! Durations (`"200ms"`, `"30s"`, `"2m"`, `"1h"`, `"1m30s"`) and byte sizes (`"10MiB"`) as people
-//! write them in `notifio.toml` (DESIGN §9).
+//! write them in `notifio.toml` (docs/architecture.md#precise-semantics).
 //!
-//! Hand-written rather than humantime: DESIGN §9 allows exactly `ms`, `s`, `m`, `h`, and
+//! Hand-written rather than humantime: docs/architecture.md#precise-semantics allows exactly `ms`, `s`, `m`, `h`, and
 //! `"30 seconds"` must be an error (humantime accepts it, and `"1M"` would be a month there).
 
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! `notifio.toml`: read, validated with a file:line:col for every mistake, then resolved against
-//! the machine (DESIGN §8, §9).
+//! the machine (docs/config.md, docs/architecture.md#precise-semantics).
 //!
 //! Three steps, as in ripgrep's lowargs → hiargs: `raw` keeps the spans, `validate` turns
 //! text into checked values without I/O, `resolve` expands `~`, relative paths, platform
@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Intervals below this get a warning at start (DESIGN §9); they are not refused.
+/// Intervals below this get a warning at start (docs/architecture.md#precise-semantics); they are not refused.
 pub const WARN_INTERVAL_BELOW: Duration = Duration::from_secs(10);
 
 /// The validated, resolved configuration.
@@ -48,9 +48,9 @@ pub struct Config {
     pub path: PathBuf,
     /// `[watch]`: the loop's pace and where state lives.
     pub watch: WatchSettings,
-    /// `[backoff]`: per-site ladders (DESIGN §2), validated by [`BackoffPolicy::new`].
+    /// `[backoff]`: per-site ladders (docs/policy.md#four-ladders), validated by [`BackoffPolicy::new`].
     pub backoff: BackoffPolicy,
-    /// `[retry.*]`: request-level retry per class (DESIGN §3).
+    /// `[retry.*]`: request-level retry per class (docs/policy.md#request-level-retry-and-why-the-probe-never-retries).
     pub retry: RetryPolicies,
     /// `[fetch]`: HTTP client settings.
     pub fetch: FetchSettings,

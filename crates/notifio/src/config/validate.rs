@@ -1,4 +1,4 @@
-//! Config text → [`Config`]: every rule of DESIGN §8, each failure pointing at its key.
+//! Config text → [`Config`]: every rule of docs/config.md, each failure pointing at its key.
 //!
 //! Pure apart from the [`Environment`] value it is handed (home, data dir, token): no file or
 //! network I/O, so each rule is tested with a string. What only the machine can vouch for (a
@@ -152,7 +152,7 @@ pub const MAX_PAGES: u32 = 10;
 const CARD_FIELDS: &[&str] = &["title", "price", "rooms", "area", "image", "description"];
 const FIELD_KEYS: &[&str] = &["selector", "attr"];
 
-/// Defaults (DESIGN §8); docs/config.md lists the same numbers.
+/// Defaults; docs/config.md lists the same numbers.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
 const DEFAULT_SPACING: Duration = Duration::from_secs(2);
 const DEFAULT_CONCURRENCY: usize = 4;

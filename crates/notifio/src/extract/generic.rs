@@ -1,6 +1,6 @@
 //! Generic extraction for sites without a built-in profile, configured per search.
 //!
-//! Three ways to find listings (DESIGN §7): a CSS selector per card with an id attribute (or
+//! Three ways to find listings (docs/sites.md#generic-sites-any-other-site): a CSS selector per card with an id attribute (or
 //! the card's first link as id), a link regex whose first capture group is the id, or the
 //! page's JSON-LD `ItemList`. Selectors and regexes are checked when the profile is built, so
 //! a typo is a config error at start, not a silent "no listings" at run time. A card's fields

@@ -1,4 +1,4 @@
-//! Retry metrics (DESIGN §3, the ADR's "mitigation strategies"): counters and latency
+//! Retry metrics (docs/policy.md#request-level-retry-and-why-the-probe-never-retries, "mitigation strategies"): counters and latency
 //! histograms in Prometheus text, plus the hourly warnings the dashboard shows.
 //!
 //! Counters and histograms are prometheus-client's; `/metrics` registers them with the app's own

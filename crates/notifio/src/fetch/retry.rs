@@ -1,4 +1,4 @@
-//! The request-level retry loop (DESIGN §3, the ADR): attempts, cancellable sleeps, deadline.
+//! The request-level retry loop (docs/policy.md#request-level-retry-and-why-the-probe-never-retries): attempts, cancellable sleeps, deadline.
 //!
 //! Hand-written because no crate has all of the ADR's pieces at once (symmetric ±25% jitter,
 //! 5xx/timeouts only, a per-attempt timeout that shrinks to the time left before one overall

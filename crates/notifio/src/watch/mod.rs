@@ -1,4 +1,4 @@
-//! The watcher: one timer feeding the pure scheduler (DESIGN §5), quinn's `drive_timer` shape.
+//! The watcher: one timer feeding the pure scheduler (docs/architecture.md#scheduling), quinn's `drive_timer` shape.
 //!
 //! It asks the scheduler what is due, starts those checks as tasks, sleeps until the
 //! scheduler's next deadline or until a check finishes, and feeds outcomes back. There is no

@@ -1,5 +1,5 @@
 //! `notifio check`'s answer: one [`PassResult`] per search, from the first check of it in the
-//! pass, or from its site's wait when it is parked (DESIGN §8, `check --json`).
+//! pass, or from its site's wait when it is parked (docs/architecture.md#interfaces, `check --json`).
 
 use super::check::Done;
 use super::setup::Searches;

@@ -1,4 +1,4 @@
-//! The dashboard: one embedded page, `/api/status` (the DESIGN §8 JSON), `/metrics`
+//! The dashboard: one embedded page, `/api/status` (docs/dashboard.md#endpoints), `/metrics`
 //! (Prometheus text) and `/healthz`, served by `notifio watch`, and with an [`App`] the API
 //! that manages searches (`api.rs`). Status is read from a [`StatusSource`] the watch loop
 //! hands it, and the page polls it, so what the browser shows is exactly what `notifio status`

@@ -1,5 +1,5 @@
 //! The config file's rules, each asserted with the exact `file:line:col: key: message` a user
-//! would see; the DESIGN §8 example, the starter file and every ```toml block of
+//! would see; the design's first example config, the starter file and every ```toml block of
 //! docs/config.md must parse.
 
 use notifio::config::{
@@ -101,8 +101,8 @@ fn a_single_search_gets_every_default() {
     assert!(c.warnings().is_empty());
 }
 
-/// DESIGN §8's example, minus the commented alternative.
-const DESIGN_EXAMPLE: &str = r#"
+/// The example config of the project's first design, minus the commented alternative.
+const FIRST_EXAMPLE: &str = r#"
 [watch]
 interval = "30s"          # per search, ±10% jitter
 spacing = "2s"            # min gap between requests to one site
@@ -147,7 +147,7 @@ spacing = "5s"
 
 #[test]
 fn the_design_example_parses_to_what_it_says() {
-    let c = ok(DESIGN_EXAMPLE);
+    let c = ok(FIRST_EXAMPLE);
     assert_eq!(
         c.watch.state_dir,
         PathBuf::from("/home/ana/.local/share/notifio")

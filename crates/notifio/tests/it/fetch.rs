@@ -1,5 +1,5 @@
 //! The fetcher against the fake portal over real loopback HTTP: every rule of the retry ADR
-//! (DESIGN §3), the hostile-response limits, cookies and conditional requests.
+//! (docs/policy.md#request-level-retry-and-why-the-probe-never-retries), the hostile-response limits, cookies and conditional requests.
 //!
 //! Real time is the subject here (real sockets, the portal's own request timestamps), so these
 //! tests do not pause the clock; the retry loop's exact virtual-time schedule is unit-tested in

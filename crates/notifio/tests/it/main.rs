@@ -12,6 +12,7 @@ mod channels;
 mod cli;
 mod config;
 mod demo;
+mod doc_links;
 mod email_e2e;
 mod extract;
 mod fetch;

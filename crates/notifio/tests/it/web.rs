@@ -175,7 +175,7 @@ async fn api_status_round_trips_the_status_view_and_is_fresh_each_call() {
     let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
     assert!(ct.starts_with("application/json"), "{ct}");
     let raw: serde_json::Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
-    // DESIGN §8's key names, at the top level and in each entry.
+    // The key names of docs/dashboard.md#endpoints, at the top level and in each entry.
     for key in ["now", "soonest", "searches", "sites", "retry", "warnings"] {
         assert!(raw.get(key).is_some(), "missing top-level key {key}: {raw}");
     }

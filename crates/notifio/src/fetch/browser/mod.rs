@@ -1,5 +1,5 @@
 //! The browser transport: one attempt of a check made by a real Chromium over the DevTools
-//! Protocol, with the user's own persistent profile (DESIGN §10, fetch modes).
+//! Protocol, with the user's own persistent profile (docs/sites.md#reading-a-site-plain-http-or-the-browser).
 //!
 //! Sites that refuse plain HTTP clients (DataDome, AWS WAF, login walls) are read the way the
 //! user reads them: in a browser, with the user's session. This module only *performs* an

@@ -14,7 +14,7 @@ use super::{OWNER_ENV, lock};
 /// How long the browser may take to start and print its DevTools address.
 const LAUNCH_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Browsers looked for on PATH, in this order (DESIGN §10: Chromium first).
+/// Browsers looked for on PATH, in this order (Chromium first).
 const ON_PATH: [&str; 7] = [
     "chromium",
     "chromium-browser",
