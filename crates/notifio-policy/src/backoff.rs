@@ -8,6 +8,7 @@
 //! than [`MAX_WAIT`]: a header is remote input, and an hour of silence is already the worst thing
 //! we are prepared to do to a user.
 
+use crate::jitter::Jitter;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -273,11 +274,9 @@ impl BackoffPolicy {
     ) -> Duration {
         let ladder = self.ladders.get(kind);
         let rung = (failures.max(1) as usize - 1).min(ladder.len() - 1);
-        let step_ms = ladder[rung].as_millis() as f64;
-        let factor = 1.0 - self.jitter + random.clamp(0.0, 1.0) * 2.0 * self.jitter;
-        // JS Math.round for positive values: round half up.
-        let jittered = Duration::from_millis((step_ms * factor + 0.5).floor() as u64);
-        jittered
+        // Half up, as the seed's JS Math.round does for positive values.
+        Jitter::new(self.jitter)
+            .apply(ladder[rung], random)
             .max(retry_after.unwrap_or(Duration::ZERO))
             .min(self.max_wait)
     }

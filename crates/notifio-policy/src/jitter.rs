@@ -6,6 +6,8 @@
 //! backoff waits. Public so that a test can replay the scheduler's plan draw for draw (the
 //! reference scheduler in `tests/it/scheduler_reference.rs` does); the driver never needs it.
 
+use std::time::Duration;
+
 /// A seeded stream of random numbers: wyrand (Wang Yi's generator: a Weyl sequence through
 /// one 64 × 64 → 128-bit multiply), seeded through splitmix64 so that nearby seeds start far
 /// apart. Statistically sound for jitter (it passes BigCrush and PractRand); not for anything
@@ -48,14 +50,23 @@ impl Jitter {
         })
     }
 
-    /// When a page checked at `now_ms` is due again: `now_ms` plus `interval_ms` times a
-    /// factor drawn uniformly from `[1 - jitter, 1 + jitter)` by `random` (in `[0, 1)`), in ms,
-    /// saturating.
+    /// `base` times a factor drawn uniformly from `[1 - jitter, 1 + jitter)` by `random` (in
+    /// `[0, 1)`; 0.5 gives `base` exactly), to the nearest millisecond (half up), saturating.
+    /// The one jitter formula: the interval between checks, the backoff waits and the retry
+    /// sleeps all go through it.
+    #[must_use]
+    pub fn apply(self, base: Duration, random: f64) -> Duration {
+        let factor = 1.0 - self.0 + 2.0 * self.0 * random.clamp(0.0, 1.0);
+        // `as` saturates, so a huge base is "never" rather than a wrap.
+        Duration::from_millis((base.as_millis() as f64 * factor + 0.5).floor() as u64)
+    }
+
+    /// When a page checked at `now_ms` is due again: `now_ms` plus `interval_ms` jittered by
+    /// [`Jitter::apply`], in ms, saturating.
     #[must_use]
     pub fn due_after(self, now_ms: u64, interval_ms: u64, random: f64) -> u64 {
-        let factor = 1.0 - self.0 + 2.0 * self.0 * random;
-        // `as` saturates, so a huge interval is "never" rather than a wrap.
-        now_ms.saturating_add((interval_ms as f64 * factor) as u64)
+        let interval = self.apply(Duration::from_millis(interval_ms), random);
+        now_ms.saturating_add(u64::try_from(interval.as_millis()).unwrap_or(u64::MAX))
     }
 }
 
@@ -87,7 +98,12 @@ mod tests {
         let tenth = Jitter::new(0.1);
         assert_eq!(tenth.due_after(now, 30_000, 0.0), now + 27_000);
         assert_eq!(tenth.due_after(now, 30_000, 0.5), now + 30_000);
-        assert_eq!(tenth.due_after(now, 30_000, 0.999_999), now + 32_999);
+        assert_eq!(
+            tenth.due_after(now, 30_000, 0.999_999),
+            now + 33_000,
+            "rounded"
+        );
+        assert_eq!(tenth.due_after(now, 30_000, 0.999_9), now + 32_999);
         assert_eq!(Jitter::new(0.0).due_after(now, 30_000, 0.9), now + 30_000);
         assert_eq!(
             Jitter::new(f64::NAN).due_after(now, 30_000, 0.9),

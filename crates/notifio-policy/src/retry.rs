@@ -16,6 +16,7 @@
 //! implement it. The decision is pure ([`RetryPolicy::decide`]); sleeping is the shell's job.
 
 use crate::classify::{Markers, ResponseFacts, TransportFailure, challenge_marker};
+use crate::jitter::Jitter;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -283,9 +284,7 @@ impl RetryPolicy {
         if retry == 0 || retry >= self.attempts {
             return None;
         }
-        let nominal = self.nominal_delay(retry).as_millis() as f64;
-        let factor = 1.0 - self.jitter + random.clamp(0.0, 1.0) * 2.0 * self.jitter;
-        Some(Duration::from_millis((nominal * factor).round() as u64))
+        Some(Jitter::new(self.jitter).apply(self.nominal_delay(retry), random))
     }
 
     /// Whether this result is worth another attempt: 5xx, timeouts and connection failures
