@@ -429,12 +429,15 @@ impl Config {
             .any(|s| !s.paused && s.fetch == FetchMode::Browser)
     }
 
-    /// The spacing in force for a site: its own, else `watch.spacing`.
+    /// The spacing in force for a site, the one place that decides it: its `[site]` setting,
+    /// else what its searches' site profile asks for (`profile_default`: Facebook's, say),
+    /// else `watch.spacing`.
     #[must_use]
-    pub fn spacing_for(&self, site: &SiteKey) -> Duration {
+    pub fn spacing_for(&self, site: &SiteKey, profile_default: Option<Duration>) -> Duration {
         self.sites
             .get(site.as_str())
             .and_then(|s| s.spacing)
+            .or(profile_default)
             .unwrap_or(self.watch.spacing)
     }
 }

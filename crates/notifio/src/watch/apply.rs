@@ -11,7 +11,7 @@
 //! without a request; a refusal counts for the site), whose listings are shown, not recorded.
 
 use super::check::Done;
-use super::setup::{SearchInfo, profiles_for, rules_fingerprint, sync_rows};
+use super::setup::{SearchInfo, profile_spacing, profiles_for, rules_fingerprint, sync_rows};
 use super::{WatchError, Watcher};
 use crate::clock::now;
 use crate::config::{ConfigError, SearchConfig};
@@ -353,17 +353,13 @@ impl Watcher {
         profiles_for(config).map_err(|e| e.to_string())
     }
 
-    /// The spacing in force for a site: its own, else its profile's, else `watch.spacing`.
+    /// The spacing in force for a site ([`Config::spacing_for`]), from its searches' profiles.
     fn spacing_of(&self, site: &SiteKey) -> std::time::Duration {
-        if let Some(s) = self.config.sites.get(site.as_str()).and_then(|s| s.spacing) {
-            return s;
-        }
-        self.searches
-            .on_site(site)
-            .iter()
-            .find_map(|id| self.searches.get(id))
-            .and_then(|info| info.profile.default_spacing())
-            .unwrap_or(self.config.watch.spacing)
+        let searches = self.searches.on_site(site).iter();
+        let profiles = searches
+            .filter_map(|id| self.searches.get(id))
+            .map(|i| i.profile.as_ref());
+        self.config.spacing_for(site, profile_spacing(profiles))
     }
 
     /// Takes a search out of the schedule (removed or paused); its rows stay in the store.
@@ -501,11 +497,7 @@ impl Watcher {
         if self.scheduler.site_index(&s.site).is_none() {
             let spacing = self
                 .config
-                .sites
-                .get(s.site.as_str())
-                .and_then(|x| x.spacing)
-                .or_else(|| info.profile.default_spacing())
-                .unwrap_or(self.config.watch.spacing);
+                .spacing_for(&s.site, profile_spacing([info.profile.as_ref()]));
             self.scheduler.set_spacing(&s.site, spacing);
         }
         let t = now();

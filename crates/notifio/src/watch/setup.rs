@@ -404,20 +404,26 @@ pub(super) fn profiles_for(config: &Config) -> Result<Vec<SharedProfile>, WatchE
         .collect()
 }
 
-/// Each site's spacing: its `[site]` setting, else its first search's profile default (the
-/// scheduler's `spacing` for the rest).
+/// Each site's spacing ([`Config::spacing_for`]), its profile's the first its searches ask for.
 fn site_spacing(config: &Config, profiles: &[SharedProfile]) -> HashMap<SiteKey, Duration> {
-    let mut spacing: HashMap<SiteKey, Duration> = config
-        .sites
-        .iter()
-        .filter_map(|(key, s)| Some((SiteKey::from_stored(key.clone()), s.spacing?)))
-        .collect();
-    for (s, shared) in config.searches.iter().zip(profiles) {
-        if let Some(d) = shared.profile.default_spacing() {
-            spacing.entry(s.site.clone()).or_insert(d);
-        }
+    let mut spacing = HashMap::new();
+    for s in &config.searches {
+        spacing.entry(s.site.clone()).or_insert_with(|| {
+            let on_site = config.searches.iter().zip(profiles);
+            let profile = on_site
+                .filter(|(o, _)| o.site == s.site)
+                .map(|(_, p)| p.profile.as_ref());
+            config.spacing_for(&s.site, profile_spacing(profile))
+        });
     }
     spacing
+}
+
+/// The spacing a site's profile asks for: the first of its searches' profiles that asks.
+pub(super) fn profile_spacing<'a>(
+    profiles: impl IntoIterator<Item = &'a dyn SiteProfile>,
+) -> Option<Duration> {
+    profiles.into_iter().find_map(|p| p.default_spacing())
 }
 
 /// The searches as the watcher knows them. A profile that needs a logged-in session, read over

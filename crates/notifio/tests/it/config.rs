@@ -987,12 +987,22 @@ fn site_keys_accept_a_domain_or_a_url_and_normalise() {
         Some(PathBuf::from("/etc/notifio/idealista.txt"))
     );
     assert_eq!(
-        c.spacing_for(&c.searches[0].site),
+        c.spacing_for(&c.searches[0].site, None),
         Duration::from_secs(2),
         "idealista has no spacing of its own"
     );
+    let ten = Some(Duration::from_secs(10));
+    assert_eq!(
+        c.spacing_for(&c.searches[0].site, ten),
+        Duration::from_secs(10),
+        "a profile's spacing beats watch.spacing"
+    );
     let fb = notifio_policy::SiteKey::from_url("https://facebook.com/").unwrap();
-    assert_eq!(c.spacing_for(&fb), Duration::from_secs(5));
+    assert_eq!(
+        c.spacing_for(&fb, ten),
+        Duration::from_secs(5),
+        "the site's own setting beats its profile's"
+    );
 
     assert_err(
         &format!(
