@@ -1021,9 +1021,26 @@ fn searches(
     channels: &[String],
     pending: &mut [Pending],
 ) -> Result<Vec<SearchConfig>> {
-    let mut profiles = crate::extract::ProfileCache::default();
-    // The rules of every search that sets no filter or price key of its own (most).
-    let watch_announce = Arc::new(watch.announce.clone());
+    let elems = search_tables(root)?;
+    let mut read = SearchReader {
+        watch,
+        sites,
+        fetch_keys,
+        channels,
+        profiles: crate::extract::ProfileCache::default(),
+        watch_announce: Arc::new(watch.announce.clone()),
+        names: HashMap::new(),
+        per_site: HashMap::new(),
+    };
+    let mut out = Vec::with_capacity(elems.len());
+    for e in &elems {
+        out.push(read.search(&e.table()?, pending)?);
+    }
+    Ok(out)
+}
+
+/// The `[[search]]` array: present, an array of tables, not empty.
+fn search_tables<'a>(root: &Table<'a>) -> Result<Vec<Field<'a>>> {
     const EXAMPLE: &str = "[[search]]\n  name = \"Madrid\"\n  url = \"https://www.idealista.com/alquiler-viviendas/madrid-madrid/\"";
     let Some(f) = root.get("search") else {
         return Err(root
@@ -1041,23 +1058,108 @@ fn searches(
             .err("no searches: nothing to watch")
             .with_hint(format!("add at least one search:\n  {EXAMPLE}")));
     }
-    let mut out = Vec::with_capacity(elems.len());
-    // The first field of each name: its line is only worked out for a duplicate (doing it for
-    // every search made a config of thousands of searches quadratic to read).
-    let mut names: HashMap<String, Field<'_>> = HashMap::new();
-    let mut per_site: HashMap<SiteKey, usize> = HashMap::new();
-    for e in &elems {
-        let t = e.table()?;
+    Ok(elems)
+}
+
+/// Reads one `[[search]]` after another, with what they must agree on: unique names, at most
+/// [`MAX_SEARCHES_PER_SITE`] per site, one profile per name and spec.
+struct SearchReader<'a, 'c> {
+    watch: &'c WatchSettings,
+    sites: &'c BTreeMap<String, SiteSettings>,
+    fetch_keys: &'c FetchKeys,
+    channels: &'c [String],
+    profiles: crate::extract::ProfileCache,
+    /// The rules of every search that sets no filter or price key of its own (most).
+    watch_announce: Arc<AnnounceRules>,
+    /// The first field of each name: its line is only worked out for a duplicate (doing it
+    /// for every search made a config of thousands of searches quadratic to read).
+    names: HashMap<String, Field<'a>>,
+    per_site: HashMap<SiteKey, usize>,
+}
+
+impl<'a> SearchReader<'a, '_> {
+    /// One search: its name, its URL and site, its pace, how it is read, what it announces.
+    fn search(&mut self, t: &Table<'a>, pending: &mut [Pending]) -> Result<SearchConfig> {
         t.allow(&[SEARCH_KEYS, ANNOUNCE_KEYS].concat())?;
+        let name = self.unique_name(t)?;
+        let (url, url_f, site) = self.url_and_site(t)?;
+        let watch = self.watch;
+        let interval = interval(t)?.unwrap_or(watch.interval);
+        let max_interval = max_interval(t)?.unwrap_or(watch.max_interval);
+        let active_hours = match t.get("active_hours") {
+            Some(f) => Some(hours(&f)?),
+            None => watch.active_hours,
+        };
+        let site_settings = self.sites.get(site.as_str());
+        let profile = match t.get("profile") {
+            Some(p) => Some(profile(&p)?),
+            None => site_settings.and_then(|s| s.profile.clone()),
+        };
+        let listing = t.get("listing").map(|l| listing(&l)).transpose()?;
+        // The profile is built here, as the watcher will build it, so a search it cannot
+        // read (a generic site without `listing`) is refused by every command at start.
+        let shared = self
+            .profiles
+            .shared_for(&site, profile.as_deref(), listing.as_ref())
+            .map_err(|e| {
+                let at = t
+                    .get("listing")
+                    .map_or_else(|| t.err("listing", ""), |l| l.err(""));
+                ConfigError {
+                    message: e.to_string(),
+                    ..at
+                }
+            })?;
+        let profile_name = shared.profile.name();
+        let fetch = site_settings
+            .and_then(|s| s.fetch)
+            .unwrap_or_else(|| FetchMode::default_for_profile(profile_name));
+        if shared.profile.needs_cookies() {
+            needs_cookies(&name, &site, &url_f, site_settings, &shared, pending)?;
+        }
+        let notify_existing = t.bool("notify_existing")?.unwrap_or(watch.notify_existing);
+        self.fetch_fits(&name, &site, &url_f, fetch, profile_name)?;
+        let app = app_request(&url, &url_f, fetch, site_settings)?;
+        let pages = search_pages(t, &name, &shared)?;
+        let notify = t
+            .get("notify")
+            .map(|f| super::channels::routes(&f, self.channels))
+            .transpose()?;
+        let announce = match announce_rules(t, &watch.announce)? {
+            own if own == *self.watch_announce => Arc::clone(&self.watch_announce),
+            own => Arc::new(own),
+        };
+        let paused = t.bool("paused")?.unwrap_or(false);
+        Ok(SearchConfig {
+            name,
+            url,
+            site,
+            interval,
+            profile,
+            listing,
+            notify_existing,
+            fetch,
+            notify,
+            announce,
+            pages,
+            app,
+            paused,
+            max_interval,
+            active_hours,
+        })
+    }
+
+    /// `name`: present, a valid name, and not one an earlier search has (compared as NFC:
+    /// names that look the same are the same name).
+    fn unique_name(&mut self, t: &Table<'a>) -> Result<String> {
         let Some((_, name_f)) = t.str("name")? else {
             return Err(t
                 .err("name", "missing `name`")
                 .with_hint("every search needs a unique name, e.g. name = \"Madrid under 1200\""));
         };
         let name = search_name(&name_f)?;
-        // Names that look the same are the same name: compared as NFC.
         let key = super::name_key(&name).into_owned();
-        if let Some(first) = names.get(&key) {
+        if let Some(first) = self.names.get(&key) {
             return Err(name_f
                 .err(format!("duplicate search name `{name}`"))
                 .with_hint(format!(
@@ -1065,7 +1167,12 @@ fn searches(
                     first.err("").line
                 )));
         }
-        names.insert(key, name_f.clone());
+        self.names.insert(key, name_f);
+        Ok(name)
+    }
+
+    /// `url`: present, a site's page (not port 0), and not one search too many on its site.
+    fn url_and_site(&mut self, t: &Table<'a>) -> Result<(String, Field<'a>, SiteKey)> {
         let Some((_, url_f)) = t.str("url")? else {
             return Err(t
                 .err("url", "missing `url`")
@@ -1085,7 +1192,7 @@ fn searches(
                 .err("port 0 is not a port a site listens on")
                 .with_hint("write the site's port, or none for the scheme's own (443 for https)"));
         }
-        let on_site = per_site.entry(site.clone()).or_default();
+        let on_site = self.per_site.entry(site.clone()).or_default();
         *on_site += 1;
         if *on_site > MAX_SEARCHES_PER_SITE {
             return Err(url_f
@@ -1094,128 +1201,109 @@ fn searches(
                 ))
                 .with_hint("a site gets one request per `spacing` (2 s by default), so a round of this many takes over half an hour; use fewer, broader searches"));
         }
-        let interval = interval(&t)?.unwrap_or(watch.interval);
-        let max_interval = max_interval(&t)?.unwrap_or(watch.max_interval);
-        let active_hours = match t.get("active_hours") {
-            Some(f) => Some(hours(&f)?),
-            None => watch.active_hours,
-        };
-        let site_settings = sites.get(site.as_str());
-        let profile = match t.get("profile") {
-            Some(p) => Some(profile(&p)?),
-            None => site_settings.and_then(|s| s.profile.clone()),
-        };
-        let listing = t.get("listing").map(|l| listing(&l)).transpose()?;
-        // The profile is built here, as the watcher will build it, so a search it cannot
-        // read (a generic site without `listing`) is refused by every command at start.
-        let shared = profiles
-            .shared_for(&site, profile.as_deref(), listing.as_ref())
-            .map_err(|e| {
-                let at = t
-                    .get("listing")
-                    .map_or_else(|| t.err("listing", ""), |l| l.err(""));
-                ConfigError {
-                    message: e.to_string(),
-                    ..at
-                }
-            })?;
-        let profile_name = shared.profile.name();
-        let fetch = site_settings
-            .and_then(|s| s.fetch)
-            .unwrap_or_else(|| FetchMode::default_for_profile(profile_name));
-        if shared.profile.needs_cookies() {
-            let has_file = site_settings.is_some_and(|s| s.cookies.is_some());
-            if !has_file {
-                return Err(url_f
-                    .err(format!(
-                        "search `{name}` is on {site}, which needs your logged-in session: no cookies file is configured for it"
-                    ))
-                    .with_hint(format!(
-                        "export your cookies as cookies.txt (Netscape format) and add\n    [site.\"{site}\"]\n    cookies = \"~/.config/notifio/{site}.cookies.txt\""
-                    )));
-            }
-            for p in pending.iter_mut() {
-                if let Named::Cookies {
-                    site: s, required, ..
-                } = &mut p.what
-                    && s == site.as_str()
-                {
-                    for c in shared.profile.required_cookies() {
-                        if !required.contains(c) {
-                            required.push(c);
-                        }
-                    }
-                }
-            }
-        }
-        let notify_existing = t.bool("notify_existing")?.unwrap_or(watch.notify_existing);
-        if !fetch.fits_profile(profile_name) {
-            let message = format!(
-                "search `{name}` is read with the {profile_name} profile, which has no app request: fetch = \"{fetch}\" is for ImmobilienScout24 (the immoscout24 profile)"
-            );
-            let at = fetch_keys
-                .get(site.as_str())
-                .cloned()
-                .unwrap_or_else(|| url_f.err(""));
-            return Err(ConfigError { message, ..at }
-                .with_hint("use fetch = \"http\" or \"browser\" for this site"));
-        }
-        // The app's request is worked out once, here: a search it cannot express is refused
-        // at start, and what it leaves out is one warning at start (`Config::warnings`).
-        let app = if fetch == FetchMode::App {
-            let web = url::Url::parse(&url).map_err(|e| url_f.err(e.to_string()))?;
-            let api = match site_settings.and_then(|s| s.app_api.clone()) {
-                Some(api) => api,
-                None => url::Url::parse(crate::extract::immoscout24_app::DEFAULT_APP_API)
-                    .map_err(|e| url_f.err(e.to_string()))?,
-            };
-            let search = crate::extract::immoscout24_app::app_search(&web, &api)
-                .map_err(|e| url_f.err(e.to_string()))?;
-            Some(Arc::new(search))
-        } else {
-            None
-        };
-        let pages = t.get("pages").map(|p| pages(&p)).transpose()?.unwrap_or(1);
-        if pages > 1 && !shared.profile.paged() {
-            let at = t
-                .get("pages")
-                .map_or_else(|| t.err("pages", ""), |p| p.err(""));
-            return Err(ConfigError {
-                message: format!(
-                    "search `{name}` is read with the {profile_name} profile, which reads one page: its site shows more results as you scroll, not on pages"
-                ),
-                ..at
-            }
-            .with_hint("remove `pages` from this search"));
-        }
-        let notify = t
-            .get("notify")
-            .map(|f| super::channels::routes(&f, channels))
-            .transpose()?;
-        let announce = match announce_rules(&t, &watch.announce)? {
-            own if own == *watch_announce => Arc::clone(&watch_announce),
-            own => Arc::new(own),
-        };
-        let paused = t.bool("paused")?.unwrap_or(false);
-        out.push(SearchConfig {
-            name,
-            url,
-            site,
-            interval,
-            profile,
-            listing,
-            notify_existing,
-            fetch,
-            notify,
-            announce,
-            pages,
-            app,
-            paused,
-            max_interval,
-            active_hours,
-        });
+        Ok((url, url_f, site))
     }
-    Ok(out)
+
+    /// The site's `fetch` mode can read this search's profile (`app` is ImmobilienScout24's).
+    fn fetch_fits(
+        &self,
+        name: &str,
+        site: &SiteKey,
+        url_f: &Field<'a>,
+        fetch: FetchMode,
+        profile_name: &str,
+    ) -> Result<()> {
+        if fetch.fits_profile(profile_name) {
+            return Ok(());
+        }
+        let message = format!(
+            "search `{name}` is read with the {profile_name} profile, which has no app request: fetch = \"{fetch}\" is for ImmobilienScout24 (the immoscout24 profile)"
+        );
+        let at = self
+            .fetch_keys
+            .get(site.as_str())
+            .cloned()
+            .unwrap_or_else(|| url_f.err(""));
+        Err(ConfigError { message, ..at }
+            .with_hint("use fetch = \"http\" or \"browser\" for this site"))
+    }
+}
+
+/// A site whose profile reads a logged-in session has a cookies file, and the cookies that
+/// file must hold are noted for the check of the file on this machine.
+fn needs_cookies(
+    name: &str,
+    site: &SiteKey,
+    url_f: &Field<'_>,
+    site_settings: Option<&SiteSettings>,
+    shared: &crate::extract::SharedProfile,
+    pending: &mut [Pending],
+) -> Result<()> {
+    let has_file = site_settings.is_some_and(|s| s.cookies.is_some());
+    if !has_file {
+        return Err(url_f
+            .err(format!(
+                "search `{name}` is on {site}, which needs your logged-in session: no cookies file is configured for it"
+            ))
+            .with_hint(format!(
+                "export your cookies as cookies.txt (Netscape format) and add\n    [site.\"{site}\"]\n    cookies = \"~/.config/notifio/{site}.cookies.txt\""
+            )));
+    }
+    for p in pending.iter_mut() {
+        if let Named::Cookies {
+            site: s, required, ..
+        } = &mut p.what
+            && s == site.as_str()
+        {
+            for c in shared.profile.required_cookies() {
+                if !required.contains(c) {
+                    required.push(c);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The app's request, worked out once, here: a search it cannot express is refused at start,
+/// and what it leaves out is one warning at start (`Config::warnings`).
+fn app_request(
+    url: &str,
+    url_f: &Field<'_>,
+    fetch: FetchMode,
+    site_settings: Option<&SiteSettings>,
+) -> Result<Option<Arc<crate::extract::immoscout24_app::AppSearch>>> {
+    if fetch != FetchMode::App {
+        return Ok(None);
+    }
+    let web = url::Url::parse(url).map_err(|e| url_f.err(e.to_string()))?;
+    let api = match site_settings.and_then(|s| s.app_api.clone()) {
+        Some(api) => api,
+        None => url::Url::parse(crate::extract::immoscout24_app::DEFAULT_APP_API)
+            .map_err(|e| url_f.err(e.to_string()))?,
+    };
+    let search = crate::extract::immoscout24_app::app_search(&web, &api)
+        .map_err(|e| url_f.err(e.to_string()))?;
+    Ok(Some(Arc::new(search)))
+}
+
+/// `pages` (1 by default), refused for a profile that reads one page.
+fn search_pages(t: &Table<'_>, name: &str, shared: &crate::extract::SharedProfile) -> Result<u32> {
+    let pages = t.get("pages").map(|p| pages(&p)).transpose()?.unwrap_or(1);
+    if pages > 1 && !shared.profile.paged() {
+        let at = t
+            .get("pages")
+            .map_or_else(|| t.err("pages", ""), |p| p.err(""));
+        let profile_name = shared.profile.name();
+        return Err(ConfigError {
+            message: format!(
+                "search `{name}` is read with the {profile_name} profile, which reads one page: its site shows more results as you scroll, not on pages"
+            ),
+            ..at
+        }
+        .with_hint("remove `pages` from this search"));
+    }
+    Ok(pages)
 }
 
 /// `budget`: requests per second, minute or hour.
