@@ -73,7 +73,7 @@ impl RefusalKind {
 
 impl fmt::Display for RefusalKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

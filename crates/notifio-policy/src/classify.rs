@@ -23,9 +23,9 @@ pub const BODY_HEAD: usize = 64 * 1024;
 /// that merely includes the same SDK is hundreds of KB.
 pub const SCRIPT_PAGE_MAX: usize = 16 * 1024;
 
-/// What a check concluded. JSON names are [`Outcome::as_str`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// What a check concluded. JSON and database names are [`Outcome::as_str`]: `Unchanged`
+/// (a 304, or the same bytes) is reported as `ok`, which it is to the user and the site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
     /// 2xx and the page was recognised.
     Ok,
@@ -94,9 +94,23 @@ impl Outcome {
     }
 }
 
+impl Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        Self::parse(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown outcome `{name}`")))
+    }
+}
+
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

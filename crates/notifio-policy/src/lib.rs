@@ -40,7 +40,7 @@ pub use retry::{
 pub use retry_after::parse_retry_after;
 pub use schedule::{
     Check, CheckId, MAX_URLS_PER_SITE, Reaction, Scheduler, SchedulerConfig, SearchId, SearchSpec,
-    SiteIndex, TICK,
+    SearchState, SiteIndex, SiteState, TICK,
 };
 pub use site::{SiteKey, SiteKeyError};
 pub use time::{Timestamp, format_duration, format_time_of_day};

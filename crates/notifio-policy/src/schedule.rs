@@ -34,8 +34,10 @@ use crate::registry::{Admission, Entry, Registry};
 use crate::site::SiteKey;
 use crate::time::Timestamp;
 use crate::timers::Wheel;
+use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,10 +145,18 @@ pub enum Reaction {
     },
 }
 
-/// How the scheduler sees one search (for status views).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a search stands, as the store keeps it and every status view shows it. JSON and
+/// database names are [`SearchState::as_str`] (`ok`, `waiting`, …).
+///
+/// The scheduler reports the first five ([`Scheduler::search_state`]); the last two are the
+/// application's: a paused search is not in the schedule at all, and a page whose result list
+/// could not be found leaves its search `Ok` to the scheduler (it is not a refusal), while the
+/// user is told its layout is unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SearchState {
     /// Healthy or never checked.
+    #[default]
     Ok,
     /// Its site is waiting.
     Waiting,
@@ -156,12 +166,57 @@ pub enum SearchState {
     SessionExpired,
     /// The page is gone.
     SearchGone,
+    /// The user paused it (`paused = true`): not checked until resumed.
+    Paused,
+    /// Its last page was read, but the result list could not be found on it.
+    LayoutUnknown,
 }
 
-/// How the scheduler sees one site.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+impl SearchState {
+    /// Every state, in the order above.
+    pub const ALL: [Self; 7] = [
+        Self::Ok,
+        Self::Waiting,
+        Self::Probing,
+        Self::SessionExpired,
+        Self::SearchGone,
+        Self::Paused,
+        Self::LayoutUnknown,
+    ];
+
+    /// The name in JSON, the database and tables.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Waiting => "waiting",
+            Self::Probing => "probing",
+            Self::SessionExpired => "session_expired",
+            Self::SearchGone => "search_gone",
+            Self::Paused => "paused",
+            Self::LayoutUnknown => "layout_unknown",
+        }
+    }
+
+    /// Parses [`Self::as_str`] back.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for SearchState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// How the scheduler sees one site. JSON names are [`SiteState::as_str`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SiteState {
     /// No entry.
+    #[default]
     Clear,
     /// Waiting until its `next_retry_at`.
     Waiting,
@@ -169,6 +224,39 @@ pub enum SiteState {
     Probing,
     /// Paused until fresh cookies.
     SessionExpired,
+}
+
+impl SiteState {
+    /// Every state, in the order above.
+    pub const ALL: [Self; 4] = [
+        Self::Clear,
+        Self::Waiting,
+        Self::Probing,
+        Self::SessionExpired,
+    ];
+
+    /// The name in JSON and tables.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Clear => "clear",
+            Self::Waiting => "waiting",
+            Self::Probing => "probing",
+            Self::SessionExpired => "session_expired",
+        }
+    }
+
+    /// Parses [`Self::as_str`] back.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for SiteState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 /// The most distinct search URLs one site can have (the config rejects more): a page's slot

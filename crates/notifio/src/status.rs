@@ -88,9 +88,8 @@ pub struct ConfigStatus {
 pub struct ChannelStatus {
     /// Its name (`telegram`, `telegram-2`, `email`).
     pub name: String,
-    /// `ok | retrying | failed | not_configured`: `failed` is a permanent failure (a bad
-    /// token), whose messages wait until notifio starts again; `retrying` an outage.
-    pub state: String,
+    /// How it delivers now.
+    pub state: ChannelState,
     /// Messages not yet delivered.
     pub pending: u64,
     /// Messages delivered.
@@ -105,6 +104,34 @@ pub struct ChannelStatus {
     pub last_error: Option<String>,
 }
 
+/// How a channel delivers, in [`ChannelStatus`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelState {
+    /// Delivering (or nothing to deliver).
+    #[default]
+    Ok,
+    /// An outage: its messages are retried on the `error` ladder.
+    Retrying,
+    /// A permanent failure (a bad token): its messages wait until notifio starts again.
+    Failed,
+    /// It still has messages in the outbox but is no longer in the config.
+    NotConfigured,
+}
+
+impl ChannelState {
+    /// The name in JSON and tables.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Retrying => "retrying",
+            Self::Failed => "failed",
+            Self::NotConfigured => "not_configured",
+        }
+    }
+}
+
 /// One search in [`StatusView`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SearchStatus {
@@ -116,14 +143,15 @@ pub struct SearchStatus {
     pub url: String,
     /// Its site key.
     pub site: String,
-    /// `ok | waiting | probing | session_expired | search_gone | layout_unknown | paused`.
-    pub state: String,
+    /// How it stands: `ok`, `waiting`, `probing`, `session_expired`, `search_gone`,
+    /// `layout_unknown` or `paused`.
+    pub state: SearchState,
     /// When it will next be checked, if known.
     pub next_check_at: Option<u64>,
     /// When it was last checked.
     pub last_checked_at: Option<u64>,
     /// The last check's outcome (`ok`, `challenge`, …).
-    pub last_outcome: Option<String>,
+    pub last_outcome: Option<Outcome>,
     /// The latest listings first seen by this search that its filters let through (newest
     /// first, a few).
     pub new_listings: Vec<NewListing>,
@@ -170,9 +198,9 @@ pub struct SiteStatus {
     /// Site key.
     pub site: String,
     /// `clear | waiting | probing | session_expired`.
-    pub state: String,
+    pub state: SiteState,
     /// The refusal kind, when waiting/probing.
-    pub kind: Option<String>,
+    pub kind: Option<RefusalKind>,
     /// Consecutive refusals of that kind.
     pub failures: u32,
     /// Rungs on that kind's ladder.
@@ -184,9 +212,9 @@ pub struct SiteStatus {
     /// Whether that Retry-After lengthened the wait.
     #[serde(default)]
     pub lengthened_by_retry_after: bool,
-    /// The last checks on this site, oldest first: outcome names (`ok`, `challenge`, …).
+    /// The last checks on this site, oldest first (`ok`, `challenge`, …).
     #[serde(default)]
-    pub timeline: Vec<String>,
+    pub timeline: Vec<Outcome>,
     /// The dashboard can open it in a window for the user to log in or solve a challenge
     /// (it is read in the browser, and there is a display): "Open in browser".
     #[serde(default)]
@@ -202,9 +230,9 @@ pub struct SiteStatus {
     pub hint: Option<String>,
 }
 
-use crate::store::{Store, StoreError};
+use crate::store::{SearchRow, Store, StoreError};
 use notifio_policy::time::format_countdown;
-use notifio_policy::{BackoffPolicy, RefusalKind};
+use notifio_policy::{BackoffPolicy, Entry, Outcome, RefusalKind, SearchState, SiteState};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -266,13 +294,13 @@ fn add_never_checked(view: &mut StatusView, config: &crate::config::Config) {
             name: s.name.clone(),
             url: crate::redact::url_password(&s.url).into_owned(),
             site: s.site.to_string(),
-            state: "ok".to_owned(),
+            state: SearchState::Ok,
             ..SearchStatus::default()
         });
         if !view.sites.iter().any(|x| x.site == s.site.as_str()) {
             view.sites.push(SiteStatus {
                 site: s.site.to_string(),
-                state: "clear".to_owned(),
+                state: SiteState::Clear,
                 ..SiteStatus::default()
             });
         }
@@ -284,7 +312,7 @@ fn add_never_checked(view: &mut StatusView, config: &crate::config::Config) {
 /// # Errors
 /// When the database cannot be read.
 pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusView, StoreError> {
-    let entries: HashMap<String, (notifio_policy::Entry, bool)> = store
+    let entries: HashMap<String, (Entry, bool)> = store
         .backoff_entries()?
         .into_iter()
         .map(|(site, e, probing)| (site.as_str().to_owned(), (e, probing)))
@@ -299,156 +327,224 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
     let mut searches = Vec::with_capacity(rows.len());
     for row in &rows {
         let entry = entries.get(&row.site);
-        let mut state = row.state.clone();
-        if state == "ok" && row.last_outcome.as_deref() == Some("layout_unknown") {
-            state = "layout_unknown".to_owned();
-        }
-        if expired.contains(&row.site) && state != "paused" {
-            state = "session_expired".to_owned();
-        }
-        let reason = match (state.as_str(), entry) {
-            ("waiting" | "probing", Some((e, _))) => {
-                let mut r = format!("{} {}; {} refusal in a row", row.site, e.kind.describe(), ordinal(e.failures));
-                if e.lengthened_by_retry_after {
-                    r.push_str("; the site's Retry-After lengthened the wait");
-                }
-                if state == "probing" {
-                    r.push_str("; this search is the probe");
-                }
-                Some(r)
-            }
-            ("session_expired", _) => Some(format!(
-                "the session on {0} expired: log in again (`notifio login {0}` if it is read in the browser, fresh cookies if it uses a cookies file)",
-                row.site
-            )),
-            ("search_gone", _) => Some("the page is gone (404/410): check the search URL".to_owned()),
-            ("paused", _) => Some("paused (`paused = true` in the config): not checked until resumed".to_owned()),
-            ("layout_unknown", _) => Some("the result list could not be found on the page: the site's layout may have changed".to_owned()),
-            _ => None,
-        };
-        let next_check_at = match (state.as_str(), entry) {
-            ("waiting", Some((e, _))) => Some(
-                e.next_retry_at
-                    .as_millis()
-                    .max(row.next_check_at.unwrap_or(0)),
-            ),
-            ("search_gone" | "session_expired" | "probing" | "paused", _) => None,
-            _ => row.next_check_at,
-        };
-        let new_listings = store
-            .recent_listings(row.id, RECENT_LISTINGS)?
-            .into_iter()
-            .map(|(l, first_seen)| NewListing {
-                id: l.id,
-                title: l.title,
-                price: l.price,
-                currency: l.currency,
-                url: l.url,
-                first_seen,
-            })
-            .collect();
-        searches.push(SearchStatus {
-            id: row.id,
-            name: row.name.clone(),
-            url: row.url.clone(),
-            site: row.site.clone(),
-            state,
-            next_check_at,
-            last_checked_at: row.last_checked_at,
-            last_outcome: row.last_outcome.clone(),
-            new_listings,
-            found: row.found,
-            matched: row.matched,
-            reason,
-            checks_per_hour: None,
-            expected_delay_s: None,
-        });
+        searches.push(search_status(
+            store,
+            row,
+            entry,
+            expired.contains(&row.site),
+        )?);
     }
-
-    let mut site_keys: Vec<String> = rows.iter().map(|r| r.site.clone()).collect();
+    let mut site_keys: Vec<&String> = rows.iter().map(|r| &r.site).collect();
     site_keys.sort();
     site_keys.dedup();
     let mut sites = Vec::with_capacity(site_keys.len());
     for site in site_keys {
-        let entry = entries.get(&site);
-        let state = if expired.contains(&site) {
-            "session_expired"
-        } else {
-            match entry {
-                Some((_, true)) => "probing",
-                Some(_) => "waiting",
-                None => "clear",
-            }
-        };
-        let kind = entry.map(|(e, _)| e.kind);
-        sites.push(SiteStatus {
-            timeline: store.site_timeline(&site, TIMELINE)?,
+        let entry = entries.get(site);
+        sites.push(site_status(
+            store,
             site,
-            state: state.to_owned(),
-            kind: kind.map(|k| k.as_str().to_owned()),
-            failures: entry.map_or(0, |(e, _)| e.failures),
-            rungs: kind.map_or(0, |k: RefusalKind| backoff.rungs(k) as u32),
-            next_retry_at: entry.map(|(e, _)| e.next_retry_at.as_millis()),
-            retry_after_ms: entry
-                .and_then(|(e, _)| e.retry_after)
-                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            lengthened_by_retry_after: entry.is_some_and(|(e, _)| e.lengthened_by_retry_after),
-            login: false,
-            budget: None,
-            requests_last_hour: None,
-            hint: None,
-        });
+            entry,
+            expired.contains(site),
+            backoff,
+        )?);
     }
     let soonest = entries
         .values()
         .filter(|(_, probing)| !probing)
         .map(|(e, _)| e.next_retry_at.as_millis())
         .min();
-    let retry = store
-        .meta("retry")?
-        .and_then(|j| serde_json::from_str(&j).ok())
-        .unwrap_or_default();
-    let warnings = store
-        .meta("warnings")?
-        .and_then(|j| serde_json::from_str(&j).ok())
-        .unwrap_or_default();
-    let configured: Vec<String> = store
-        .meta(crate::notify::sender::CHANNELS_META)?
-        .and_then(|j| serde_json::from_str(&j).ok())
-        .unwrap_or_default();
+    let configured: Vec<String> = meta(store, crate::notify::sender::CHANNELS_META)?;
     let channels = channels(&configured, crate::notify::outbox::summaries(store.conn())?);
-    let config = store
-        .meta(CONFIG_META)?
+    let plan: crate::watch::PlanView = meta(store, crate::watch::PLAN_META)?;
+    add_plan(&plan, &mut searches, &mut sites);
+    Ok(StatusView {
+        now,
+        soonest,
+        searches,
+        sites,
+        retry: meta(store, "retry")?,
+        warnings: meta(store, "warnings")?,
+        channels,
+        config: meta(store, CONFIG_META)?,
+        watcher: WatcherStatus::default(),
+    })
+}
+
+/// A JSON value the watcher keeps in the store's meta table; missing or unreadable (an older
+/// or newer shape): the default.
+fn meta<T: serde::de::DeserializeOwned + Default>(
+    store: &Store,
+    key: &str,
+) -> Result<T, StoreError> {
+    Ok(store
+        .meta(key)?
         .and_then(|j| serde_json::from_str(&j).ok())
-        .unwrap_or_default();
-    let plan: crate::watch::PlanView = store
-        .meta(crate::watch::PLAN_META)?
-        .and_then(|j| serde_json::from_str(&j).ok())
-        .unwrap_or_default();
-    for q in &mut searches {
-        if let Some(p) = plan.searches.get(&q.id).filter(|_| q.state == "ok") {
+        .unwrap_or_default())
+}
+
+/// One search as the view shows it: its state, why, when it is checked next, what it found.
+fn search_status(
+    store: &Store,
+    row: &SearchRow,
+    entry: Option<&(Entry, bool)>,
+    session_expired: bool,
+) -> Result<SearchStatus, StoreError> {
+    let state = shown_state(row, session_expired);
+    let entry = entry.map(|(e, _)| e);
+    let new_listings = store
+        .recent_listings(row.id, RECENT_LISTINGS)?
+        .into_iter()
+        .map(|(l, first_seen)| NewListing {
+            id: l.id,
+            title: l.title,
+            price: l.price,
+            currency: l.currency,
+            url: l.url,
+            first_seen,
+        })
+        .collect();
+    Ok(SearchStatus {
+        id: row.id,
+        name: row.name.clone(),
+        url: row.url.clone(),
+        site: row.site.clone(),
+        state,
+        next_check_at: next_check_at(state, entry, row.next_check_at),
+        last_checked_at: row.last_checked_at,
+        last_outcome: row.last_outcome,
+        new_listings,
+        found: row.found,
+        matched: row.matched,
+        reason: search_reason(state, entry, &row.site),
+        checks_per_hour: None,
+        expected_delay_s: None,
+    })
+}
+
+/// The state a search is shown in: an expired session on its site overrides all but a pause,
+/// and a healthy search whose last page had no result list is shown as `layout_unknown`.
+fn shown_state(row: &SearchRow, session_expired: bool) -> SearchState {
+    match row.state {
+        SearchState::Paused => SearchState::Paused,
+        _ if session_expired => SearchState::SessionExpired,
+        SearchState::Ok if row.last_outcome == Some(Outcome::LayoutUnknown) => {
+            SearchState::LayoutUnknown
+        }
+        state => state,
+    }
+}
+
+/// A plain-language reason for a search's state, where it has one.
+fn search_reason(state: SearchState, entry: Option<&Entry>, site: &str) -> Option<String> {
+    match (state, entry) {
+        (SearchState::Waiting | SearchState::Probing, Some(e)) => {
+            let mut r = format!(
+                "{site} {}; {} refusal in a row",
+                e.kind.describe(),
+                ordinal(e.failures)
+            );
+            if e.lengthened_by_retry_after {
+                r.push_str("; the site's Retry-After lengthened the wait");
+            }
+            if state == SearchState::Probing {
+                r.push_str("; this search is the probe");
+            }
+            Some(r)
+        }
+        (SearchState::SessionExpired, _) => Some(format!(
+            "the session on {site} expired: log in again (`notifio login {site}` if it is read in the browser, fresh cookies if it uses a cookies file)"
+        )),
+        (SearchState::SearchGone, _) => {
+            Some("the page is gone (404/410): check the search URL".to_owned())
+        }
+        (SearchState::Paused, _) => {
+            Some("paused (`paused = true` in the config): not checked until resumed".to_owned())
+        }
+        (SearchState::LayoutUnknown, _) => Some(
+            "the result list could not be found on the page: the site's layout may have changed"
+                .to_owned(),
+        ),
+        (SearchState::Ok | SearchState::Waiting | SearchState::Probing, _) => None,
+    }
+}
+
+/// When a search in `state` is checked next: a waiting one not before its site's wait ends,
+/// one that waits for the user (or is the probe out now) at no planned time.
+fn next_check_at(state: SearchState, entry: Option<&Entry>, planned: Option<u64>) -> Option<u64> {
+    match (state, entry) {
+        (SearchState::Waiting, Some(e)) => {
+            Some(e.next_retry_at.as_millis().max(planned.unwrap_or(0)))
+        }
+        (
+            SearchState::SearchGone
+            | SearchState::SessionExpired
+            | SearchState::Probing
+            | SearchState::Paused,
+            _,
+        ) => None,
+        (SearchState::Ok | SearchState::Waiting | SearchState::LayoutUnknown, _) => planned,
+    }
+}
+
+/// One site as the view shows it: its state, its registry entry, its last checks.
+fn site_status(
+    store: &Store,
+    site: &str,
+    entry: Option<&(Entry, bool)>,
+    session_expired: bool,
+    backoff: &BackoffPolicy,
+) -> Result<SiteStatus, StoreError> {
+    let state = match entry {
+        _ if session_expired => SiteState::SessionExpired,
+        Some((_, true)) => SiteState::Probing,
+        Some(_) => SiteState::Waiting,
+        None => SiteState::Clear,
+    };
+    let entry = entry.map(|(e, _)| e);
+    let kind = entry.map(|e| e.kind);
+    Ok(SiteStatus {
+        timeline: store.site_timeline(site, TIMELINE)?,
+        site: site.to_owned(),
+        state,
+        kind,
+        failures: entry.map_or(0, |e| e.failures),
+        rungs: kind.map_or(0, |k: RefusalKind| backoff.rungs(k) as u32),
+        next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
+        retry_after_ms: entry
+            .and_then(|e| e.retry_after)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        lengthened_by_retry_after: entry.is_some_and(|e| e.lengthened_by_retry_after),
+        login: false,
+        budget: None,
+        requests_last_hour: None,
+        hint: None,
+    })
+}
+
+/// The running watcher's plan: each healthy search's checks per hour and expected delay, each
+/// site's budget and its use.
+fn add_plan(
+    plan: &crate::watch::PlanView,
+    searches: &mut [SearchStatus],
+    sites: &mut [SiteStatus],
+) {
+    for q in searches {
+        if let Some(p) = plan
+            .searches
+            .get(&q.id)
+            .filter(|_| q.state == SearchState::Ok)
+        {
             q.checks_per_hour = Some(p.checks_per_hour);
             q.expected_delay_s = Some(p.expected_delay_s);
         }
     }
-    for site in &mut sites {
+    for site in sites {
         if let Some(p) = plan.sites.get(&site.site) {
             site.budget.clone_from(&p.budget);
             site.requests_last_hour = p.requests_last_hour;
             site.hint.clone_from(&p.hint);
         }
     }
-    Ok(StatusView {
-        now,
-        soonest,
-        searches,
-        sites,
-        retry,
-        warnings,
-        channels,
-        config,
-        watcher: WatcherStatus::default(),
-    })
 }
 
 /// The channels' states from the outbox's summaries, configured ones first.
@@ -469,21 +565,23 @@ fn channels(
             .map(|i| rows.remove(i))
             .unwrap_or_default();
         let state = if !known {
-            "not_configured"
+            ChannelState::NotConfigured
         } else if row.failed_at.is_some() {
-            "failed"
+            ChannelState::Failed
         } else if row.last_error.is_some() && row.pending > 0 {
-            "retrying"
+            ChannelState::Retrying
         } else {
-            "ok"
+            ChannelState::Ok
         };
         out.push(ChannelStatus {
             name: name.to_owned(),
-            state: state.to_owned(),
+            state,
             pending: row.pending,
             sent: row.sent,
             last_sent_at: row.last_sent_at,
-            next_attempt_at: row.next_attempt_at.filter(|_| state == "retrying"),
+            next_attempt_at: row
+                .next_attempt_at
+                .filter(|_| state == ChannelState::Retrying),
             failed_since: row.failed_at,
             last_error: row.last_error,
         });
@@ -583,7 +681,7 @@ pub fn render_table(v: &StatusView) -> String {
             q.site,
             q.state,
             next,
-            q.last_outcome.as_deref().unwrap_or("never checked")
+            q.last_outcome.map_or("never checked", Outcome::as_str)
         );
         if let Some(r) = &q.reason {
             let _ = writeln!(s, "    {r}");
@@ -613,7 +711,7 @@ pub fn render_table(v: &StatusView) -> String {
             "{:<22} {:<16} {:<13} {:>6} {:>10}  {budget}",
             site.site,
             site.state,
-            site.kind.as_deref().unwrap_or("—"),
+            site.kind.map_or("—", RefusalKind::as_str),
             rung,
             countdown(v.now, site.next_retry_at)
         );
@@ -632,7 +730,7 @@ pub fn render_table(v: &StatusView) -> String {
                 s,
                 "{:<16} {:<14} {:>7} {:>7}  {}",
                 c.name,
-                c.state,
+                c.state.as_str(),
                 c.pending,
                 c.sent,
                 c.last_error.as_deref().unwrap_or("—")

@@ -8,16 +8,18 @@
 //! so they can never disagree. The outbox table itself belongs to `notify::outbox`.
 
 mod lock;
+mod names;
 mod news;
 mod prices;
 mod schema;
 
 pub use lock::{Holder, StateLock};
+pub use names::{ByName, Named};
 
 use crate::listing::Listing;
 use crate::notify::outbox;
 use crate::notify::{ChannelName, Notification};
-use notifio_policy::{Entry, SiteKey};
+use notifio_policy::{Entry, Outcome, SearchState, SiteKey};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -137,10 +139,10 @@ pub struct SearchRow {
     pub baseline_at: Option<u64>,
     /// Last check time.
     pub last_checked_at: Option<u64>,
-    /// Last outcome name.
-    pub last_outcome: Option<String>,
-    /// Scheduler state name.
-    pub state: String,
+    /// Last outcome.
+    pub last_outcome: Option<Outcome>,
+    /// Its state as the watcher last saw it.
+    pub state: SearchState,
     /// Next check time as the watcher planned it.
     pub next_check_at: Option<u64>,
     /// Listings on its last page read (None: never read since filters were counted).
@@ -156,8 +158,8 @@ pub struct CheckRecord<'a> {
     pub searches: &'a [(u32, String, bool)],
     /// The site.
     pub site: &'a SiteKey,
-    /// Outcome name (`ok`, `challenge`, …).
-    pub outcome: &'a str,
+    /// How it ended.
+    pub outcome: Outcome,
     /// HTTP status, if any.
     pub status: Option<u16>,
     /// Attempts made.
@@ -191,8 +193,8 @@ pub struct RoutineCheck {
     pub search_id: u32,
     /// When the check finished.
     pub at: u64,
-    /// Outcome name.
-    pub outcome: &'static str,
+    /// How it ended.
+    pub outcome: Outcome,
     /// HTTP status, if any.
     pub status: Option<u16>,
     /// Attempts made.
@@ -416,8 +418,8 @@ impl Store {
                 site: r.get(3)?,
                 baseline_at: r.get(4)?,
                 last_checked_at: r.get(5)?,
-                last_outcome: r.get(6)?,
-                state: r.get(7)?,
+                last_outcome: r.get::<_, Option<ByName<Outcome>>>(6)?.map(|o| o.0),
+                state: r.get::<_, ByName<SearchState>>(7)?.0,
                 next_check_at: r.get(8)?,
                 found: r.get(9)?,
                 matched: r.get(10)?,
@@ -492,12 +494,12 @@ impl Store {
     ///
     /// # Errors
     /// On SQL failure.
-    pub fn site_timeline(&self, site: &str, n: usize) -> Result<Vec<String>, StoreError> {
+    pub fn site_timeline(&self, site: &str, n: usize) -> Result<Vec<Outcome>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT c.outcome FROM checks c JOIN searches s ON s.id = c.search_id WHERE s.site = ?1 ORDER BY c.id DESC LIMIT ?2",
         )?;
         let mut v = stmt
-            .query_map(params![site, n], |r| r.get::<_, String>(0))?
+            .query_map(params![site, n], |r| Ok(r.get::<_, ByName<Outcome>>(0)?.0))?
             .collect::<Result<Vec<_>, _>>()?;
         v.reverse();
         Ok(v)
@@ -687,7 +689,7 @@ impl Tx<'_> {
     pub fn record_routine(
         &self,
         checks: &[RoutineCheck],
-        states: &[(u32, &str, Option<u64>)],
+        states: &[(u32, SearchState, Option<u64>)],
         history: usize,
     ) -> Result<(), StoreError> {
         let tx = &self.0;
@@ -707,7 +709,7 @@ impl Tx<'_> {
         let mut state =
             tx.prepare_cached("UPDATE searches SET state = ?2, next_check_at = ?3 WHERE id = ?1")?;
         for (id, name, next) in states {
-            state.execute(params![id, name, next])?;
+            state.execute(params![id, ByName(*name), next])?;
         }
         Ok(())
     }
@@ -725,19 +727,19 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Saves the scheduler's view of a search (state name and next check time).
+    /// Saves the scheduler's view of a search (its state and next check time).
     ///
     /// # Errors
     /// On SQL failure.
     pub fn set_search_state(
         &self,
         id: u32,
-        state: &str,
+        state: SearchState,
         next_check_at: Option<u64>,
     ) -> Result<(), StoreError> {
         self.0
             .prepare_cached("UPDATE searches SET state = ?2, next_check_at = ?3 WHERE id = ?1")?
-            .execute(params![id, state, next_check_at])?;
+            .execute(params![id, ByName(state), next_check_at])?;
         Ok(())
     }
 
@@ -1002,7 +1004,7 @@ fn write_history(
     tx: &Connection,
     search_id: u32,
     at: u64,
-    outcome: &str,
+    outcome: Outcome,
     status: Option<u16>,
     attempts: u32,
     latency_ms: u64,
@@ -1012,9 +1014,9 @@ fn write_history(
     tx.prepare_cached(
         "INSERT INTO checks (search_id, at, outcome, status, attempts, latency_ms, new_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
-    .execute(params![search_id, at, outcome, status, attempts, latency_ms, new_count])?;
+    .execute(params![search_id, at, ByName(outcome), status, attempts, latency_ms, new_count])?;
     tx.prepare_cached("UPDATE searches SET last_checked_at = ?2, last_outcome = ?3 WHERE id = ?1")?
-        .execute(params![search_id, at, outcome])?;
+        .execute(params![search_id, at, ByName(outcome)])?;
     tx.prepare_cached(
         "DELETE FROM checks WHERE search_id = ?1 AND id <= (SELECT id FROM checks WHERE search_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
     )?

@@ -11,6 +11,7 @@
 //! without a request; a refusal counts for the site), whose listings are shown, not recorded.
 
 use super::check::Done;
+use super::pass::Reported;
 use super::setup::{SearchInfo, profile_spacing, profiles_for, rules_fingerprint, sync_rows};
 use super::{WatchError, Watcher};
 use crate::clock::now;
@@ -22,8 +23,8 @@ use crate::pages::judge;
 use crate::reload::{ConfigChange, Reloaded};
 use crate::status::ConfigStatus;
 use crate::store::StoreError;
-use notifio_policy::schedule::SiteState;
-use notifio_policy::{SearchId, SearchSpec, SiteKey};
+use notifio_policy::schedule::{SearchState, SiteState};
+use notifio_policy::{Outcome, SearchId, SearchSpec, SiteKey};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
@@ -59,9 +60,9 @@ pub struct PreviewResult {
     pub url: String,
     /// Its site.
     pub site: String,
-    /// Outcome name (`ok`, `challenge`, …), `waiting` when the site was not asked, or `error`
-    /// when the preview could not be made.
-    pub outcome: String,
+    /// How the check ended (`ok`, `challenge`, …), `waiting` when the site was not asked, or
+    /// `error` when the preview could not be made.
+    pub outcome: Reported,
     /// HTTP status, when a request was made.
     pub status: Option<u16>,
     /// Why the outcome is not `ok`, in a sentence.
@@ -302,7 +303,7 @@ impl Watcher {
             self.searches.insert(id, info);
             if moved {
                 // Due now: its state on disk says so until its first check.
-                let row = ("ok", Some(t.as_millis()));
+                let row = (SearchState::Ok, Some(t.as_millis()));
                 self.store
                     .transaction(|tx| self.journal.write_state(tx, id, row))?;
             }
@@ -374,7 +375,7 @@ impl Watcher {
     fn write_paused(&mut self, db_id: u32) -> Result<(), WatchError> {
         Ok(self.store.transaction(|tx| {
             self.journal
-                .write_state(tx, SearchId(db_id), ("paused", None))
+                .write_state(tx, SearchId(db_id), (SearchState::Paused, None))
         })?)
     }
 
@@ -441,10 +442,11 @@ impl Watcher {
     /// Schedules a preview, or answers at once when its site may not be asked now.
     fn preview(&mut self, s: SearchConfig, reply: oneshot::Sender<PreviewResult>) {
         let url = crate::redact::url_password(&s.url).into_owned();
-        let answer = |outcome: &str, reason: String| PreviewResult {
+        // A preview that cannot be made is an `error` to the page, with the reason.
+        let failed = |reason: String| PreviewResult {
             url: url.clone(),
             site: s.site.to_string(),
-            outcome: outcome.to_owned(),
+            outcome: Reported::Checked(Outcome::Error),
             reason: Some(reason),
             via: Some(s.fetch),
             ..PreviewResult::default()
@@ -459,12 +461,11 @@ impl Watcher {
             return;
         }
         if self.mode != super::Mode::Forever {
-            let _ = reply.send(answer("error", "previews need a running watcher".into()));
+            let _ = reply.send(failed("previews need a running watcher".into()));
             return;
         }
         if s.fetch == FetchMode::Browser && self.fetcher.browser().is_none() {
-            let _ = reply.send(answer(
-                "error",
+            let _ = reply.send(failed(
                 "this site is read with the browser, and this watcher has none: install Chromium and restart notifio watch".into(),
             ));
             return;
@@ -482,7 +483,7 @@ impl Watcher {
         ) {
             Ok(p) => p,
             Err(e) => {
-                let _ = reply.send(answer("error", e.to_string()));
+                let _ = reply.send(failed(e.to_string()));
                 return;
             }
         };
@@ -524,7 +525,7 @@ impl Watcher {
         if login_open && (fetch == FetchMode::Browser || self.live.paused_for_login.contains(site))
         {
             return Some(PreviewResult {
-                outcome: "waiting".into(),
+                outcome: Reported::Waiting,
                 reason: Some("a login window has the browser; try again once it is closed".into()),
                 ..PreviewResult::default()
             });
@@ -532,7 +533,7 @@ impl Watcher {
         match self.scheduler.site_state(site) {
             SiteState::Clear => None,
             SiteState::SessionExpired => Some(PreviewResult {
-                outcome: "session_expired".into(),
+                outcome: Reported::Checked(Outcome::SessionExpired),
                 reason: Some(format!(
                     "the session on {site} expired: log in again (Open in browser, or `notifio login {site}`)"
                 )),
@@ -541,7 +542,7 @@ impl Watcher {
             SiteState::Waiting | SiteState::Probing => {
                 let entry = self.scheduler.registry().entry(site);
                 Some(PreviewResult {
-                    outcome: "waiting".into(),
+                    outcome: Reported::Waiting,
                     reason: Some(match entry {
                         Some(e) if self.scheduler.site_state(site) == SiteState::Waiting => {
                             crate::reason::of_waiting(e, now())
@@ -583,7 +584,7 @@ impl Watcher {
                 let _ = reply.send(PreviewResult {
                     url,
                     site: info.site.to_string(),
-                    outcome: outcome.as_str().to_owned(),
+                    outcome: Reported::Checked(outcome),
                     status: fetched.status,
                     reason: crate::reason::of_check(outcome, &fetched, &info.markers),
                     listings,

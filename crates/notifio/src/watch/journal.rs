@@ -13,7 +13,6 @@
 //! metrics) is the watcher's, so the guest writes none of it, only what it found.
 
 use super::check::Check;
-use super::search_state_name;
 use crate::fetch::FetchMetrics;
 use crate::store::{RoutineCheck, StoreError, Tx};
 use notifio_policy::schedule::{SearchState, SiteState};
@@ -27,8 +26,8 @@ const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// How often the retry-metrics snapshot `notifio status` shows is written (not every check).
 const META_EVERY: Duration = Duration::from_secs(1);
 
-/// A search's state as stored: its name and next check time.
-pub(super) type StateRow = (&'static str, Option<u64>);
+/// A search's state as stored, and its next check time.
+pub(super) type StateRow = (SearchState, Option<u64>);
 
 #[derive(Debug, Default)]
 pub(super) struct Journal {
@@ -154,7 +153,7 @@ impl Journal {
             return Ok(());
         }
         let checks = std::mem::take(&mut self.checks);
-        let states: Vec<(u32, &str, Option<u64>)> = std::mem::take(&mut self.states)
+        let states: Vec<(u32, SearchState, Option<u64>)> = std::mem::take(&mut self.states)
             .into_iter()
             .map(|(id, (state, next))| (id, state, next))
             .collect();
@@ -232,5 +231,5 @@ fn state_row(scheduler: &Scheduler, id: SearchId, due_now: Option<Timestamp>) ->
     } else {
         next
     };
-    (search_state_name(state), next.map(Timestamp::as_millis))
+    (state, next.map(Timestamp::as_millis))
 }

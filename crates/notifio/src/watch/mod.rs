@@ -36,7 +36,6 @@ use crate::listing::Listing;
 use crate::store::{PageMemo, Store};
 use check::Check;
 use journal::Journal;
-use notifio_policy::schedule::SearchState;
 use notifio_policy::{CheckId, Outcome, Reaction, Scheduler, SearchId, SiteKey};
 use setup::Searches;
 use std::collections::HashMap;
@@ -180,7 +179,7 @@ pub enum Mode {
     OnePass,
 }
 
-pub use pass::PassResult;
+pub use pass::{PassResult, Reported};
 
 /// Everything a running watcher needs.
 pub struct Watcher {
@@ -338,17 +337,5 @@ impl Watcher {
         if self.events.receiver_count() > 0 {
             let _ = self.events.send(event());
         }
-    }
-}
-
-/// The state name the store and the status view use.
-#[must_use]
-pub const fn search_state_name(state: SearchState) -> &'static str {
-    match state {
-        SearchState::Ok => "ok",
-        SearchState::Waiting => "waiting",
-        SearchState::Probing => "probing",
-        SearchState::SessionExpired => "session_expired",
-        SearchState::SearchGone => "search_gone",
     }
 }

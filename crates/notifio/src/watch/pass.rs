@@ -12,6 +12,46 @@ use notifio_policy::schedule::SearchState;
 use notifio_policy::{Outcome, Scheduler, SearchId, Timestamp};
 use std::collections::HashMap;
 
+/// What `check` (and a dashboard preview) reports of a search: how its check ended, or that
+/// its site was not asked, waiting after a refusal. JSON names are the outcome's (`ok`,
+/// `challenge`, …) or `waiting`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reported {
+    /// The check ran and ended so.
+    Checked(Outcome),
+    /// The site is waiting (or a login window has the browser): nothing was sent.
+    Waiting,
+}
+
+impl Reported {
+    /// The name in JSON and the table.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Checked(o) => o.as_str(),
+            Self::Waiting => "waiting",
+        }
+    }
+}
+
+impl Default for Reported {
+    fn default() -> Self {
+        Self::Checked(Outcome::Ok)
+    }
+}
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl serde::Serialize for Reported {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 /// The result of one search in a `check` pass.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PassResult {
@@ -21,8 +61,8 @@ pub struct PassResult {
     pub url: String,
     /// Site key.
     pub site: String,
-    /// Outcome name, or `waiting`.
-    pub outcome: String,
+    /// How its check ended, or `waiting`.
+    pub outcome: Reported,
     /// HTTP status.
     pub status: Option<u16>,
     /// Attempts made.
@@ -95,7 +135,7 @@ impl Pass {
                 search: info.name.clone(),
                 url: crate::redact::url_password(&check.url).into_owned(),
                 site: check.site.to_string(),
-                outcome: outcome.as_str().to_owned(),
+                outcome: Reported::Checked(*outcome),
                 status: fetched.status,
                 attempts: fetched.attempts,
                 listings: info.rules.checked(listings.as_deref().unwrap_or_default()),
@@ -165,9 +205,9 @@ impl Pass {
                     url,
                     site: info.site.to_string(),
                     outcome: if state == SearchState::Waiting {
-                        "waiting".into()
+                        Reported::Waiting
                     } else {
-                        "session_expired".into()
+                        Reported::Checked(Outcome::SessionExpired)
                     },
                     status: None,
                     attempts: 0,

@@ -83,7 +83,7 @@ impl Watcher {
             .map(|s| RoutineCheck {
                 search_id: s.db_id,
                 at: t.as_millis(),
-                outcome: outcome.as_str(),
+                outcome: *outcome,
                 status: fetched.status,
                 attempts: fetched.attempts,
                 latency_ms,
@@ -282,7 +282,7 @@ fn record_check(
     tx.record_check(&CheckRecord {
         searches: &search_rows,
         site: &check.site,
-        outcome: outcome.as_str(),
+        outcome: *outcome,
         status: fetched.status,
         attempts: fetched.attempts,
         latency_ms: u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX),

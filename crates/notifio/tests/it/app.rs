@@ -6,6 +6,7 @@
 use fake_portal::{Behaviour, Portal, SiteSpec};
 use notifio::config;
 use notifio::status::StatusView;
+use notifio_policy::Outcome;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -213,7 +214,7 @@ async fn searches_are_added_patched_paused_resumed_and_deleted_through_the_api()
     );
     assert!(requests_for(&portal, "added") >= 1);
     assert_eq!(
-        find(&v, "added").unwrap().last_outcome.as_deref(),
+        find(&v, "added").unwrap().last_outcome.map(Outcome::as_str),
         Some("ok")
     );
     // Every byte of the file is kept; the new search is one block after the last one.
@@ -308,7 +309,7 @@ async fn searches_are_added_patched_paused_resumed_and_deleted_through_the_api()
     assert_eq!(code, 200, "{body}");
     assert!(app.file().contains("paused = true\n"));
     app.until(Duration::from_secs(2), "`first` paused", |v| {
-        find(v, "first").is_some_and(|s| s.state == "paused")
+        find(v, "first").is_some_and(|s| s.state.as_str() == "paused")
     })
     .await;
     // A check already out may still land; after that, nothing.

@@ -16,8 +16,11 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use futures_util::FutureExt;
 use hyper_util::client::legacy::connect::HttpConnector;
-use notifio::status::{NewListing, RetryStatus, SearchStatus, SiteStatus, StatusView};
+use notifio::status::{
+    ChannelState, NewListing, RetryStatus, SearchStatus, SiteStatus, StatusView,
+};
 use notifio::web::{self, DashboardConfig, StatusSource};
+use notifio_policy::{Outcome, RefusalKind, SearchState, SiteState};
 use tokio_util::sync::CancellationToken;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -63,10 +66,10 @@ fn initial_view(start: u64) -> StatusView {
                 name: "Madrid under 1200".into(),
                 url: "https://www.idealista.com/alquiler-viviendas/madrid-madrid/".into(),
                 site: "idealista.com".into(),
-                state: "waiting".into(),
+                state: SearchState::Waiting,
                 next_check_at: Some(start + WAIT_7M_12S),
                 last_checked_at: Some(start - 48_000),
-                last_outcome: Some("challenge".into()),
+                last_outcome: Some(Outcome::Challenge),
                 new_listings: vec![],
                 found: None,
                 matched: None,
@@ -80,10 +83,10 @@ fn initial_view(start: u64) -> StatusView {
                 url: "https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten"
                     .into(),
                 site: "immobilienscout24.de".into(),
-                state: "ok".into(),
+                state: SearchState::Ok,
                 next_check_at: Some(start + 21_000),
                 last_checked_at: Some(start - 9_000),
-                last_outcome: Some("ok".into()),
+                last_outcome: Some(Outcome::Ok),
                 new_listings: vec![
                     listing("158221", "2-Zimmer-Altbau in Kreuzberg", 1150.0, 600_000),
                     listing("158007", "Helle Wohnung am Park", 1290.0, 3_900_000),
@@ -99,10 +102,10 @@ fn initial_view(start: u64) -> StatusView {
                 name: "Marketplace Valencia".into(),
                 url: "https://www.facebook.com/marketplace/valencia/propertyrentals".into(),
                 site: "facebook.com".into(),
-                state: "session_expired".into(),
+                state: SearchState::SessionExpired,
                 next_check_at: None,
                 last_checked_at: Some(start - 1_800_000),
-                last_outcome: Some("session_expired".into()),
+                last_outcome: Some(Outcome::SessionExpired),
                 // Titles and links come from third-party pages: this one must stay inert text.
                 new_listings: vec![NewListing {
                     id: "evil".into(),
@@ -121,16 +124,21 @@ fn initial_view(start: u64) -> StatusView {
         sites: vec![
             SiteStatus {
                 site: "idealista.com".into(),
-                state: "waiting".into(),
-                kind: Some("challenge".into()),
+                state: SiteState::Waiting,
+                kind: Some(RefusalKind::Challenge),
                 failures: 3,
                 rungs: 5,
                 next_retry_at: Some(start + WAIT_7M_12S),
                 retry_after_ms: Some(300_000),
                 lengthened_by_retry_after: true,
-                timeline: ["ok", "ok", "ok", "challenge", "challenge", "challenge"]
-                    .map(String::from)
-                    .to_vec(),
+                timeline: vec![
+                    Outcome::Ok,
+                    Outcome::Ok,
+                    Outcome::Ok,
+                    Outcome::Challenge,
+                    Outcome::Challenge,
+                    Outcome::Challenge,
+                ],
                 // Read in the browser, with a display: the page offers "Open in browser".
                 login: true,
                 budget: None,
@@ -139,16 +147,22 @@ fn initial_view(start: u64) -> StatusView {
             },
             SiteStatus {
                 site: "immobilienscout24.de".into(),
-                state: "clear".into(),
-                timeline: ["ok", "rate_limited", "ok", "error", "ok", "ok", "ok"]
-                    .map(String::from)
-                    .to_vec(),
+                state: SiteState::Clear,
+                timeline: vec![
+                    Outcome::Ok,
+                    Outcome::RateLimited,
+                    Outcome::Ok,
+                    Outcome::Error,
+                    Outcome::Ok,
+                    Outcome::Ok,
+                    Outcome::Ok,
+                ],
                 ..SiteStatus::default()
             },
             SiteStatus {
                 site: "facebook.com".into(),
-                state: "session_expired".into(),
-                timeline: vec!["ok".into(), "session_expired".into()],
+                state: SiteState::SessionExpired,
+                timeline: vec![Outcome::Ok, Outcome::SessionExpired],
                 ..SiteStatus::default()
             },
         ],
@@ -168,7 +182,7 @@ fn initial_view(start: u64) -> StatusView {
         },
         channels: vec![notifio::status::ChannelStatus {
             name: "telegram".into(),
-            state: "failed".into(),
+            state: ChannelState::Failed,
             pending: 2,
             sent: 5,
             last_sent_at: Some(start - 60_000),

@@ -131,10 +131,10 @@ async fn cards_built_by_a_script_are_read_in_the_browser_not_over_http() {
     );
     let results = check_once(load_config(dir.path(), &text)).await;
     let plain = result(&results, "over http");
-    assert_eq!(plain.outcome, "layout_unknown", "{plain:?}");
+    assert_eq!(plain.outcome.as_str(), "layout_unknown", "{plain:?}");
     assert_eq!(plain.via, FetchMode::Http);
     let js = result(&results, "in the browser");
-    assert_eq!(js.outcome, "ok", "{js:?}");
+    assert_eq!(js.outcome.as_str(), "ok", "{js:?}");
     assert_eq!(js.via, FetchMode::Browser);
     let mut want: Vec<String> = portal
         .listings("js", "a")
@@ -178,7 +178,7 @@ async fn blocked_resource_types_are_never_requested() {
         &search("a", &portal.search_url("blocked", "a"), FetchMode::Browser),
     );
     let r = check_once(load_config(dir.path(), &blocked)).await;
-    assert_eq!(r[0].outcome, "ok", "{r:?}");
+    assert_eq!(r[0].outcome.as_str(), "ok", "{r:?}");
     let images = |site: &str| {
         portal
             .requests()
@@ -198,7 +198,7 @@ async fn blocked_resource_types_are_never_requested() {
     )
     .replace("[browser]\n", "[browser]\nblock = []\n");
     let r = check_once(load_config(other.path(), &unblocked)).await;
-    assert_eq!(r[0].outcome, "ok", "{r:?}");
+    assert_eq!(r[0].outcome.as_str(), "ok", "{r:?}");
     assert_eq!(
         images("loaded"),
         20,
@@ -259,7 +259,7 @@ async fn refusals_and_faults_in_the_browser_follow_the_same_policy() {
     let results = check_once(load_config(dir.path(), &text)).await;
 
     let limited = result(&results, "limited");
-    assert_eq!(limited.outcome, "rate_limited", "{limited:?}");
+    assert_eq!(limited.outcome.as_str(), "rate_limited", "{limited:?}");
     assert_eq!(limited.status, Some(429));
     assert_eq!(limited.attempts, 1, "a 4xx is never retried");
     let until = limited.next_retry_at.expect("the site waits");
@@ -269,7 +269,7 @@ async fn refusals_and_faults_in_the_browser_follow_the_same_policy() {
     );
 
     let flaky = result(&results, "flaky");
-    assert_eq!(flaky.outcome, "ok", "{flaky:?}");
+    assert_eq!(flaky.outcome.as_str(), "ok", "{flaky:?}");
     assert_eq!(flaky.attempts, 3);
     let navigations: Vec<Option<String>> = portal
         .requests()
@@ -284,13 +284,13 @@ async fn refusals_and_faults_in_the_browser_follow_the_same_policy() {
     );
 
     let guarded = result(&results, "guarded");
-    assert_eq!(guarded.outcome, "challenge", "{guarded:?}");
+    assert_eq!(guarded.outcome.as_str(), "challenge", "{guarded:?}");
     assert!(guarded.next_retry_at.is_some());
 
     // The waiting site is skipped by the next pass, without a request.
     let before = portal.request_count("limited");
     let again = check_once(load_config(dir.path(), &text)).await;
-    assert_eq!(result(&again, "limited").outcome, "waiting");
+    assert_eq!(result(&again, "limited").outcome.as_str(), "waiting");
     assert_eq!(portal.request_count("limited"), before);
     portal.shutdown().await;
 }
@@ -809,26 +809,27 @@ async fn hostile_pages_end_as_outcomes_and_never_take_the_browser_down() {
         );
     }
     let looped = result(&results, "looping");
-    assert_eq!(looped.outcome, "error", "{looped:?}");
+    assert_eq!(looped.outcome.as_str(), "error", "{looped:?}");
     assert_eq!(
         looped.attempts, 1,
         "a page that never stops is not tried again at once"
     );
-    assert_eq!(result(&results, "hungry").outcome, "error");
+    assert_eq!(result(&results, "hungry").outcome.as_str(), "error");
     let pushy_r = result(&results, "pushy");
     assert_eq!(
-        pushy_r.outcome, "ok",
+        pushy_r.outcome.as_str(),
+        "ok",
         "dialogs dismissed, popups closed: {pushy_r:?}"
     );
     assert_eq!(ids(pushy_r), ["7"]);
     let download = result(&results, "download");
-    assert_eq!(download.outcome, "error", "{download:?}");
+    assert_eq!(download.outcome.as_str(), "error", "{download:?}");
     assert_eq!(
         download.attempts, 1,
         "a download is refused at once, not retried"
     );
     let fine = result(&results, "fine");
-    assert_eq!(fine.outcome, "ok", "{fine:?}");
+    assert_eq!(fine.outcome.as_str(), "ok", "{fine:?}");
     assert_eq!(fine.listings.len(), 30);
     let browser = fetcher.browser().unwrap();
     assert_eq!(browser.starts(), 1, "the same browser served every page");
@@ -915,7 +916,7 @@ async fn a_page_whose_last_script_never_loads_is_read_from_its_cards() {
     let took = started.elapsed();
     let r = result(&results, "dripping");
     println!("{} in {took:?}, {} attempts", r.outcome, r.attempts);
-    assert_eq!(r.outcome, "ok", "{r:?}");
+    assert_eq!(r.outcome.as_str(), "ok", "{r:?}");
     assert_eq!(ids(r), ["1", "2", "3"]);
     assert_eq!(r.attempts, 1, "{r:?}");
     assert!(
@@ -948,7 +949,7 @@ async fn a_page_whose_last_script_never_loads_is_read_from_its_cards() {
         r.attempts,
         r.listings.len()
     );
-    assert_eq!(r.outcome, "ok", "{r:?}");
+    assert_eq!(r.outcome.as_str(), "ok", "{r:?}");
     assert_eq!(r.attempts, 1, "{r:?}");
     assert!(
         r.listings.len() > 3,
@@ -1003,7 +1004,10 @@ async fn a_browser_read_is_judged_against_a_browsers_latency_budget() {
                 .expect("the pass ends")
                 .unwrap();
         assert_eq!(results.len(), 20);
-        assert!(results.iter().all(|r| r.outcome == "ok"), "{results:?}");
+        assert!(
+            results.iter().all(|r| r.outcome.as_str() == "ok"),
+            "{results:?}"
+        );
         let warnings = fetcher.metrics().warnings();
         println!("{via:?}: {warnings:?}");
         match via {
@@ -1360,7 +1364,7 @@ async fn the_real_idealista_page_reads_the_same_in_the_browser() {
     assert_eq!(cfg.searches[0].fetch, FetchMode::Browser);
     let results = check_once(cfg).await;
     let r = &results[0];
-    assert_eq!(r.outcome, "ok", "{r:?}");
+    assert_eq!(r.outcome.as_str(), "ok", "{r:?}");
     assert_eq!(r.via, FetchMode::Browser);
     // The same page over HTTP, through the same profile.
     let parsed = url::Url::parse(&url).unwrap();

@@ -531,7 +531,7 @@ async fn a_bad_telegram_token_is_a_permanent_failure_shown_in_status() {
     let json = serde_json::to_string(&view).unwrap();
     println!("{}", notifio::status::render_table(&view));
     let t = view.channels.iter().find(|c| c.name == "telegram").unwrap();
-    assert_eq!(t.state, "failed");
+    assert_eq!(t.state.as_str(), "failed");
     assert_eq!((t.pending, t.failed_since), (2, Some(1000)));
     let err = t.last_error.as_deref().unwrap();
     assert!(

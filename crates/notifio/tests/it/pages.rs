@@ -194,7 +194,7 @@ async fn a_refusal_on_page_two_keeps_page_one_and_the_site_waits() {
     // The site waits: the next pass does not knock.
     let from = fake_portal_now();
     let waiting = pass(&cfg, false).await;
-    assert_eq!(waiting[0].outcome, "waiting");
+    assert_eq!(waiting[0].outcome.as_str(), "waiting");
     assert!(requests(&portal, "flats", from).is_empty());
 
     // Answering again (forced past the wait): all pages, nothing new, nothing announced again,
@@ -394,7 +394,12 @@ async fn a_probe_reports_what_it_read_and_the_check_reads_the_other_pages() {
         Behaviour::After(1, Box::new(Behaviour::RateLimited { retry_after: None })),
     );
     let refused = pass(&cfg, false).await;
-    assert_eq!(refused[0].outcome, "rate_limited", "{:?}", refused[0]);
+    assert_eq!(
+        refused[0].outcome.as_str(),
+        "rate_limited",
+        "{:?}",
+        refused[0]
+    );
     portal.set_behaviour("flats", Behaviour::Normal);
     // The wait (the ladder's 1 s, ±15%) ends.
     let until = crate::util::backoff(dir.path())[0].1["next_retry_at"]

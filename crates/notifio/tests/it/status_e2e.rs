@@ -4,6 +4,7 @@
 
 use fake_portal::{Behaviour, ChallengeKind, Portal, SiteSpec};
 use notifio::status::StatusView;
+use notifio_policy::{Outcome, RefusalKind, SearchState};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -65,11 +66,11 @@ async fn api_status_shows_a_refusing_site_waiting_and_its_searches_share_the_dea
     let mut view = StatusView::default();
     for _ in 0..100 {
         view = serde_json::from_str(&get(addr, "/api/status").await.text().await.unwrap()).unwrap();
-        let wall_waiting = view.sites.iter().any(|s| s.state == "waiting");
+        let wall_waiting = view.sites.iter().any(|s| s.state.as_str() == "waiting");
         let calm_ok = view
             .searches
             .iter()
-            .any(|s| s.name == "calm one" && s.last_outcome.as_deref() == Some("ok"));
+            .any(|s| s.name == "calm one" && s.last_outcome.map(Outcome::as_str) == Some("ok"));
         if wall_waiting && calm_ok {
             break;
         }
@@ -83,8 +84,8 @@ async fn api_status_shows_a_refusing_site_waiting_and_its_searches_share_the_dea
         .iter()
         .find(|s| s.site == wall_key)
         .expect("the wall site is listed");
-    assert_eq!(wall.state, "waiting");
-    assert_eq!(wall.kind.as_deref(), Some("challenge"));
+    assert_eq!(wall.state.as_str(), "waiting");
+    assert_eq!(wall.kind.map(RefusalKind::as_str), Some("challenge"));
     assert_eq!(wall.failures, 1);
     assert_eq!(wall.rungs, 2);
     let deadline = wall.next_retry_at.expect("a waiting site has a deadline");
@@ -92,7 +93,7 @@ async fn api_status_shows_a_refusing_site_waiting_and_its_searches_share_the_dea
     assert_eq!(view.soonest, Some(deadline));
     for name in ["wall one", "wall two"] {
         let s = view.searches.iter().find(|s| s.name == name).unwrap();
-        assert_eq!(s.state, "waiting", "{name}");
+        assert_eq!(s.state.as_str(), "waiting", "{name}");
         assert_eq!(
             s.next_check_at,
             Some(deadline),
@@ -105,7 +106,7 @@ async fn api_status_shows_a_refusing_site_waiting_and_its_searches_share_the_dea
         );
     }
     let calm = view.searches.iter().find(|s| s.name == "calm one").unwrap();
-    assert_eq!(calm.state, "ok");
+    assert_eq!(calm.state.as_str(), "ok");
     assert!(
         view.retry.retried >= 1,
         "the 503-then-200 was retried: {:?}",
@@ -185,17 +186,17 @@ async fn api_status_shows_a_refusing_site_waiting_and_its_searches_share_the_dea
     let states = |v: &StatusView| {
         v.searches
             .iter()
-            .map(|s| (s.name.clone(), s.state.clone(), s.next_check_at))
+            .map(|s| (s.name.clone(), s.state, s.next_check_at))
             .collect::<Vec<_>>()
     };
     assert_eq!(
         states(&cli)
             .into_iter()
-            .filter(|s| s.1 == "waiting")
+            .filter(|s| s.1 == SearchState::Waiting)
             .collect::<Vec<_>>(),
         states(&api)
             .into_iter()
-            .filter(|s| s.1 == "waiting")
+            .filter(|s| s.1 == SearchState::Waiting)
             .collect::<Vec<_>>()
     );
 

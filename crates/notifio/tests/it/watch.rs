@@ -312,9 +312,9 @@ async fn check_one_pass_reports_every_search_and_skips_a_waiting_site() {
     let results = check_once(load_config(dir.path(), &text)).await;
     assert_eq!(results.len(), 3);
     let by_name = |n: &str| results.iter().find(|r| r.search == n).unwrap();
-    assert_eq!(by_name("search 0").outcome, "ok");
+    assert_eq!(by_name("search 0").outcome.as_str(), "ok");
     assert_eq!(by_name("search 0").listings.len(), 30);
-    assert_eq!(by_name("on b").outcome, "denied");
+    assert_eq!(by_name("on b").outcome.as_str(), "denied");
     assert_eq!(by_name("on b").status, Some(403));
     assert!(by_name("on b").next_retry_at.is_some());
 
@@ -322,7 +322,12 @@ async fn check_one_pass_reports_every_search_and_skips_a_waiting_site() {
     let before = portal.request_count("b");
     let results = check_once(load_config(dir.path(), &text)).await;
     assert_eq!(
-        results.iter().find(|r| r.search == "on b").unwrap().outcome,
+        results
+            .iter()
+            .find(|r| r.search == "on b")
+            .unwrap()
+            .outcome
+            .as_str(),
         "waiting"
     );
     let after: Vec<_> = portal
@@ -600,7 +605,7 @@ async fn a_page_over_a_megabyte_is_read_like_any_other() {
     let results = check_once(load_config(dir.path(), &text)).await;
     assert_eq!(results.len(), 2);
     for r in &results {
-        assert_eq!(r.outcome, "ok", "{}", r.search);
+        assert_eq!(r.outcome.as_str(), "ok", "{}", r.search);
         assert_eq!(r.listings.len(), 30, "{}", r.search);
     }
     let big_page = portal
@@ -725,7 +730,7 @@ async fn a_changed_id_rule_does_not_announce_the_page_again() {
     let before = first_seen(&Store::open(dir.path()).unwrap());
 
     let second = pass(&by_link).await;
-    assert_eq!(second.outcome, "ok");
+    assert_eq!(second.outcome.as_str(), "ok");
     assert!(!second.unchanged, "a changed rule reads the page again");
     assert_eq!(second.listings.len(), 30);
     assert!(
@@ -775,7 +780,7 @@ fn a_link_shared_by_several_cards_does_not_hide_a_new_listing() {
                 tx.record_check(&CheckRecord {
                     searches: &searches,
                     site: &site,
-                    outcome: "ok",
+                    outcome: notifio_policy::Outcome::Ok,
                     status: Some(200),
                     attempts: 1,
                     latency_ms: 1,

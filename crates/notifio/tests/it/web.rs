@@ -7,8 +7,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use notifio::status::{NewListing, RetryStatus, SearchStatus, SiteStatus, StatusView};
+use notifio::status::{
+    ChannelState, NewListing, RetryStatus, SearchStatus, SiteStatus, StatusView,
+};
 use notifio::web::{self, DashboardConfig, StatusSource, WebError};
+use notifio_policy::{Outcome, RefusalKind, SearchState, SiteState};
 use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "dash-token-5b0c1e7d9a2f";
@@ -46,10 +49,10 @@ fn sample_view() -> StatusView {
                 name: "Madrid under 1200".into(),
                 url: "https://www.idealista.com/alquiler-viviendas/madrid-madrid/".into(),
                 site: "idealista.com".into(),
-                state: "waiting".into(),
+                state: SearchState::Waiting,
                 next_check_at: Some(now + 432_000),
                 last_checked_at: Some(now - 60_000),
-                last_outcome: Some("challenge".into()),
+                last_outcome: Some(Outcome::Challenge),
                 new_listings: vec![],
                 found: None,
                 matched: None,
@@ -63,10 +66,10 @@ fn sample_view() -> StatusView {
                 url: "https://www.immobilienscout24.de/Suche/de/berlin/berlin/wohnung-mieten"
                     .into(),
                 site: "immobilienscout24.de".into(),
-                state: "ok".into(),
+                state: SearchState::Ok,
                 next_check_at: Some(now + 21_000),
                 last_checked_at: Some(now - 9_000),
-                last_outcome: Some("ok".into()),
+                last_outcome: Some(Outcome::Ok),
                 new_listings: vec![NewListing {
                     id: "158221".into(),
                     title: Some("2-Zimmer in Kreuzberg".into()),
@@ -84,14 +87,14 @@ fn sample_view() -> StatusView {
         ],
         sites: vec![SiteStatus {
             site: "idealista.com".into(),
-            state: "waiting".into(),
-            kind: Some("challenge".into()),
+            state: SiteState::Waiting,
+            kind: Some(RefusalKind::Challenge),
             failures: 3,
             rungs: 5,
             next_retry_at: Some(now + 432_000),
             retry_after_ms: Some(120_000),
             lengthened_by_retry_after: false,
-            timeline: vec!["ok".into(), "challenge".into(), "challenge".into()],
+            timeline: vec![Outcome::Ok, Outcome::Challenge, Outcome::Challenge],
             login: false,
             budget: None,
             requests_last_hour: None,
@@ -113,7 +116,7 @@ fn sample_view() -> StatusView {
         },
         channels: vec![notifio::status::ChannelStatus {
             name: "telegram".into(),
-            state: "failed".into(),
+            state: ChannelState::Failed,
             pending: 2,
             sent: 5,
             last_sent_at: Some(now - 60_000),
