@@ -24,13 +24,19 @@ pub const BODY_HEAD: usize = 64 * 1024;
 pub const SCRIPT_PAGE_MAX: usize = 16 * 1024;
 
 /// What a check concluded. JSON and database names are [`Outcome::as_str`]: `Unchanged`
-/// (a 304, or the same bytes) is reported as `ok`, which it is to the user and the site.
+/// (a 304, or the same bytes) and `Held` are reported as `ok`, which they are to the user and
+/// to the site.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
     /// 2xx and the page was recognised.
     Ok,
     /// 304 Not Modified: the page has not changed since the last check.
     Unchanged,
+    /// The page redirected into another site that is closed to us now (waiting after a
+    /// refusal, or its session expired), so the redirect was not followed. The search's own
+    /// site answered, so nobody refused; but nothing was learnt about the page either.
+    /// Never from [`classify`]: the fetcher says so.
+    Held,
     /// An anti-bot page.
     Challenge,
     /// 429.
@@ -48,7 +54,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// One outcome per reported name ([`Self::as_str`]): `Unchanged` reports as `ok`.
+    /// One outcome per reported name ([`Self::as_str`]): `Unchanged` and `Held` report as `ok`.
     pub const REPORTED: [Self; 8] = [
         Self::Ok,
         Self::Challenge,
@@ -60,11 +66,11 @@ impl Outcome {
         Self::LayoutUnknown,
     ];
 
-    /// The name in JSON, the database and logs. `Unchanged` reports as `ok`.
+    /// The name in JSON, the database and logs. `Unchanged` and `Held` report as `ok`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
-            Self::Ok | Self::Unchanged => "ok",
+            Self::Ok | Self::Unchanged | Self::Held => "ok",
             Self::Challenge => "challenge",
             Self::RateLimited => "rate_limited",
             Self::Denied => "denied",

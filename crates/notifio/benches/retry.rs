@@ -86,7 +86,7 @@ async fn run(mode: &'static str, retries: bool, n: usize, conc: usize) -> Row {
             async move {
                 let got = f.fetch(r, &never).await;
                 (
-                    got.status == Some(200) && got.failure.is_none(),
+                    got.status() == Some(200) && got.failure().is_none(),
                     got.latency,
                 )
             }

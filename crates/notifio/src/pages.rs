@@ -16,7 +16,7 @@
 
 use crate::extract::immoscout24_app::AppSearch;
 use crate::extract::{Extraction, SiteProfile};
-use crate::fetch::{FetchMode, FetchRequest, Fetched, Fetcher, Outgoing};
+use crate::fetch::{FetchMode, FetchRequest, Fetched, Fetcher, Outgoing, Reply};
 use crate::listing::Listing;
 use http::header::HeaderName;
 use notifio_policy::{Markers, Outcome, RequestClass, Timestamp, classify};
@@ -95,14 +95,14 @@ pub(crate) fn app_request(app: &AppSearch, page_one: FetchRequest) -> FetchReque
 }
 
 /// Reads the check's pages: `first` (page 1's request), then as many more as `how.pages`
-/// allows and the pages link to. Returns with `fetched.cancelled` only when page 1 itself was
-/// cancelled; a shutdown later keeps the pages read so far.
+/// allows and the pages link to. `None` when page 1 itself was cancelled (there is no check to
+/// speak of); a shutdown later keeps the pages read so far.
 pub(crate) async fn read(
     fetcher: &Fetcher,
     first: FetchRequest,
     how: Reading<'_>,
     cancel: &CancellationToken,
-) -> Read {
+) -> Option<Read> {
     let one_page = how.pages <= 1;
     let mut request = first;
     if !one_page {
@@ -111,14 +111,14 @@ pub(crate) async fn read(
     }
     let mut started = tokio::time::Instant::now();
     let fetched = fetcher.fetch(&request, cancel).await;
+    if fetched.is_cancelled() {
+        return None;
+    }
     let fingerprint = one_page.then(|| fingerprint(&fetched)).flatten();
     let expected = how.expected.filter(|_| one_page);
     let same = expected.is_some() && fingerprint.as_deref() == expected;
-    let (outcome, listings) = if fetched.cancelled {
-        (Outcome::Unchanged, None)
-    } else {
-        judge(&fetched, how.profile, how.markers, how.has_session, same).await
-    };
+    let (outcome, listings) =
+        judge(&fetched, how.profile, how.markers, how.has_session, same).await;
     let mut read = Read {
         outcome,
         pages: u32::from(matches!(outcome, Outcome::Ok | Outcome::Unchanged)),
@@ -129,11 +129,11 @@ pub(crate) async fn read(
         same_page: same && outcome == Outcome::Ok,
         last_sent: None,
     };
-    if one_page || read.fetched.cancelled || outcome != Outcome::Ok {
-        return read;
+    if one_page || outcome != Outcome::Ok {
+        return Some(read);
     }
     let Some(mut all) = read.listings.take() else {
-        return read;
+        return Some(read);
     };
     let mut seen: HashSet<String> = all.iter().map(|l| l.id.clone()).collect();
     let mut visited: HashSet<String> = HashSet::from([request.url.clone()]);
@@ -158,7 +158,7 @@ pub(crate) async fn read(
         started = tokio::time::Instant::now();
         read.last_sent = Some(crate::clock::now());
         let fetched = fetcher.fetch(&request, cancel).await;
-        if fetched.cancelled {
+        if fetched.is_cancelled() {
             break;
         }
         let (outcome, listings) =
@@ -186,13 +186,13 @@ pub(crate) async fn read(
         }
     }
     read.listings = Some(all);
-    read
+    Some(read)
 }
 
 /// The next result page after `fetched`, page `page` of its search, as its profile reads it.
 fn next_page(profile: &dyn SiteProfile, fetched: &Fetched, page: u32) -> Option<url::Url> {
-    let at = url::Url::parse(&fetched.final_url).ok()?;
-    profile.next_page(&fetched.body, &at, page)
+    let at = url::Url::parse(fetched.final_url()).ok()?;
+    profile.next_page(fetched.body(), &at, page)
 }
 
 /// Pages larger than this are parsed on the blocking pool. `watch` runs its checks on one
@@ -211,24 +211,32 @@ pub(crate) async fn judge(
     has_session: bool,
     same_page: bool,
 ) -> (Outcome, Option<Vec<Listing>>) {
-    if let Some(site) = &fetched.held_at {
-        // The search's own site answered (with a redirect); the site it leads to is waiting.
-        // Nothing is learnt about the page and nobody refused: the search is simply due
-        // again after its interval, like an unchanged page.
-        tracing::info!(to = %site, "a redirect leads to a waiting site; not followed");
-        return (Outcome::Unchanged, None);
-    }
-    let outcome = classify(&fetched.facts(has_session), markers);
-    if outcome != Outcome::Ok || same_page {
+    let response = match &fetched.reply {
+        Reply::Held { site, .. } => {
+            // The search's own site answered (with a redirect); the site it leads to is
+            // waiting. Nothing is learnt about the page and nobody refused: the search is
+            // simply due again after its interval.
+            tracing::info!(to = %site, "a redirect leads to a waiting site; not followed");
+            return (Outcome::Held, None);
+        }
+        // Nothing came back to judge; the check ends as an error of the fetch.
+        Reply::Cancelled => return (Outcome::Error, None),
+        Reply::Response(r) => Some(r),
+        Reply::Failure { .. } => None,
+    };
+    let outcome = fetched
+        .facts(has_session)
+        .map_or(Outcome::Error, |facts| classify(&facts, markers));
+    let Some(response) = response.filter(|_| outcome == Outcome::Ok && !same_page) else {
         return (outcome, None);
-    }
-    let Ok(url) = url::Url::parse(&fetched.final_url) else {
+    };
+    let Ok(url) = url::Url::parse(&response.final_url) else {
         return (Outcome::LayoutUnknown, None);
     };
-    let extraction = if fetched.body.len() <= PARSE_INLINE_MAX {
-        profile.extract(&fetched.body, &url)
+    let extraction = if response.body.len() <= PARSE_INLINE_MAX {
+        profile.extract(&response.body, &url)
     } else {
-        let (profile, body) = (Arc::clone(profile), fetched.body.clone());
+        let (profile, body) = (Arc::clone(profile), response.body.clone());
         tokio::task::spawn_blocking(move || profile.extract(&body, &url))
             .await
             .unwrap_or(Extraction::LayoutUnknown)
@@ -243,14 +251,16 @@ pub(crate) async fn judge(
 /// A 2xx page's identity: status, final URL and body, hashed (xxh3, 128 bits, hex). Hashing
 /// 300 KB costs ~20 µs; parsing it costs a millisecond or more.
 pub(crate) fn fingerprint(fetched: &Fetched) -> Option<String> {
-    let status = fetched.status.filter(|s| (200..300).contains(s))?;
-    if fetched.failure.is_some() {
+    let Reply::Response(r) = &fetched.reply else {
+        return None;
+    };
+    if !(200..300).contains(&r.status) {
         return None;
     }
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(&status.to_le_bytes());
-    h.update(fetched.final_url.as_bytes());
+    h.update(&r.status.to_le_bytes());
+    h.update(r.final_url.as_bytes());
     h.update(&[0]);
-    h.update(&fetched.body);
+    h.update(&r.body);
     Some(format!("{:032x}", h.digest128()))
 }

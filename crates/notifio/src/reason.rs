@@ -16,17 +16,24 @@ use std::time::Duration;
 /// Why `outcome` (not `ok`/unchanged) came of `fetched`; `None` for a good page.
 #[must_use]
 pub fn of_check(outcome: Outcome, fetched: &Fetched, markers: &Markers) -> Option<String> {
-    let status = fetched.status.map(http_status);
+    let status = fetched.status().map(http_status);
     let why = match outcome {
         Outcome::Ok | Outcome::Unchanged => return None,
+        Outcome::Held => format!(
+            "redirected to {}, which is closed to us now (waiting, or its session expired): not followed",
+            fetched.held_at()?
+        ),
         Outcome::Challenge => {
-            let who = match challenge_marker(&fetched.facts(false), markers) {
+            let marker = fetched
+                .facts(false)
+                .and_then(|facts| challenge_marker(&facts, markers));
+            let who = match marker {
                 Some(m) => challenge_vendor(m)
                     .map_or_else(|| format!("the site's own marker `{m}`"), str::to_owned),
                 None => "an anti-bot page".to_owned(),
             };
             let at = fetched
-                .status
+                .status()
                 .map(|s| format!(", HTTP {s}"))
                 .unwrap_or_default();
             format!("challenge page ({who}){at}")
@@ -41,12 +48,12 @@ pub fn of_check(outcome: Outcome, fetched: &Fetched, markers: &Markers) -> Optio
             status.unwrap_or_else(|| "refused".into())
         ),
         Outcome::SessionExpired => {
-            if fetched.final_url == fetched.requested_url {
+            if fetched.final_url() == fetched.requested_url {
                 "the page says you are logged out: export fresh cookies".to_owned()
             } else {
                 format!(
                     "redirected to a login page ({}): export fresh cookies",
-                    path_of(&fetched.final_url)
+                    path_of(fetched.final_url())
                 )
             }
         }
@@ -55,7 +62,7 @@ pub fn of_check(outcome: Outcome, fetched: &Fetched, markers: &Markers) -> Optio
             status.unwrap_or_else(|| "gone".into())
         ),
         Outcome::LayoutUnknown => {
-            if fetched.body.is_empty() {
+            if fetched.body().is_empty() {
                 format!("{} with an empty page", status.unwrap_or_default())
             } else {
                 format!(
@@ -83,7 +90,7 @@ pub fn of_waiting(entry: &Entry, now: Timestamp) -> String {
 }
 
 fn error(fetched: &Fetched, status: Option<String>) -> String {
-    let told = fetched.last_error.as_deref().unwrap_or("");
+    let told = fetched.error().unwrap_or("");
     let url = url::Url::parse(&fetched.requested_url).ok();
     let name = url
         .as_ref()
@@ -99,7 +106,7 @@ fn error(fetched: &Fetched, status: Option<String>) -> String {
         String::new()
     };
     let lower = told.to_ascii_lowercase();
-    let what = match fetched.failure {
+    let what = match fetched.failure() {
         Some(TransportFailure::Timeout) => told.to_owned(),
         Some(TransportFailure::Connect) => {
             if lower.contains("dns error") || lower.contains("lookup address") {
@@ -139,7 +146,7 @@ fn http_status(s: u16) -> String {
 
 fn retry_after(fetched: &Fetched) -> String {
     fetched
-        .retry_after
+        .retry_after()
         .filter(|d| *d > Duration::ZERO)
         .map(|d| {
             format!(
@@ -157,23 +164,36 @@ fn path_of(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fetch::{Reply, Response};
     use bytes::Bytes;
+
+    const URL: &str = "https://ana:hunter2@www.example.com/search?q=1";
 
     fn failed(failure: TransportFailure, error: &str, attempts: u32) -> Fetched {
         Fetched {
-            requested_url: "https://ana:hunter2@www.example.com/search?q=1".into(),
-            final_url: "https://ana:hunter2@www.example.com/search?q=1".into(),
-            status: None,
-            failure: Some(failure),
-            headers: Vec::new(),
-            body: Bytes::new(),
+            requested_url: URL.into(),
             attempts,
             latency: Duration::ZERO,
-            retry_after: None,
-            cancelled: false,
-            last_error: Some(error.into()),
-            held_at: None,
             via: crate::fetch::FetchMode::Http,
+            reply: Reply::Failure {
+                failure,
+                error: error.into(),
+                response: None,
+            },
+        }
+    }
+
+    fn answered(status: u16, retry_after: Option<Duration>) -> Fetched {
+        Fetched {
+            reply: Reply::Response(Response {
+                final_url: URL.into(),
+                status,
+                headers: Vec::new(),
+                body: Bytes::new(),
+                retry_after,
+                problem: None,
+            }),
+            ..failed(TransportFailure::Connect, "", 1)
         }
     }
 
@@ -221,18 +241,34 @@ mod tests {
 
     #[test]
     fn refusals_name_their_status_and_retry_after() {
-        let mut f = failed(TransportFailure::Connect, "", 1);
-        f.failure = None;
-        f.last_error = None;
-        f.status = Some(429);
-        f.retry_after = Some(Duration::from_secs(120));
+        let f = answered(429, Some(Duration::from_secs(120)));
         assert_eq!(
             of_check(Outcome::RateLimited, &f, &Markers::generic()).unwrap(),
             "HTTP 429 Too Many Requests, Retry-After 2m"
         );
-        f.status = Some(503);
-        f.retry_after = Some(Duration::from_secs(1800));
+        let f = answered(503, Some(Duration::from_secs(1800)));
         assert_eq!(why(&f), "HTTP 503 Service Unavailable, Retry-After 30m");
         assert_eq!(of_check(Outcome::Ok, &f, &Markers::generic()), None);
+    }
+
+    #[test]
+    fn a_held_redirect_says_where_it_led() {
+        let held = Fetched {
+            reply: Reply::Held {
+                site: notifio_policy::SiteKey::from_stored("waiting.example"),
+                response: Response {
+                    final_url: URL.into(),
+                    status: 302,
+                    headers: Vec::new(),
+                    body: Bytes::new(),
+                    retry_after: None,
+                    problem: None,
+                },
+            },
+            ..failed(TransportFailure::Connect, "", 1)
+        };
+        let why = of_check(Outcome::Held, &held, &Markers::generic()).unwrap();
+        assert!(why.starts_with("redirected to waiting.example"), "{why}");
+        assert!(!why.contains("hunter2"), "{why}");
     }
 }

@@ -302,70 +302,183 @@ impl FetchRequest {
     }
 }
 
-/// What came back, after all attempts.
+/// What came back, after all attempts: what was asked, how long it took, and [`Reply`], what
+/// really happened.
 #[derive(Clone, Debug)]
 pub struct Fetched {
     /// The URL asked for.
     pub requested_url: String,
-    /// The URL of the last response, after redirects.
-    pub final_url: String,
-    /// The last response's status, if one arrived.
-    pub status: Option<u16>,
-    /// Why no usable response arrived, if so.
-    pub failure: Option<TransportFailure>,
-    /// The last response's headers; names lower-case.
-    pub headers: Vec<(String, String)>,
-    /// Decompressed body, at most the cap (truncated there when `BodyTooLarge`).
-    pub body: Bytes,
     /// Attempts made, including the first.
     pub attempts: u32,
     /// From the first attempt's start to the end (sleeps included).
     pub latency: Duration,
-    /// The last response's `Retry-After`, parsed (garbage → `None`).
-    pub retry_after: Option<Duration>,
-    /// The shutdown token fired; the call returned at once.
-    pub cancelled: bool,
-    /// A readable description of the last failure (never contains cookies or the URL).
-    pub last_error: Option<String>,
-    /// The response redirected to this other site, which is closed to us right now (waiting
-    /// after a refusal, or its session expired: [`Fetcher::close_site`]), so the redirect was
-    /// not followed. The response is the redirect itself, with no body.
-    pub held_at: Option<SiteKey>,
     /// How it was read. A browser's body is the rendered DOM, already UTF-8.
     pub via: FetchMode,
+    /// What happened.
+    pub reply: Reply,
+}
+
+/// What can come of a request, after its attempts.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// A response arrived: the last attempt's (a 5xx after the retries, too).
+    Response(Response),
+    /// No usable response: why, and the last response when one came (a body over the cap
+    /// comes with its status and the part that was read).
+    Failure {
+        /// What went wrong, for the retry policy and [`notifio_policy::classify`].
+        failure: TransportFailure,
+        /// The same in words (never cookies or the URL).
+        error: String,
+        /// The response, when the failure came after one.
+        response: Option<Response>,
+    },
+    /// The shutdown token fired: the call returned at once, and there is nothing to judge.
+    Cancelled,
+    /// The response redirected into this other site, which is closed to us right now
+    /// (waiting after a refusal, or its session expired: [`Fetcher::close_site`]), so the
+    /// redirect was not followed. The response is the redirect itself, with no body.
+    Held {
+        /// The site it leads to.
+        site: SiteKey,
+        /// The redirect.
+        response: Response,
+    },
+}
+
+/// One response as it came back.
+#[derive(Clone, Debug)]
+pub struct Response {
+    /// Its URL, after redirects.
+    pub final_url: String,
+    /// Its status.
+    pub status: u16,
+    /// Its headers; names lower-case.
+    pub headers: Vec<(String, String)>,
+    /// Decompressed body, at most the cap.
+    pub body: Bytes,
+    /// Its `Retry-After`, parsed (garbage → `None`).
+    pub retry_after: Option<Duration>,
+    /// What was wrong with it, in words, if anything (`HTTP 503 Service Unavailable`, a
+    /// redirect not followed).
+    pub problem: Option<String>,
 }
 
 impl Fetched {
-    /// The facts [`notifio_policy::classify`] needs (the first 64 KiB of body).
+    /// The facts [`notifio_policy::classify`] needs (the first 64 KiB of body); `None` when
+    /// there is nothing to classify (cancelled, or held at a waiting site).
     #[must_use]
-    pub fn facts(&self, has_session: bool) -> ResponseFacts<'_> {
-        ResponseFacts {
-            status: self.status,
-            failure: self.failure,
-            headers: &self.headers,
+    pub fn facts(&self, has_session: bool) -> Option<ResponseFacts<'_>> {
+        let (failure, response) = match &self.reply {
+            Reply::Response(r) => (None, Some(r)),
+            Reply::Failure {
+                failure, response, ..
+            } => (Some(*failure), response.as_ref()),
+            Reply::Cancelled | Reply::Held { .. } => return None,
+        };
+        Some(ResponseFacts {
+            status: response.map(|r| r.status),
+            failure,
+            headers: response.map_or(&[], |r| &r.headers),
             requested_url: &self.requested_url,
-            final_url: &self.final_url,
-            body_head: &self.body[..self.body.len().min(BODY_HEAD)],
+            final_url: response.map_or(&self.requested_url, |r| &r.final_url),
+            body_head: response.map_or(&[], |r| &r.body[..r.body.len().min(BODY_HEAD)]),
             has_session,
+        })
+    }
+
+    /// The response, if one came (also the one a failure or a held redirect came with).
+    #[must_use]
+    pub fn response(&self) -> Option<&Response> {
+        match &self.reply {
+            Reply::Response(r) | Reply::Held { response: r, .. } => Some(r),
+            Reply::Failure { response, .. } => response.as_ref(),
+            Reply::Cancelled => None,
         }
+    }
+
+    /// The response's status, if one came.
+    #[must_use]
+    pub fn status(&self) -> Option<u16> {
+        self.response().map(|r| r.status)
+    }
+
+    /// Why no usable response came, if so.
+    #[must_use]
+    pub fn failure(&self) -> Option<TransportFailure> {
+        match self.reply {
+            Reply::Failure { failure, .. } => Some(failure),
+            _ => None,
+        }
+    }
+
+    /// The response's body (empty without one).
+    #[must_use]
+    pub fn body(&self) -> &[u8] {
+        self.response().map_or(&[], |r| &r.body)
+    }
+
+    /// The URL of the response, after redirects (the one asked for without a response).
+    #[must_use]
+    pub fn final_url(&self) -> &str {
+        self.response()
+            .map_or(&self.requested_url, |r| &r.final_url)
+    }
+
+    /// The response's `Retry-After`.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.response().and_then(|r| r.retry_after)
+    }
+
+    /// What went wrong, in words (never cookies or the URL), if anything did.
+    #[must_use]
+    pub fn error(&self) -> Option<&str> {
+        match &self.reply {
+            Reply::Failure { error, .. } => Some(error),
+            Reply::Response(r) | Reply::Held { response: r, .. } => r.problem.as_deref(),
+            Reply::Cancelled => Some("cancelled"),
+        }
+    }
+
+    /// The shutdown token fired.
+    #[must_use]
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.reply, Reply::Cancelled)
+    }
+
+    /// The waiting site a redirect was not followed into, if so.
+    #[must_use]
+    pub fn held_at(&self) -> Option<&SiteKey> {
+        match &self.reply {
+            Reply::Held { site, .. } => Some(site),
+            _ => None,
+        }
+    }
+
+    /// A response with a 2xx status and no failure.
+    #[must_use]
+    pub fn ok_2xx(&self) -> bool {
+        matches!(&self.reply, Reply::Response(r) if (200..300).contains(&r.status))
     }
 
     /// The body as text; invalid UTF-8 is replaced, never an error.
     #[must_use]
     pub fn text(&self) -> Cow<'_, str> {
-        String::from_utf8_lossy(&self.body)
+        String::from_utf8_lossy(self.body())
     }
 
     /// 304: the page is unchanged since the remembered ETag/Last-Modified.
     #[must_use]
     pub fn not_modified(&self) -> bool {
-        self.status == Some(304) && self.failure.is_none()
+        matches!(&self.reply, Reply::Response(r) if r.status == 304)
     }
 
     /// The first value of a response header (name case-insensitive).
     #[must_use]
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
+        self.response()?
+            .headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
@@ -374,23 +487,20 @@ impl Fetched {
     fn failed(req: &FetchRequest, failure: TransportFailure, error: String) -> Self {
         Self {
             requested_url: req.url.clone(),
-            final_url: req.url.clone(),
-            status: None,
-            failure: Some(failure),
-            headers: Vec::new(),
-            body: Bytes::new(),
             attempts: 0,
             latency: Duration::ZERO,
-            retry_after: None,
-            cancelled: false,
-            last_error: Some(error),
-            held_at: None,
             via: req.via,
+            reply: Reply::Failure {
+                failure,
+                error,
+                response: None,
+            },
         }
     }
 }
 
-/// One attempt's result (the payload of the retry loop).
+/// One attempt's result (the payload of the retry loop): the fields as the transports find
+/// them, made into a [`Reply`] once the loop ends ([`Attempt::into_reply`]).
 struct Attempt {
     status: Option<u16>,
     final_url: String,
@@ -403,6 +513,34 @@ struct Attempt {
     /// A failure that another attempt within the same check cannot mend (the browser
     /// crashed or could not start): not retried, whatever its kind.
     retryable: bool,
+}
+
+impl Attempt {
+    /// What this last attempt amounts to.
+    fn into_reply(self) -> Reply {
+        let response = self.status.map(|status| Response {
+            retry_after: retry_after_of(&self.headers),
+            final_url: self.final_url,
+            status,
+            headers: self.headers,
+            body: self.body,
+            problem: self.error.clone(),
+        });
+        match (self.held_at, self.failure, response) {
+            (Some(site), _, Some(response)) => Reply::Held { site, response },
+            (_, Some(failure), response) => Reply::Failure {
+                failure,
+                error: self.error.unwrap_or_else(|| "no usable response".into()),
+                response,
+            },
+            (_, None, Some(response)) => Reply::Response(response),
+            (_, None, None) => Reply::Failure {
+                failure: TransportFailure::Malformed,
+                error: self.error.unwrap_or_else(|| "no response".into()),
+                response: None,
+            },
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -624,60 +762,54 @@ impl Fetcher {
         .await;
         let latency = started.elapsed();
 
-        let mut fetched = match out.payload {
-            Some(a) => Fetched {
-                requested_url: req.url.clone(),
-                retry_after: retry_after_of(&a.headers),
-                final_url: a.final_url,
-                status: a.status,
-                failure: a.failure,
-                headers: a.headers,
-                body: a.body,
-                attempts: out.attempts,
-                latency,
-                cancelled: out.cancelled,
-                last_error: a.error,
-                held_at: a.held_at,
-                via: req.via,
+        let mut reply = match out.payload {
+            _ if out.cancelled => Reply::Cancelled,
+            Some(a) => a.into_reply(),
+            None => Reply::Failure {
+                failure: TransportFailure::Timeout,
+                error: format!(
+                    "timed out after {}: no complete response",
+                    notifio_policy::format_duration(
+                        out.timeouts.last().copied().unwrap_or_default()
+                    )
+                ),
+                response: None,
             },
-            None => {
-                let timed_out = out.result == Some(AttemptResult::Timeout);
-                let mut f = Fetched::failed(
-                    req,
-                    TransportFailure::Timeout,
-                    format!(
-                        "timed out after {}: no complete response",
-                        notifio_policy::format_duration(
-                            out.timeouts.last().copied().unwrap_or_default()
-                        )
-                    ),
-                );
-                if !timed_out {
-                    f.failure = None;
-                    f.last_error = Some("cancelled".into());
-                }
-                f.attempts = out.attempts;
-                f.latency = latency;
-                f.cancelled = out.cancelled;
-                f
-            }
         };
-        if fetched.cancelled {
-            return fetched;
-        }
-        if let (None, Some(s)) = (&fetched.last_error, fetched.status.filter(|s| *s >= 500)) {
-            let reason = StatusCode::from_u16(s)
+        if let Reply::Response(r) = &mut reply
+            && r.problem.is_none()
+            && r.status >= 500
+        {
+            let reason = StatusCode::from_u16(r.status)
                 .ok()
                 .and_then(|c| c.canonical_reason())
                 .unwrap_or("");
-            fetched.last_error = Some(format!("HTTP {s} {reason}").trim_end().to_owned());
+            r.problem = Some(format!("HTTP {} {reason}", r.status).trim_end().to_owned());
         }
-        if let (true, Some(e)) = (out.budget_denied, fetched.last_error.as_mut()) {
-            e.push_str(" (retry skipped: the site's retry budget is spent)");
+        let fetched = Fetched {
+            requested_url: req.url.clone(),
+            attempts: out.attempts,
+            latency,
+            via: req.via,
+            reply,
+        };
+        let mut fetched = fetched;
+        if fetched.is_cancelled() {
+            return fetched;
+        }
+        if out.budget_denied {
+            let note = " (retry skipped: the site's retry budget is spent)";
+            match &mut fetched.reply {
+                Reply::Failure { error, .. } => error.push_str(note),
+                Reply::Response(Response {
+                    problem: Some(p), ..
+                }) => p.push_str(note),
+                _ => {}
+            }
         }
 
         // The site answered (not a 5xx): refill its budget.
-        let answered = fetched.failure.is_none() && fetched.status.is_some_and(|s| s < 500);
+        let answered = fetched.failure().is_none() && fetched.status().is_some_and(|s| s < 500);
         if answered {
             let mut budgets = lock(&self.inner.budgets);
             if let Some(b) = budgets.get_mut(&req.site) {
@@ -687,19 +819,19 @@ impl Fetcher {
         if req.post_json.is_none()
             && req.via == FetchMode::Http
             && req.outgoing.is_none()
-            && fetched.failure.is_none()
-            && fetched.status.is_some_and(|s| (200..300).contains(&s))
+            && fetched.ok_2xx()
         {
             self.remember_validators(&req.url, &fetched);
         }
-        let final_failure = fetched.failure.is_some() || fetched.status.is_none_or(|s| s >= 500);
+        let final_failure =
+            fetched.failure().is_some() || fetched.status().is_none_or(|s| s >= 500);
         if final_failure {
             tracing::warn!(
                 site = %req.site,
                 class = %req.class,
                 attempts = fetched.attempts,
                 gave_up = ?out.give_up.filter(|g| *g != GiveUp::NotRetryable),
-                error = fetched.last_error.as_deref().unwrap_or("unknown"),
+                error = fetched.error().unwrap_or("unknown"),
                 "request failed"
             );
         }

@@ -156,23 +156,23 @@ impl HttpChannel {
             e.retried = true;
             e
         };
-        if let Some(failure) = f.failure {
+        if let Some(failure) = f.failure() {
             let attempt = match failure {
                 TransportFailure::Timeout => AttemptResult::Timeout,
                 TransportFailure::Connect => AttemptResult::Connect,
                 _ => AttemptResult::Invalid,
             };
-            let why = f.last_error.as_deref().unwrap_or("no usable answer");
+            let why = f.error().unwrap_or("no usable answer");
             return Err(fail(attempt, format!("{kind} {host}: {why}")));
         }
-        let Some(status) = f.status else {
+        let Some(status) = f.status() else {
             return Err(fail(
                 AttemptResult::Invalid,
                 format!("{kind} {host}: no answer"),
             ));
         };
-        let body = (f.body.len() <= RESPONSE_CAP)
-            .then(|| serde_json::from_slice::<serde_json::Value>(&f.body).ok())
+        let body = (f.body().len() <= RESPONSE_CAP)
+            .then(|| serde_json::from_slice::<serde_json::Value>(f.body()).ok())
             .flatten();
         if (200..300).contains(&status) && self.service.accepted(body.as_ref()) {
             return Ok(());
@@ -181,13 +181,13 @@ impl HttpChannel {
             .ok()
             .and_then(|c| c.canonical_reason())
             .unwrap_or("");
-        let text = String::from_utf8_lossy(&f.body[..f.body.len().min(1024)]);
+        let text = String::from_utf8_lossy(&f.body()[..f.body().len().min(1024)]);
         let said = self
             .service
             .description(body.as_ref(), &text)
             .or_else(|| {
-                f.last_error
-                    .clone()
+                f.error()
+                    .map(str::to_owned)
                     .filter(|_| (300..400).contains(&status))
             })
             .map(|d| {
@@ -207,7 +207,7 @@ impl HttpChannel {
                 .push_str(" (not retried: fix the channel's settings, then restart notifio)");
         }
         e.permanent = permanent;
-        e.retry_after = [f.retry_after, self.service.retry_after(f, body.as_ref())]
+        e.retry_after = [f.retry_after(), self.service.retry_after(f, body.as_ref())]
             .into_iter()
             .flatten()
             .max();

@@ -585,7 +585,7 @@ impl Watcher {
                     url,
                     site: info.site.to_string(),
                     outcome: Reported::Checked(outcome),
-                    status: fetched.status,
+                    status: fetched.status(),
                     reason: crate::reason::of_check(outcome, &fetched, &info.markers),
                     listings,
                     found,

@@ -143,10 +143,7 @@ impl Task {
                 let _ = slow.send(check.id);
                 read.await
             }
-        };
-        if read.fetched.cancelled {
-            return None;
-        }
+        }?;
         Some(Done {
             check,
             outcome: read.outcome,

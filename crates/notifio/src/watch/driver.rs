@@ -78,7 +78,7 @@ impl Watcher {
             tokio::select! {
                 () = cancel.cancelled() => break,
                 Some(done) = done_rx.recv() => {
-                    let read = done.fetched.body.len();
+                    let read = done.fetched.body().len();
                     self.finish(done, &mut pass)?;
                     // Its page is freed now.
                     trimmer.handle_freed(read, now());

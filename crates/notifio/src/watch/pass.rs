@@ -85,7 +85,8 @@ pub struct PassResult {
     pub via: FetchMode,
     /// Result pages read (0 when the first was refused, or the search was not checked).
     pub pages: u32,
-    /// Why the outcome is not `ok`, in a short sentence (no secrets); absent when it is.
+    /// Why the outcome is not `ok`, in a short sentence (no secrets); absent when it is,
+    /// except for a redirect into a waiting site, which says where it led.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -136,7 +137,7 @@ impl Pass {
                 url: crate::redact::url_password(&check.url).into_owned(),
                 site: check.site.to_string(),
                 outcome: Reported::Checked(*outcome),
-                status: fetched.status,
+                status: fetched.status(),
                 attempts: fetched.attempts,
                 listings: info.rules.checked(listings.as_deref().unwrap_or_default()),
                 new: recorded

@@ -35,9 +35,12 @@ impl Watcher {
         if let Some(at) = done.last_sent {
             self.scheduler.handle_request_sent(done.check.id, at);
         }
-        let reaction =
-            self.scheduler
-                .handle_outcome(done.check.id, done.outcome, done.fetched.retry_after, t);
+        let reaction = self.scheduler.handle_outcome(
+            done.check.id,
+            done.outcome,
+            done.fetched.retry_after(),
+            t,
+        );
         self.after_check(&done);
         let ordinary = reaction.is_none()
             && done.listings.is_none()
@@ -84,7 +87,7 @@ impl Watcher {
                 search_id: s.db_id,
                 at: t.as_millis(),
                 outcome: *outcome,
-                status: fetched.status,
+                status: fetched.status(),
                 attempts: fetched.attempts,
                 latency_ms,
             });
@@ -158,7 +161,8 @@ impl Watcher {
     /// What a good check teaches about its searches' arrival rates, and its site's new plan
     /// when it has a budget (see `budget`). A preview's search teaches nothing.
     fn learn(&mut self, done: &Done, recorded: &Recorded, t: Timestamp) {
-        if !matches!(done.outcome, Outcome::Ok | Outcome::Unchanged) || done.fetched.cancelled {
+        // A held redirect read nothing of the page: it says nothing about new listings.
+        if !matches!(done.outcome, Outcome::Ok | Outcome::Unchanged) {
             return;
         }
         let page_size = done
@@ -283,7 +287,7 @@ fn record_check(
         searches: &search_rows,
         site: &check.site,
         outcome: *outcome,
-        status: fetched.status,
+        status: fetched.status(),
         attempts: fetched.attempts,
         latency_ms: u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX),
         listings: listings.as_deref(),
@@ -329,7 +333,7 @@ fn remember_page(
 fn forget_bad_page(fetcher: &Fetcher, pages: &HashMap<SearchId, PageMemo>, done: &Done) {
     let fetched = &done.fetched;
     let ok_2xx =
-        fetched.failure.is_none() && fetched.status.is_some_and(|s| (200..300).contains(&s));
+        fetched.failure().is_none() && fetched.status().is_some_and(|s| (200..300).contains(&s));
     if ok_2xx && !matches!(done.outcome, Outcome::Ok | Outcome::Unchanged) {
         let memo = done.check.searches.first().and_then(|id| pages.get(id));
         fetcher.set_validators(
@@ -410,7 +414,7 @@ fn check_done(done: &Done, recorded: &Recorded, searches: &Searches) -> WatchEve
         site: done.check.site.clone(),
         searches: searches.names(&done.check.searches),
         outcome: done.outcome,
-        status: done.fetched.status,
+        status: done.fetched.status(),
         listings,
         new,
         held_back,

@@ -1507,15 +1507,14 @@ async fn a_browser_redirect_does_not_lead_into_a_waiting_site() {
         .collect();
     assert!(!held.is_empty(), "{outcomes:?}");
     assert!(
-        held.iter()
-            .all(|o| **o == notifio_policy::Outcome::Unchanged),
+        held.iter().all(|o| **o == notifio_policy::Outcome::Held),
         "held redirects are nothing learnt: {outcomes:?}"
     );
     portal.shutdown().await;
 }
 
 /// A page whose own script navigates into a site waiting after a refusal: the navigation is
-/// stopped, and the check ends at once like an unchanged page (not at its deadline as an
+/// stopped, and the check ends at once as held (not at its deadline as an
 /// unknown layout); another search on the same site keeps its 2 s cadence meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_navigation_into_a_waiting_site_ends_the_check_at_once() {
@@ -1600,8 +1599,7 @@ async fn a_script_navigation_into_a_waiting_site_ends_the_check_at_once() {
         .collect();
     assert!(held.len() >= 2, "checked at its cadence: {script:?}");
     assert!(
-        held.iter()
-            .all(|o| **o == notifio_policy::Outcome::Unchanged),
+        held.iter().all(|o| **o == notifio_policy::Outcome::Held),
         "a page that leaves for a waiting site is nothing learnt: {script:?}"
     );
     let gaps: Vec<Duration> = steady.windows(2).map(|w| w[1] - w[0]).collect();
@@ -1703,7 +1701,7 @@ async fn while_closed_frees_the_profile_holds_checks_back_and_the_next_check_res
     let site = notifio_policy::SiteKey::from_url(&url).unwrap();
     let req = FetchRequest::search(&url, site).in_browser(None);
     let first = fetcher.fetch(&req, &CancellationToken::new()).await;
-    assert_eq!(first.status, Some(200), "{:?}", first.last_error);
+    assert_eq!(first.status(), Some(200), "{:?}", first.error());
     let browser = fetcher.browser().unwrap();
     let pid = browser.pid().await.expect("a browser of ours runs");
 
@@ -1730,7 +1728,7 @@ async fn while_closed_frees_the_profile_holds_checks_back_and_the_next_check_res
         })
         .await;
     let second = pending.await.unwrap();
-    assert_eq!(second.status, Some(200), "{:?}", second.last_error);
+    assert_eq!(second.status(), Some(200), "{:?}", second.error());
     assert_eq!(portal.request_count("plain"), asked + 1);
     assert_eq!(
         browser.starts(),

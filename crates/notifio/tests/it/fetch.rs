@@ -112,7 +112,7 @@ fn gaps(reqs: &[RecordedRequest]) -> Vec<u64> {
 }
 
 fn outcome(f: &Fetched) -> Outcome {
-    classify(&f.facts(false), &Markers::generic())
+    classify(&f.facts(false).unwrap(), &Markers::generic())
 }
 
 // ---- the ADR's rules -------------------------------------------------------------------
@@ -123,7 +123,7 @@ async fn a_5xx_then_200_is_two_attempts_about_100ms_apart() {
     p.set_behaviour("a", Behaviour::FailNext(1));
     let f = fetcher();
     let got = get(&f, &p, "a").await;
-    assert_eq!(got.status, Some(200));
+    assert_eq!(got.status(), Some(200));
     assert_eq!(got.attempts, 2);
     assert_eq!(outcome(&got), Outcome::Ok);
     let reqs = seen(&p, "a");
@@ -140,12 +140,9 @@ async fn three_5xx_are_three_attempts_two_sleeps_then_a_final_failure() {
     p.set_behaviour("a", Behaviour::ServerError(503));
     let f = fetcher();
     let got = get(&f, &p, "a").await;
-    assert_eq!((got.status, got.attempts), (Some(503), 3));
+    assert_eq!((got.status(), got.attempts), (Some(503), 3));
     assert_eq!(outcome(&got), Outcome::Error);
-    assert_eq!(
-        got.last_error.as_deref(),
-        Some("HTTP 503 Service Unavailable")
-    );
+    assert_eq!(got.error(), Some("HTTP 503 Service Unavailable"));
     let reqs = seen(&p, "a");
     assert_eq!(reqs.len(), 3, "three attempts, so exactly two sleeps");
     let g = gaps(&reqs);
@@ -179,7 +176,7 @@ async fn four_xx_are_never_retried() {
         let before = p.request_count("a");
         p.set_behaviour("a", b);
         let got = get(&f, &p, "a").await;
-        assert_eq!((got.status, got.attempts), (Some(status), 1));
+        assert_eq!((got.status(), got.attempts), (Some(status), 1));
         assert_eq!(p.request_count("a") - before, 1, "{status}: one request");
         assert_eq!(outcome(&got), want);
     }
@@ -191,7 +188,7 @@ async fn four_xx_are_never_retried() {
         },
     );
     assert_eq!(
-        get(&f, &p, "a").await.retry_after,
+        get(&f, &p, "a").await.retry_after(),
         Some(Duration::from_secs(120))
     );
     assert_eq!(f.metrics().snapshot().retried, 0);
@@ -210,7 +207,7 @@ async fn a_timeout_is_retried() {
     );
     let f = fetcher_with(|c| c.retry.search = policy(3, 100, 100, 5000, true));
     let got = get(&f, &p, "a").await;
-    assert_eq!((got.status, got.attempts), (Some(200), 2), "{got:?}");
+    assert_eq!((got.status(), got.attempts), (Some(200), 2), "{got:?}");
     assert!(got.latency >= ms(175), "timeout 100 + sleep ≥ 75");
 }
 
@@ -220,7 +217,7 @@ async fn connection_refused_and_reset_are_retried() {
     p.set_behaviour("a", Behaviour::Reset);
     let f = fetcher_with(|c| c.retry.search = policy(3, 10, 1000, 5000, true));
     let got = get(&f, &p, "a").await;
-    assert_eq!(got.failure, Some(TransportFailure::Connect), "{got:?}");
+    assert_eq!(got.failure(), Some(TransportFailure::Connect), "{got:?}");
     assert_eq!(got.attempts, 3);
     assert_eq!(outcome(&got), Outcome::Error);
 
@@ -232,10 +229,10 @@ async fn connection_refused_and_reset_are_retried() {
     let req = plain_search(&url);
     let got = f.fetch(&req, &CancellationToken::new()).await;
     assert_eq!(
-        (got.failure, got.attempts),
+        (got.failure(), got.attempts),
         (Some(TransportFailure::Connect), 3)
     );
-    let err = got.last_error.unwrap_or_default();
+    let err = got.error().unwrap_or_default().to_owned();
     assert!(!err.contains(&url), "errors do not carry the URL: {err}");
 }
 
@@ -254,7 +251,7 @@ async fn a_response_that_does_not_parse_is_malformed_and_not_retried() {
     // A control character in a header value: the response arrives but is not HTTP, so it is
     // not retried like a broken connection.
     let (got, server, ..) = fetch_raw(raw_response("200 OK", &[b"X-Note: a\x01b"], "ok")).await;
-    assert_eq!(got.failure, Some(TransportFailure::Malformed), "{got:?}");
+    assert_eq!(got.failure(), Some(TransportFailure::Malformed), "{got:?}");
     assert_eq!(got.attempts, 1);
     assert_eq!(server.connections(), 1);
     assert_eq!(outcome(&got), Outcome::Error);
@@ -264,7 +261,7 @@ async fn a_response_that_does_not_parse_is_malformed_and_not_retried() {
 async fn a_body_that_does_not_decode_is_malformed_and_not_retried() {
     let not_gzip = raw_response("200 OK", &[b"Content-Encoding: gzip"], "not a gzip stream");
     let (got, server, ..) = fetch_raw(not_gzip).await;
-    assert_eq!(got.failure, Some(TransportFailure::Malformed), "{got:?}");
+    assert_eq!(got.failure(), Some(TransportFailure::Malformed), "{got:?}");
     assert_eq!(got.attempts, 1);
     assert_eq!(server.connections(), 1);
 }
@@ -277,16 +274,16 @@ async fn a_large_response_head_is_read_and_an_endless_one_is_malformed() {
     let header = |n: usize| format!("X-Padding: {}", "a".repeat(n)).into_bytes();
     let (got, server, f, req) =
         fetch_raw(raw_response("200 OK", &[&header(20 << 10)], "fine")).await;
-    assert_eq!(got.status, Some(200), "{:?}", got.failure);
-    assert_eq!(&got.body[..], b"fine");
+    assert_eq!(got.status(), Some(200), "{:?}", got.failure());
+    assert_eq!(got.body(), b"fine");
 
     server.answer(raw_response("200 OK", &[&header(256 << 10)], "never read"));
     let got = f.fetch(&req, &CancellationToken::new()).await;
     assert_eq!(
-        got.failure,
+        got.failure(),
         Some(TransportFailure::Malformed),
         "{:?}",
-        got.status
+        got.status()
     );
     assert_eq!(got.attempts, 1);
 }
@@ -368,8 +365,8 @@ async fn an_https_site_with_an_untrusted_certificate_is_refused() {
     let site = TlsSite::start(&[b"h2", b"http/1.1"]).await;
     let req = plain_search(&format!("{}/search/x", site.url));
     let got = fetcher().fetch(&req, &CancellationToken::new()).await;
-    assert_eq!(got.failure, Some(TransportFailure::Connect), "{got:?}");
-    let error = got.last_error.unwrap_or_default();
+    assert_eq!(got.failure(), Some(TransportFailure::Connect), "{got:?}");
+    let error = got.error().unwrap_or_default().to_owned();
     assert!(error.contains("certificate"), "{error}");
     assert!(
         site.connections.load(Ordering::SeqCst) >= 1,
@@ -390,8 +387,8 @@ async fn a_trusted_https_site_is_read_over_http2_or_http1_as_its_alpn_offers() {
         let f = trusting();
         for _ in 0..2 {
             let got = f.fetch(&req, &CancellationToken::new()).await;
-            assert_eq!(got.status, Some(200), "{got:?}");
-            assert_eq!(&got.body[..], b"<p>hello</p>");
+            assert_eq!(got.status(), Some(200), "{got:?}");
+            assert_eq!(got.body(), b"<p>hello</p>");
         }
         assert_eq!(site.versions(), vec![version; 2]);
         assert_eq!(
@@ -412,7 +409,7 @@ async fn a_proxy_carries_plain_http_and_tunnels_https() {
     // Plain http: the request goes to the proxy in absolute form.
     let p = portal().await;
     let got = get(&via_proxy, &p, "a").await;
-    assert_eq!(got.status, Some(200), "{got:?}");
+    assert_eq!(got.status(), Some(200), "{got:?}");
     assert_eq!(got.text().matches("<article class=\"listing\"").count(), 30);
     let page = format!("GET {}", search(&p, "a", RequestClass::Search).url);
     assert_eq!(
@@ -423,8 +420,8 @@ async fn a_proxy_carries_plain_http_and_tunnels_https() {
     let site = TlsSite::start(&[b"h2", b"http/1.1"]).await;
     let req = plain_search(&format!("{}/search/x", site.url));
     let got = via_proxy.fetch(&req, &CancellationToken::new()).await;
-    assert_eq!(got.status, Some(200), "{got:?}");
-    assert_eq!(&got.body[..], b"<p>hello</p>");
+    assert_eq!(got.status(), Some(200), "{got:?}");
+    assert_eq!(got.body(), b"<p>hello</p>");
     assert_eq!(site.versions(), vec![http::Version::HTTP_2]);
     let authority = site.url.trim_start_matches("https://");
     assert_eq!(
@@ -448,15 +445,15 @@ async fn a_redirect_into_a_closed_site_is_held_until_the_site_opens() {
     let b = SiteKey::from_url(&location).unwrap();
     f.close_site(b.clone());
     let held = f.fetch(&req, &CancellationToken::new()).await;
-    assert_eq!(held.held_at.as_ref(), Some(&b), "{held:?}");
-    assert_eq!((held.status, held.attempts), (Some(302), 1));
+    assert_eq!(held.held_at(), Some(&b), "{held:?}");
+    assert_eq!((held.status(), held.attempts), (Some(302), 1));
     assert!(seen(&p, "b").is_empty(), "the closed site saw a request");
     // The request's own site is never held: closing it does not stop its redirects.
     f.open_site(&b);
     f.close_site(req.site.clone());
     let followed = f.fetch(&req, &CancellationToken::new()).await;
-    assert_eq!(followed.held_at, None);
-    assert_eq!(followed.status, Some(200), "{followed:?}");
+    assert_eq!(followed.held_at(), None);
+    assert_eq!(followed.status(), Some(200), "{followed:?}");
     assert_eq!(seen(&p, "b").len(), 1);
 }
 
@@ -484,7 +481,7 @@ async fn a_probe_makes_exactly_one_attempt() {
             &CancellationToken::new(),
         )
         .await;
-    assert_eq!((got.status, got.attempts), (Some(503), 1));
+    assert_eq!((got.status(), got.attempts), (Some(503), 1));
     assert_eq!(p.request_count("a"), 1);
 }
 
@@ -516,7 +513,7 @@ async fn cancelling_during_a_sleep_or_an_attempt_returns_at_once() {
         .fetch(&search(&p, "a", RequestClass::Search), &cancel)
         .await;
     let took = t.elapsed();
-    assert!(got.cancelled);
+    assert!(got.is_cancelled());
     assert_eq!(got.attempts, 1);
     assert!(
         took < ms(300),
@@ -543,7 +540,7 @@ async fn cancelling_during_a_sleep_or_an_attempt_returns_at_once() {
     let got = f
         .fetch(&search(&p, "b", RequestClass::Search), &cancel)
         .await;
-    assert!(got.cancelled && t.elapsed() < ms(300), "{got:?}");
+    assert!(got.is_cancelled() && t.elapsed() < ms(300), "{got:?}");
 }
 
 #[tokio::test]
@@ -566,7 +563,12 @@ async fn a_spent_budget_skips_retries_for_that_site_only() {
         got.attempts, 1,
         "budget spent: straight to the error ladder"
     );
-    assert!(got.last_error.unwrap_or_default().contains("retry budget"));
+    assert!(
+        got.error()
+            .unwrap_or_default()
+            .to_owned()
+            .contains("retry budget")
+    );
     assert_eq!(
         get(&f, &p, "b").await.attempts,
         3,
@@ -574,7 +576,7 @@ async fn a_spent_budget_skips_retries_for_that_site_only() {
     );
     // Success refills: one first-try success returns one token.
     p.set_behaviour("a", Behaviour::Normal);
-    assert_eq!(get(&f, &p, "a").await.status, Some(200));
+    assert_eq!(get(&f, &p, "a").await.status(), Some(200));
     assert_eq!(f.budget_tokens(&key(&p, "a")), 1);
 }
 
@@ -586,8 +588,8 @@ async fn a_huge_body_stops_at_the_cap() {
     p.set_behaviour("a", Behaviour::HugeBody(50 * MIB as u64));
     let f = fetcher_with(|c| c.body_cap = MIB);
     let got = get(&f, &p, "a").await;
-    assert_eq!(got.failure, Some(TransportFailure::BodyTooLarge));
-    assert_eq!(got.body.len(), MIB);
+    assert_eq!(got.failure(), Some(TransportFailure::BodyTooLarge));
+    assert_eq!(got.body().len(), MIB);
     assert_eq!(got.attempts, 1, "our own limit is not retried");
     assert_eq!(outcome(&got), Outcome::Error);
 }
@@ -599,9 +601,13 @@ async fn a_gzip_bomb_stops_at_the_cap_after_decompression() {
     let f = fetcher_with(|c| c.body_cap = 2 * MIB);
     let t = std::time::Instant::now();
     let got = get(&f, &p, "a").await;
-    assert_eq!(got.failure, Some(TransportFailure::BodyTooLarge), "{got:?}");
-    assert!(got.body.len() <= 2 * MIB);
-    assert!(got.body.iter().all(|b| *b == 0));
+    assert_eq!(
+        got.failure(),
+        Some(TransportFailure::BodyTooLarge),
+        "{got:?}"
+    );
+    assert!(got.body().len() <= 2 * MIB);
+    assert!(got.body().iter().all(|b| *b == 0));
     assert_eq!(outcome(&got), Outcome::Error);
     assert!(
         t.elapsed() < Duration::from_secs(5),
@@ -616,10 +622,14 @@ async fn a_redirect_loop_ends_after_five_redirects() {
     p.set_behaviour("a", Behaviour::RedirectLoop);
     let f = fetcher();
     let got = get(&f, &p, "a").await;
-    assert_eq!(got.failure, Some(TransportFailure::TooManyRedirects));
+    assert_eq!(got.failure(), Some(TransportFailure::TooManyRedirects));
     assert_eq!(got.attempts, 1);
     assert_eq!(p.request_count("a"), 6, "the request and five redirects");
-    assert!(got.final_url.ends_with("/redirect/5"), "{}", got.final_url);
+    assert!(
+        got.final_url().ends_with("/redirect/5"),
+        "{}",
+        got.final_url()
+    );
     assert_eq!(outcome(&got), Outcome::Error);
 }
 
@@ -629,7 +639,7 @@ async fn a_dripping_body_hits_the_deadline() {
     p.set_behaviour("a", Behaviour::DripBody);
     let f = fetcher_with(|c| c.retry.search = policy(3, 100, 800, 800, true));
     let got = get(&f, &p, "a").await;
-    assert_eq!(got.failure, Some(TransportFailure::Timeout));
+    assert_eq!(got.failure(), Some(TransportFailure::Timeout));
     assert_eq!(got.attempts, 1, "no time left for a retry");
     assert!(
         got.latency < Duration::from_millis(1500),
@@ -645,15 +655,15 @@ async fn invalid_utf8_is_decoded_lossily_and_an_empty_body_is_a_page() {
     let f = fetcher();
     p.set_behaviour("a", Behaviour::InvalidUtf8);
     let got = get(&f, &p, "a").await;
-    assert_eq!(got.status, Some(200));
-    assert!(std::str::from_utf8(&got.body).is_err());
+    assert_eq!(got.status(), Some(200));
+    assert!(std::str::from_utf8(got.body()).is_err());
     assert!(got.text().contains('\u{FFFD}') && got.text().contains("class=\"listing\""));
     assert_eq!(outcome(&got), Outcome::Ok);
 
     p.set_behaviour("a", Behaviour::Empty);
     let got = get(&f, &p, "a").await;
     assert_eq!(
-        (got.status, got.failure, got.body.len()),
+        (got.status(), got.failure(), got.body().len()),
         (Some(200), None, 0)
     );
     assert_eq!(outcome(&got), Outcome::Ok);
@@ -681,10 +691,10 @@ async fn retry_after_garbage_huge_and_http_dates() {
         let got = get(&f, &p, "a").await;
         assert_eq!(outcome(&got), Outcome::RateLimited);
         match check {
-            None => assert_eq!(got.retry_after, None, "{raw}"),
-            Some(u64::MAX) => assert_eq!(got.retry_after, Some(Duration::from_secs(u64::MAX))),
+            None => assert_eq!(got.retry_after(), None, "{raw}"),
+            Some(u64::MAX) => assert_eq!(got.retry_after(), Some(Duration::from_secs(u64::MAX))),
             Some(secs) => {
-                let d = got.retry_after.unwrap().as_secs();
+                let d = got.retry_after().unwrap().as_secs();
                 assert!((secs - 2..=secs).contains(&d), "{raw} → {d}s");
             }
         }
@@ -703,16 +713,16 @@ async fn challenges_and_login_redirects_are_classified() {
     ] {
         p.set_behaviour("a", Behaviour::Challenge(kind, status));
         let got = get(&f, &p, "a").await;
-        assert_eq!(got.status, Some(status));
+        assert_eq!(got.status(), Some(status));
         assert_eq!(outcome(&got), Outcome::Challenge, "{kind:?} {status}");
     }
     p.set_behaviour("a", Behaviour::LoginRedirect);
     let got = get(&f, &p, "a").await;
-    assert_eq!(got.status, Some(200));
+    assert_eq!(got.status(), Some(200));
     assert!(
-        got.final_url.ends_with("/login?next=%2Fsearch%2Fmadrid"),
+        got.final_url().ends_with("/login?next=%2Fsearch%2Fmadrid"),
         "{}",
-        got.final_url
+        got.final_url()
     );
     assert_eq!(outcome(&got), Outcome::SessionExpired);
 }
@@ -760,12 +770,12 @@ async fn an_unchanged_page_is_a_304_until_a_listing_appears() {
     req.conditional = true;
     let never = CancellationToken::new();
     let first = f.fetch(&req, &never).await;
-    assert_eq!(first.status, Some(200));
+    assert_eq!(first.status(), Some(200));
     assert!(first.header("etag").is_some());
     let second = f.fetch(&req, &never).await;
-    assert!(second.not_modified(), "{:?}", second.status);
+    assert!(second.not_modified(), "{:?}", second.status());
     assert_eq!(outcome(&second), Outcome::Unchanged);
-    assert!(second.body.is_empty());
+    assert!(second.body().is_empty());
     let reqs = seen(&p, "a");
     assert_eq!(reqs[0].header("if-none-match"), None);
     assert_eq!(reqs[1].header("if-none-match"), first.header("etag"));
@@ -773,7 +783,7 @@ async fn an_unchanged_page_is_a_304_until_a_listing_appears() {
 
     let new = p.add_listing("a", Some("madrid"));
     let third = f.fetch(&req, &never).await;
-    assert_eq!(third.status, Some(200));
+    assert_eq!(third.status(), Some(200));
     assert!(third.text().contains(&format!("data-id=\"{}\"", new.id)));
     // Unconditional requests never send validators.
     req.conditional = false;
@@ -786,11 +796,11 @@ async fn browser_headers_gzip_and_webhook_posts() {
     let p = Portal::start(vec![SiteSpec::new("a")]).await.unwrap();
     let f = fetcher();
     let got = get(&f, &p, "a").await;
-    assert_eq!(got.status, Some(200));
+    assert_eq!(got.status(), Some(200));
     assert!(
-        got.body.len() >= 290_000,
+        got.body().len() >= 290_000,
         "decompressed page: {}",
-        got.body.len()
+        got.body().len()
     );
     assert_eq!(got.text().matches("<article class=\"listing\"").count(), 30);
     let r = &seen(&p, "a")[0];
@@ -847,10 +857,10 @@ fn cards(got: &Fetched) -> Vec<notifio::listing::Listing> {
         price: Some(FieldSpec::text(".price")),
         ..CardSpec::new("article.listing", Some("data-id"))
     }));
-    let url = url::Url::parse(&got.final_url).unwrap();
+    let url = url::Url::parse(got.final_url()).unwrap();
     let site = SiteKey::from_parsed(&url).unwrap();
     let profile = notifio::extract::profile_for(&site, None, Some(&spec)).unwrap();
-    match profile.extract(&got.body, &url) {
+    match profile.extract(got.body(), &url) {
         notifio::extract::Extraction::Listings(v) => v,
         other => panic!("{other:?}"),
     }
@@ -906,7 +916,7 @@ async fn pages_in_other_character_sets_read_as_browsers_read_them() {
         let server =
             RawServer::start(crate::util::raw_response_bytes("200 OK", &headers, &body)).await;
         let got = fetch_from(&server).await;
-        assert_eq!(outcome(&got), Outcome::Ok, "{what}: {:?}", got.failure);
+        assert_eq!(outcome(&got), Outcome::Ok, "{what}: {:?}", got.failure());
         let l = cards(&got);
         assert_eq!(l.len(), 1, "{what}");
         assert_eq!(
@@ -959,7 +969,7 @@ async fn a_challenge_served_with_503_is_one_request_then_the_challenge_ladder() 
     let f = fetcher_with(|c| c.retry.search = policy(3, 10, 1000, 5000, true));
     p.set_behaviour("a", Behaviour::Challenge(ChallengeKind::Cloudflare, 503));
     let got = get(&f, &p, "a").await;
-    assert_eq!(got.status, Some(503));
+    assert_eq!(got.status(), Some(503));
     assert_eq!(got.attempts, 1);
     assert_eq!(seen(&p, "a").len(), 1, "one request, no retries");
     assert_eq!(outcome(&got), Outcome::Challenge);
@@ -976,7 +986,7 @@ async fn a_503_asking_for_a_longer_wait_than_the_next_sleep_is_not_retried() {
     let (got, server, ..) = fetch_raw(long).await;
     assert_eq!(got.attempts, 1);
     assert_eq!(server.connections(), 1);
-    assert_eq!(got.retry_after, Some(Duration::from_secs(1800)));
+    assert_eq!(got.retry_after(), Some(Duration::from_secs(1800)));
     assert_eq!(outcome(&got), Outcome::Error);
     // Retry-After: 0 asks for nothing the sleeps do not already give.
     let now = raw_response("503 Service Unavailable", &[b"Retry-After: 0"], "busy");
@@ -1026,8 +1036,8 @@ async fn content_codings_raw_or_zlib_deflate_and_stacked_are_decoded() {
             RawServer::start(crate::util::raw_response_bytes("200 OK", &[coding], &body)).await;
         let got = fetch_from(&server).await;
         let what = String::from_utf8_lossy(coding);
-        assert_eq!(got.failure, None, "{what}: {:?}", got.last_error);
-        assert_eq!(&got.body[..], plain, "{what}");
+        assert_eq!(got.failure(), None, "{what}: {:?}", got.error());
+        assert_eq!(got.body(), plain, "{what}");
         if !what.contains("identity") {
             assert_eq!(got.header("content-encoding"), None, "{what}: decoded");
         }
@@ -1041,7 +1051,7 @@ async fn content_codings_raw_or_zlib_deflate_and_stacked_are_decoded() {
         &body,
     ))
     .await;
-    assert_eq!(&fetch_from(&server).await.body[..], plain);
+    assert_eq!(fetch_from(&server).await.body(), plain);
 }
 
 #[tokio::test]
@@ -1072,10 +1082,10 @@ async fn every_body_that_does_not_decode_is_malformed_after_one_attempt() {
         let got = fetch_from(&server).await;
         let what = String::from_utf8_lossy(coding);
         assert_eq!(
-            got.failure,
+            got.failure(),
             Some(TransportFailure::Malformed),
             "{what}: {:?}",
-            got.last_error
+            got.error()
         );
         assert_eq!(got.attempts, 1, "{what}");
         assert_eq!(server.connections(), 1, "{what}");
@@ -1086,7 +1096,7 @@ async fn every_body_that_does_not_decode_is_malformed_after_one_attempt() {
 #[tokio::test]
 async fn a_304_to_a_request_without_validators_is_malformed() {
     let (got, server, f, req) = fetch_raw(raw_response("304 Not Modified", &[], "")).await;
-    assert_eq!(got.failure, Some(TransportFailure::Malformed), "{got:?}");
+    assert_eq!(got.failure(), Some(TransportFailure::Malformed), "{got:?}");
     assert_eq!(got.attempts, 1);
     assert_eq!(server.connections(), 1);
     assert_eq!(outcome(&got), Outcome::Error);

@@ -688,8 +688,7 @@ async fn a_redirect_does_not_lead_into_a_waiting_site() {
     let held: Vec<_> = outcomes.iter().skip(1).collect();
     assert!(!held.is_empty(), "{outcomes:?}");
     assert!(
-        held.iter()
-            .all(|o| **o == notifio_policy::Outcome::Unchanged),
+        held.iter().all(|o| **o == notifio_policy::Outcome::Held),
         "{outcomes:?}"
     );
     portal.shutdown().await;
