@@ -2,6 +2,7 @@
 //! drives the pure scheduler, the dashboard and the CLI. Every decision about *when* to knock
 //! on a site lives in `notifio-policy`; this crate does the I/O those decisions call for.
 
+pub mod announce;
 pub mod cli;
 pub mod clock;
 pub mod config;

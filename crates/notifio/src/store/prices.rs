@@ -124,17 +124,6 @@ pub(super) fn record(
     Ok(changes)
 }
 
-/// A listing first seen on another site, for duplicate matching.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Elsewhere {
-    /// Its site.
-    pub(super) site: String,
-    /// The listing (its last price).
-    pub(super) listing: Listing,
-    /// When Notifio first saw it.
-    pub(super) first_seen: u64,
-}
-
 /// The listings first seen on sites other than `site` since `since` that could be `l`'s twin:
 /// the same rooms (as parsed from the same kind of text, so equal), area and price within
 /// [`duplicate`]'s shares (the index on rooms and area, which also holds price, first seen
@@ -150,7 +139,7 @@ pub(super) fn twins_elsewhere(
     site: &str,
     since: u64,
     l: &Listing,
-) -> Result<Vec<Elsewhere>, StoreError> {
+) -> Result<Vec<crate::announce::Elsewhere>, StoreError> {
     let (Some(rooms), Some(area), Some(price)) = (l.rooms, l.area_m2, l.price) else {
         return Ok(Vec::new());
     };
@@ -168,7 +157,7 @@ pub(super) fn twins_elsewhere(
     let rows = stmt.query_map(
         params![site, since, rooms, area_lo, area_hi, price_lo, price_hi],
         |r| {
-            Ok(Elsewhere {
+            Ok(crate::announce::Elsewhere {
                 site: r.get(0)?,
                 first_seen: r.get(2)?,
                 listing: Listing {
