@@ -15,7 +15,7 @@ use super::pass::Reported;
 use super::setup::{SearchInfo, profile_spacing, profiles_for, rules_fingerprint, sync_rows};
 use super::{WatchError, Watcher};
 use crate::clock::now;
-use crate::config::{ConfigError, SearchConfig};
+use crate::config::{Config, ConfigError, SearchConfig};
 use crate::extract::{self, SharedProfile};
 use crate::fetch::FetchMode;
 use crate::listing::Listing;
@@ -208,15 +208,59 @@ impl Watcher {
             config,
             ..
         } = change;
+        let ids = self.store_searches(&renamed, &config, &profiles)?;
+        self.load_changed_cookies(&config);
+        let old_urls: HashMap<String, String> = self
+            .config
+            .searches
+            .iter()
+            .map(|s| (s.name.clone(), s.url.clone()))
+            .collect();
+        let renamed_from: HashMap<&str, &str> = renamed
+            .iter()
+            .map(|(o, n)| (n.as_str(), o.as_str()))
+            .collect();
+        self.forget_removed(&config, &ids);
+        let t = now();
+        let known_sites: HashSet<SiteKey> = self.scheduler.sites().cloned().collect();
+        for ((s, &db_id), shared) in config.searches.iter().zip(&ids).zip(profiles) {
+            let old_name = renamed_from
+                .get(s.name.as_str())
+                .copied()
+                .unwrap_or(&s.name);
+            let old_url = old_urls.get(old_name).map(String::as_str);
+            self.apply_search(s, db_id, shared, &config, old_url, t)?;
+        }
+        self.config = config;
+        self.apply_sites(&known_sites, t)?;
+        self.publish_browser_sites();
+        if changed {
+            tracing::info!("config reloaded: {summary}");
+        }
+        warn_restart(&restart_needed);
+        self.set_config_state(None, restart_needed)
+    }
+
+    /// The renames, then the searches' rows: their database ids, in config order.
+    fn store_searches(
+        &mut self,
+        renamed: &[(String, String)],
+        config: &Config,
+        profiles: &[SharedProfile],
+    ) -> Result<Vec<u32>, WatchError> {
         self.store.transaction(|tx| {
-            for (old, new) in &renamed {
+            for (old, new) in renamed {
                 tx.rename_search(old, new)?;
             }
             Ok::<_, StoreError>(())
         })?;
-        let ids = self
+        Ok(self
             .store
-            .sync_searches(&sync_rows(&config.searches, &profiles))?;
+            .sync_searches(&sync_rows(&config.searches, profiles))?)
+    }
+
+    /// A site's cookies file that changed is read again.
+    fn load_changed_cookies(&self, config: &Config) {
         for (site, settings) in &config.sites {
             let was = self.config.sites.get(site).and_then(|s| s.cookies.as_ref());
             if let Some(path) = settings.cookies.as_ref().filter(|p| Some(*p) != was) {
@@ -228,20 +272,14 @@ impl Watcher {
                 }
             }
         }
-        let old_urls: HashMap<String, String> = self
-            .config
-            .searches
-            .iter()
-            .map(|s| (s.name.clone(), s.url.clone()))
-            .collect();
-        let renamed_from: HashMap<&str, &str> = renamed
-            .iter()
-            .map(|(o, n)| (n.as_str(), o.as_str()))
-            .collect();
+    }
+
+    /// The searches no longer watched (removed, or paused) leave the schedule.
+    fn forget_removed(&mut self, config: &Config, ids: &[u32]) {
         let keep: HashSet<SearchId> = config
             .searches
             .iter()
-            .zip(&ids)
+            .zip(ids)
             .filter(|(s, _)| !s.paused)
             .map(|(_, id)| SearchId(*id))
             .collect();
@@ -254,63 +292,74 @@ impl Watcher {
         for id in gone {
             self.forget(id);
         }
-        let t = now();
-        let known_sites: HashSet<SiteKey> = self.scheduler.sites().cloned().collect();
-        for ((s, &db_id), shared) in config.searches.iter().zip(&ids).zip(profiles) {
-            let id = SearchId(db_id);
-            if s.paused {
-                self.write_paused(db_id)?;
-                continue;
-            }
-            let old_name = renamed_from
-                .get(s.name.as_str())
-                .copied()
-                .unwrap_or(&s.name);
-            let old_url = old_urls.get(old_name);
-            let rules = rules_fingerprint(shared.profile.as_ref());
-            let has_cookies = config
-                .sites
-                .get(s.site.as_str())
-                .is_some_and(|x| x.cookies.is_some());
-            let info = SearchInfo::new(s, db_id, shared, self.searches.channels(), has_cookies);
-            let (moved, reread) = match self.searches.get(&id) {
-                Some(was) => (
-                    old_url.is_none_or(|u| *u != s.url),
-                    rules_fingerprint(was.profile.as_ref()) != rules,
-                ),
-                None => (true, true),
-            };
-            if moved {
-                self.scheduler.remove_search(id);
-                self.scheduler.add_search(
-                    SearchSpec {
-                        id,
-                        url: s.url.clone(),
-                        site: s.site.clone(),
-                        interval: s.interval,
-                        first_due: None,
-                        pages: s.pages,
-                    },
-                    t,
-                );
-            } else {
-                self.scheduler.set_interval(id, s.interval);
-                self.scheduler.set_pages(id, s.pages);
-            }
-            if reread {
-                self.pages.remove(&id);
-            }
-            self.searches.insert(id, info);
-            if moved {
-                // Due now: its state on disk says so until its first check.
-                let row = (SearchState::Ok, Some(t.as_millis()));
-                self.store
-                    .transaction(|tx| self.journal.write_state(tx, id, row))?;
-            }
+    }
+
+    /// One search of the new config into the schedule: paused, new or moved to another URL
+    /// (due now, its old page forgotten), or kept with its new interval and pages.
+    fn apply_search(
+        &mut self,
+        s: &SearchConfig,
+        db_id: u32,
+        shared: SharedProfile,
+        config: &Config,
+        old_url: Option<&str>,
+        t: notifio_policy::Timestamp,
+    ) -> Result<(), WatchError> {
+        let id = SearchId(db_id);
+        if s.paused {
+            return self.write_paused(db_id);
         }
-        // Sites new to the scheduler: their spacing, and a session that expired before.
+        let rules = rules_fingerprint(shared.profile.as_ref());
+        let has_cookies = config
+            .sites
+            .get(s.site.as_str())
+            .is_some_and(|x| x.cookies.is_some());
+        let info = SearchInfo::new(s, db_id, shared, self.searches.channels(), has_cookies);
+        let (moved, reread) = match self.searches.get(&id) {
+            Some(was) => (
+                old_url.is_none_or(|u| u != s.url),
+                rules_fingerprint(was.profile.as_ref()) != rules,
+            ),
+            None => (true, true),
+        };
+        if moved {
+            self.scheduler.remove_search(id);
+            self.scheduler.add_search(
+                SearchSpec {
+                    id,
+                    url: s.url.clone(),
+                    site: s.site.clone(),
+                    interval: s.interval,
+                    first_due: None,
+                    pages: s.pages,
+                },
+                t,
+            );
+        } else {
+            self.scheduler.set_interval(id, s.interval);
+            self.scheduler.set_pages(id, s.pages);
+        }
+        if reread {
+            self.pages.remove(&id);
+        }
+        self.searches.insert(id, info);
+        if moved {
+            // Due now: its state on disk says so until its first check.
+            let row = (SearchState::Ok, Some(t.as_millis()));
+            self.store
+                .transaction(|tx| self.journal.write_state(tx, id, row))?;
+        }
+        Ok(())
+    }
+
+    /// Every site's spacing and budget as the new config says, its plan redone; a site new to
+    /// the scheduler whose session expired before stays paused.
+    fn apply_sites(
+        &mut self,
+        known_sites: &HashSet<SiteKey>,
+        t: notifio_policy::Timestamp,
+    ) -> Result<(), WatchError> {
         let expired = self.store.expired_sessions()?;
-        self.config = config;
         for site in self.searches.sites().cloned().collect::<Vec<_>>() {
             let spacing = self.spacing_of(&site);
             self.scheduler.set_spacing(&site, spacing);
@@ -324,12 +373,7 @@ impl Watcher {
                 self.fetcher.close_site(site);
             }
         }
-        self.publish_browser_sites();
-        if changed {
-            tracing::info!("config reloaded: {summary}");
-        }
-        warn_restart(&restart_needed);
-        self.set_config_state(None, restart_needed)
+        Ok(())
     }
 
     /// Everything a change needs that can fail, before anything is changed: each search's
