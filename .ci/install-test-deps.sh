@@ -4,11 +4,16 @@
 # - chromium-driver: the dashboard's browser test drives Chromium through WebDriver;
 # - xvfb: `notifio login` opens a visible window, under a virtual display in tests;
 # - dbus: the desktop notification channel's test runs a session bus of its own;
-# - systemd: `notifio service`'s test checks the unit it writes with `systemd-analyze verify`.
+# - systemd: `notifio service`'s test checks the unit it writes with `systemd-analyze verify`;
+# - man-db: the man pages `notifio man` generates are rendered by `man -l` (tests/it/install.rs),
+#   and .ci/run reads the installed one with `man notifio`;
+# - zsh, fish: each parses the completion script `notifio completions` prints for it (bash is
+#   there already);
+# - dpkg-dev: cargo-deb works out the package's `Depends` with its dpkg-shlibdeps (.ci/run).
 # Needs root (CI images run as root).
 set -eu
 missing=""
-for cmd in chromium:chromium chromedriver:chromium-driver Xvfb:xvfb dbus-daemon:dbus systemd-analyze:systemd; do
+for cmd in chromium:chromium chromedriver:chromium-driver Xvfb:xvfb dbus-daemon:dbus systemd-analyze:systemd man:man-db zsh:zsh fish:fish dpkg-shlibdeps:dpkg-dev; do
     command -v "${cmd%%:*}" >/dev/null 2>&1 || missing="$missing ${cmd#*:}"
 done
 if [ -z "$missing" ]; then

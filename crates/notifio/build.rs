@@ -1,19 +1,106 @@
-//! Finds the real third-party pages some tests and benchmarks read (docs/architecture.md#real-pages).
+//! Two things the code needs from where it is built.
 //!
-//! They are other people's site content, so they stay outside the repository: in
-//! `NOTIFIO_REAL_PAGES` if set, else in `../shared/fixtures` beside the checkout. When they are
-//! there (or `CI=true`, where they are required) the `real_pages` cfg is on and their tests run;
-//! otherwise those tests are compiled as ignored, with the reason, so a fresh clone passes and
-//! says what it skipped. The directory reaches the code as `env!("NOTIFIO_REAL_PAGES_DIR")`.
+//! **The commit**, for `notifio --version` (`notifio 0.1.0 (commit 0123456789ab)`): a bug
+//! report then names the exact build. It is asked of git when this crate is a git checkout
+//! (its build.rs is tracked there); a packaged crate reads the commit cargo recorded in
+//! `.cargo_vcs_info.json`; otherwise (a tarball, no git) it is "unknown commit". A packager can
+//! name it with `NOTIFIO_COMMIT=…`. The script runs again only when HEAD moves (the HEAD file,
+//! the branch's ref and `packed-refs`), not on every edit.
+//!
+//! **The real third-party pages** some tests and benchmarks read
+//! (docs/architecture.md#real-pages). They are other people's site content, so they stay
+//! outside the repository: in `NOTIFIO_REAL_PAGES` if set, else in `../shared/fixtures` beside
+//! the checkout. When they are there (or `CI=true`, where they are required) the `real_pages`
+//! cfg is on and their tests run; otherwise those tests are compiled as ignored, with the
+//! reason, so a fresh clone passes and says what it skipped. The directory reaches the code as
+//! `env!("NOTIFIO_REAL_PAGES_DIR")`. A packaged crate has no integration tests: nothing to say.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn main() {
+    println!("cargo::rerun-if-changed=build.rs");
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    commit(&manifest);
+    real_pages(&manifest);
+}
+
+/// `git args…` in `dir`: its trimmed output, or `None` without git or outside a repository.
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    out.status.success().then(|| text.trim().to_owned())
+}
+
+/// Sets `NOTIFIO_COMMIT` to `commit <12 hex digits>` or `unknown commit`.
+fn commit(manifest: &Path) {
+    println!("cargo::rerun-if-env-changed=NOTIFIO_COMMIT");
+    let vcs_info = manifest.join(".cargo_vcs_info.json");
+    let named = std::env::var("NOTIFIO_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty());
+    let commit = named.or_else(|| {
+        // A checkout of this repository, not a copy of the crate inside some other checkout
+        // (`cargo package` unpacks one under target/, which git ignores).
+        if git(manifest, &["ls-files", "--error-unmatch", "build.rs"]).is_some() {
+            watch_head(manifest);
+            git(manifest, &["rev-parse", "HEAD"])
+        } else if vcs_info.is_file() {
+            println!("cargo::rerun-if-changed={}", vcs_info.display());
+            packaged_commit(&vcs_info)
+        } else {
+            None
+        }
+    });
+    match commit {
+        Some(c) => {
+            let short: String = c.trim().chars().take(12).collect();
+            println!("cargo::rustc-env=NOTIFIO_COMMIT=commit {short}");
+        }
+        None => println!("cargo::rustc-env=NOTIFIO_COMMIT=unknown commit"),
+    }
+}
+
+/// Reruns this script when HEAD moves: the HEAD file (a checkout, a detached HEAD), the ref
+/// it points to, and `packed-refs` (where the ref lives after `git gc`). Only files that exist
+/// are named: cargo reruns a script on every build for a missing one.
+fn watch_head(manifest: &Path) {
+    let mut files = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+    if let Some(branch) = git(manifest, &["symbolic-ref", "-q", "HEAD"]) {
+        files.push(branch);
+    }
+    for file in files {
+        let Some(path) = git(
+            manifest,
+            &["rev-parse", "--path-format=absolute", "--git-path", &file],
+        ) else {
+            continue;
+        };
+        if Path::new(&path).is_file() {
+            println!("cargo::rerun-if-changed={path}");
+        }
+    }
+}
+
+/// The commit cargo recorded when it packaged this crate: `"sha1": "…"` in
+/// `.cargo_vcs_info.json`.
+fn packaged_commit(vcs_info: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(vcs_info).ok()?;
+    let (_, rest) = text.split_once("\"sha1\"")?;
+    let (_, rest) = rest.split_once('"')?;
+    let (sha, _) = rest.split_once('"')?;
+    (sha.len() >= 12 && sha.chars().all(|c| c.is_ascii_hexdigit())).then(|| sha.to_owned())
+}
+
+/// Sets the `real_pages` cfg and `NOTIFIO_REAL_PAGES_DIR`.
+fn real_pages(manifest: &Path) {
     println!("cargo::rustc-check-cfg=cfg(real_pages)");
     println!("cargo::rerun-if-env-changed=NOTIFIO_REAL_PAGES");
     println!("cargo::rerun-if-env-changed=CI");
-    println!("cargo::rerun-if-changed=build.rs");
-    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let dir = std::env::var_os("NOTIFIO_REAL_PAGES")
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest.join("../../../shared/fixtures"));
@@ -24,9 +111,10 @@ fn main() {
     }
     println!("cargo::rustc-env=NOTIFIO_REAL_PAGES_DIR={}", dir.display());
     let required = std::env::var("CI").as_deref() == Ok("true");
-    if present || required {
+    let has_tests = manifest.join("tests/it").is_dir();
+    if present || (required && has_tests) {
         println!("cargo::rustc-cfg=real_pages");
-    } else {
+    } else if has_tests {
         println!(
             "cargo::warning=the real-page tests are skipped (shown as ignored): no real pages in {}; set NOTIFIO_REAL_PAGES=DIR to run them",
             dir.display()

@@ -1,5 +1,6 @@
 //! The command line (docs/architecture.md#interfaces): `demo`, `watch`, `check`, `status`, `ladders`, `init`,
-//! `notify test`, `login`, `service`.
+//! `notify test`, `login`, `service`, and `completions` and `man` (generated from this
+//! definition, `generate.rs`).
 //!
 //! Thin glue over the library. Exit codes are part of the interface: 0 when the command ran
 //! (whatever the sites answered), 2 for a bad config or usage (the message names
@@ -19,11 +20,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
+/// `notifio --version`: the version and the commit the binary was built from (`notifio 0.1.0
+/// (commit 0123456789ab)`, or `unknown commit` from a source without git: build.rs), so a bug
+/// report names the exact build.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("NOTIFIO_COMMIT"), ")");
+
 /// Watches rental search pages and tells you within seconds when a new listing appears —
 /// politely: a site that refuses is left alone on a per-site ladder, and comes back through a
 /// single probe.
 #[derive(Debug, Parser)]
-#[command(name = "notifio", version, about, long_about = None)]
+#[command(name = "notifio", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// Config file (default: ./notifio.toml, then the platform config dir).
     #[arg(long, short = 'c', global = true, env = "NOTIFIO_CONFIG")]
@@ -120,6 +126,21 @@ pub enum Command {
         #[command(subcommand)]
         action: ServiceCommand,
     },
+    /// Print the shell completion script for SHELL.
+    ///
+    /// bash: `source <(notifio completions bash)` in ~/.bashrc; zsh: write it as `_notifio` in a
+    /// directory of your `fpath`; fish: `notifio completions fish >
+    /// ~/.config/fish/completions/notifio.fish`. The Debian package installs them.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, notifio(1), as roff: `notifio man | man -l -`.
+    Man {
+        /// Instead, write notifio.1 and a page per subcommand (notifio-watch.1, …) into DIR.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// `notifio service …`.
@@ -132,6 +153,14 @@ pub enum ServiceCommand {
     Uninstall,
     /// Whether the service is installed and running.
     Status,
+    /// Print the systemd user unit for `notifio watch` (with `--config`, for that file; without,
+    /// the default config lookup), to manage the service yourself. The Debian package installs
+    /// it as /usr/lib/systemd/user/notifio.service.
+    Unit {
+        /// The binary the unit starts (default: this one).
+        #[arg(long, value_name = "PATH")]
+        exe: Option<PathBuf>,
+    },
 }
 
 /// `notifio notify …`.
@@ -399,6 +428,24 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             one_thread_runtime()?.block_on(notify_test(cfg, channels))
         }
         Command::Service { action } => service(cli.config, &action),
+        Command::Completions { shell } => {
+            let script = crate::generate::completions(shell);
+            write_out(&String::from_utf8_lossy(&script))
+        }
+        Command::Man { dir: None } => {
+            let page = crate::generate::man_page().map_err(|e| Failure::Runtime(e.into()))?;
+            write_out(&String::from_utf8_lossy(&page))
+        }
+        Command::Man { dir: Some(dir) } => {
+            let written = crate::generate::man_pages_to(&dir).map_err(|e| {
+                Failure::Runtime(
+                    anyhow::Error::new(e)
+                        .context(format!("writing the man pages into {}", dir.display())),
+                )
+            })?;
+            let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+            write_out(&format!("{}\n", names.join("\n")))
+        }
         Command::Watch { quiet } => {
             let cfg = load_config(cli.config)?;
             // The same lines the demo narrates, with the sites by their own names.
@@ -432,27 +479,48 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
 
 /// `notifio service install | uninstall | status`.
 fn service(config: Option<PathBuf>, action: &ServiceCommand) -> Result<(), Failure> {
-    let manager = crate::service::Manager::here().map_err(|e| Failure::Usage(e.to_string()))?;
+    // Printing a unit needs no service manager; the others use this machine's.
+    let manager = || crate::service::Manager::here().map_err(|e| Failure::Usage(e.to_string()));
     let text = match action {
         ServiceCommand::Install => {
+            let manager = manager()?;
             // The config must load now: a unit that starts a watcher which exits 2 at once
             // would only fail over and over.
             let cfg = load_config(config)?;
             let absolute = std::fs::canonicalize(&cfg.path).unwrap_or(cfg.path.clone());
-            let exe = std::env::current_exe()
-                .and_then(std::fs::canonicalize)
-                .map_err(|e| {
-                    Failure::Runtime(anyhow::anyhow!("cannot find the notifio binary: {e}"))
-                })?;
-            crate::service::install(&manager, &exe, &absolute)
+            crate::service::install(&manager, &this_binary()?, &absolute)
                 .map_err(|e| Failure::Runtime(e.into()))?
         }
         ServiceCommand::Uninstall => {
-            crate::service::uninstall(&manager).map_err(|e| Failure::Runtime(e.into()))?
+            crate::service::uninstall(&manager()?).map_err(|e| Failure::Runtime(e.into()))?
         }
-        ServiceCommand::Status => crate::service::status(&manager),
+        ServiceCommand::Status => crate::service::status(&manager()?),
+        ServiceCommand::Unit { exe } => unit(config, exe.clone())?,
     };
     write_out(&text)
+}
+
+/// The running binary's real path: what a service must start.
+fn this_binary() -> Result<PathBuf, Failure> {
+    std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| Failure::Runtime(anyhow::anyhow!("cannot find the notifio binary: {e}")))
+}
+
+/// `notifio service unit`: the unit for `exe` (default: this binary), with the config file
+/// made absolute when one is named (a service manager starts it in another directory).
+fn unit(config: Option<PathBuf>, exe: Option<PathBuf>) -> Result<String, Failure> {
+    let exe = match exe {
+        Some(exe) => exe,
+        None => this_binary()?,
+    };
+    Ok(match config {
+        Some(path) => {
+            let absolute = std::path::absolute(&path).unwrap_or(path);
+            crate::service::unit_text(&exe, &absolute)
+        }
+        None => crate::service::packaged_unit_text(&exe),
+    })
 }
 
 /// `notifio notify test [CHANNEL…]`: one test message per channel, sent directly (not through

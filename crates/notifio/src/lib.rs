@@ -11,6 +11,7 @@ pub mod duplicate;
 pub mod extract;
 pub mod fetch;
 pub mod filter;
+pub mod generate;
 pub mod listing;
 pub mod memory;
 pub mod narrate;

@@ -7,6 +7,10 @@
 //! run `systemctl --user` or `launchctl` and print exactly what they wrote and ran, and how to
 //! undo it. The watcher is started with the config file's absolute path, so it does not depend
 //! on the directory the service manager starts it in.
+//!
+//! A package installs one unit for every user instead ([`packaged_unit_text`], printed by
+//! `notifio service unit`): it names no config file, so each user's `notifio watch` finds
+//! their own by the default lookup, and each user enables it with `systemctl --user`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -79,16 +83,36 @@ fn systemd_quote(arg: &str, word: Word) -> String {
 /// The systemd user unit that runs `exe watch --config config`.
 #[must_use]
 pub fn unit_text(exe: &Path, config: &Path) -> String {
+    unit(
+        exe,
+        &["watch", "--config", &config.display().to_string()],
+        "# Written by `notifio service install`; `notifio service uninstall` removes it.",
+    )
+}
+
+/// The systemd user unit a package installs (`/usr/lib/systemd/user/notifio.service`, printed
+/// by `notifio service unit`): `exe watch` with the default config lookup. A user manager
+/// starts it in the user's home, so that is `~/notifio.toml`, else
+/// `~/.config/notifio/notifio.toml`; each user enables it for themselves.
+#[must_use]
+pub fn packaged_unit_text(exe: &Path) -> String {
+    unit(
+        exe,
+        &["watch"],
+        "# `notifio watch` at login, for each user who runs `systemctl --user enable --now notifio`.\n\
+         # It reads ~/notifio.toml, else ~/.config/notifio/notifio.toml (`notifio init PATH` writes one).",
+    )
+}
+
+/// A user unit that runs `exe args…`, restarted when it fails, after the `#` lines of `header`.
+fn unit(exe: &Path, args: &[&str], header: &str) -> String {
     let mut exec = systemd_quote(&exe.display().to_string(), Word::Program);
-    for arg in ["watch", "--config", &config.display().to_string()] {
+    for arg in args {
         exec.push(' ');
         exec.push_str(&systemd_quote(arg, Word::Argument));
     }
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# Written by `notifio service install`; `notifio service uninstall` removes it."
-    );
+    let _ = writeln!(s, "{header}");
     s.push_str("[Unit]\n");
     s.push_str("Description=Notifio: tells you about new rental listings\n");
     s.push_str("After=network-online.target\n\n");
@@ -493,6 +517,17 @@ mod tests {
         ));
         assert!(u.contains("Restart=on-failure\n"));
         assert!(u.contains("WantedBy=default.target\n"));
+    }
+
+    #[test]
+    fn the_packaged_unit_runs_watch_with_the_default_config_lookup() {
+        let u = packaged_unit_text(Path::new("/usr/bin/notifio"));
+        assert!(
+            u.contains("ExecStart=\"/usr/bin/notifio\" \"watch\"\n"),
+            "{u}"
+        );
+        assert!(!u.contains("--config"), "{u}");
+        assert!(u.contains("Restart=on-failure\n"));
     }
 
     #[test]

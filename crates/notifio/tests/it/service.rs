@@ -85,6 +85,57 @@ fn a_dollar_in_the_binarys_path_still_names_the_binary() {
     assert!(text.contains("conf $$x/notifio.toml\"\n"), "{text}");
 }
 
+/// `notifio service unit` prints the unit a package installs: `notifio watch` with the default
+/// config lookup, for the binary named; with `--config`, that file, made absolute. Both pass
+/// `systemd-analyze verify`.
+#[test]
+fn service_unit_prints_a_unit_systemd_accepts() {
+    if analyze_missing() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let print = |args: &[&str]| {
+        let out = Command::new(NOTIFIO)
+            .args(["service", "unit", "--exe", NOTIFIO])
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("NOTIFIO_CONFIG")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let unit = dir.path().join("notifio.service");
+        std::fs::write(&unit, &text).unwrap();
+        let verified = verify(&unit);
+        let stderr = String::from_utf8_lossy(&verified.stderr);
+        assert!(
+            verified.status.success() && stderr.trim().is_empty(),
+            "{stderr}\n{text}"
+        );
+        text
+    };
+    let packaged = print(&[]);
+    println!("{packaged}");
+    assert!(
+        packaged.contains(&format!("ExecStart=\"{NOTIFIO}\" \"watch\"\n")),
+        "{packaged}"
+    );
+    assert!(packaged.contains("systemctl --user enable --now notifio"));
+    let named = print(&["--config", "mine.toml"]);
+    let absolute = std::path::absolute(dir.path().join("mine.toml")).unwrap();
+    assert!(
+        named.contains(&format!(
+            "\"watch\" \"--config\" \"{}\"\n",
+            absolute.display()
+        )),
+        "{named}"
+    );
+}
+
 #[test]
 fn the_launchd_agent_is_a_plist_that_runs_watch_at_login_and_after_a_failure() {
     let config = Path::new("/Users/ana/Notifio & co/<notifio>.toml");

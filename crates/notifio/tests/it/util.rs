@@ -631,6 +631,31 @@ pub(crate) async fn check_once(cfg: notifio::config::Config) -> Vec<notifio::wat
         .unwrap()
 }
 
+// ---------------------------------------------------------------- tools a test runs
+
+/// Whether `program args…` runs and exits 0 here: a tool a test drives besides Notifio (bash,
+/// man, zsh…). Where it does not, the test is skipped with a line naming the Debian package
+/// to install, and passes; under `CI=true` it fails instead, since .ci/install-test-deps.sh
+/// installs every such package and a missing one must not pass unseen.
+pub(crate) fn can_run(program: &str, args: &[&str], package: &str) -> bool {
+    let runs = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if runs {
+        return true;
+    }
+    let msg = format!(
+        "`{program}` does not run here: apt-get install {package} (.ci/install-test-deps.sh)"
+    );
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
+    eprintln!("SKIPPED: {msg}");
+    false
+}
+
 // ---------------------------------------------------------------- the binary
 
 /// A running `notifio watch` child. Its stdout and stderr go to files (so a chatty `-vv` run can
