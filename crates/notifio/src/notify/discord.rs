@@ -2,13 +2,15 @@
 //!
 //! One embed per listing (its title links to it), at most 10 embeds and 6,000 embed characters
 //! per message, `content` at most 2,000 characters; more listings become more messages. Mentions
-//! are switched off, so a listing titled "@everyone" pings nobody. A 429 says how long to wait
+//! are switched off, so a listing titled "@everyone" pings nobody. A listing's photo is its
+//! embed's `image` (Discord fetches it when it shows the message); a message Discord refuses
+//! with a 400 because of one is sent again without pictures. A 429 says how long to wait
 //! in its body's `retry_after` (seconds, fractional) and in `X-RateLimit-Reset-After`; 401/404
 //! (a deleted webhook) are permanent.
 
 use super::http::{Call, Service};
 use super::message::is_web;
-use super::message::{details, found_by, title, truncate};
+use super::message::{details, found_by, picture, title, truncate};
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use http::Method;
 use serde_json::{Value, json};
@@ -68,8 +70,9 @@ pub(crate) fn bodies(n: &Notification, msg: &Message) -> Vec<Value> {
         if let Some(url) = l.url.as_deref().filter(|u| is_web(u)) {
             e["url"] = json!(url);
         }
-        if let Some(img) = l.image.as_deref().filter(|u| is_web(u)) {
-            e["image"] = json!({"url": img});
+        if let Some(photo) = picture(l) {
+            // One per embed, and at most MAX_EMBEDS embeds: never more than 10 per message.
+            e["image"] = json!({"url": photo});
         }
         chars += size;
         embeds.push(e);
@@ -89,6 +92,21 @@ pub(crate) fn bodies(n: &Notification, msg: &Message) -> Vec<Value> {
         .collect()
 }
 
+/// `body` without its pictures, when it has any.
+fn without_pictures(body: &Value) -> Option<Value> {
+    let mut plain = body.clone();
+    let mut removed = false;
+    for e in plain
+        .get_mut("embeds")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        removed |= e.as_object_mut().and_then(|o| o.remove("image")).is_some();
+    }
+    removed.then_some(plain)
+}
+
 impl Service for Discord {
     fn kind(&self) -> ChannelKind {
         ChannelKind::Discord
@@ -97,7 +115,15 @@ impl Service for Discord {
     fn calls(&self, n: &Notification, msg: &Message, _d: &Delivery) -> Vec<Call> {
         bodies(n, msg)
             .iter()
-            .map(|b| Call::json(Method::POST, self.url.clone(), b))
+            .map(|b| {
+                let call = Call::json(Method::POST, self.url.clone(), b);
+                match without_pictures(b) {
+                    Some(plain) => {
+                        call.or_without_pictures(Call::json(Method::POST, self.url.clone(), &plain))
+                    }
+                    None => call,
+                }
+            })
             .collect()
     }
 
@@ -152,5 +178,56 @@ mod tests {
         );
         assert!(b[1].get("content").is_none());
         assert_eq!(b[2]["embeds"][2]["url"], "https://portal.example/22");
+    }
+
+    #[test]
+    fn each_embed_shows_its_photo_and_the_plain_body_has_none() {
+        let listings: Vec<Listing> = (0..12)
+            .map(|i| Listing {
+                id: i.to_string(),
+                title: Some(format!("Flat {i}")),
+                image: Some(if i == 3 {
+                    "javascript:alert(1)".to_owned()
+                } else {
+                    format!("https://img.portal.example/{i}.jpg?w=640&h=480")
+                }),
+                ..Listing::default()
+            })
+            .collect();
+        let n = Notification::NewListings {
+            site: "portal.example".into(),
+            searches: vec!["A".into()],
+            listings,
+            found_at: 0,
+            also_on: Vec::new(),
+        };
+        let b = bodies(&n, &super::super::render(&n));
+        let photos = |m: &Value| {
+            m["embeds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e.get("image").is_some())
+                .count()
+        };
+        assert_eq!(b.iter().map(photos).collect::<Vec<_>>(), [9, 2]);
+        assert_eq!(
+            b[0]["embeds"][0]["image"]["url"],
+            "https://img.portal.example/0.jpg?w=640&h=480"
+        );
+        assert!(b[0]["embeds"][3].get("image").is_none(), "not a web URL");
+        let plain = without_pictures(&b[0]).unwrap();
+        assert_eq!(photos(&plain), 0);
+        assert_eq!(plain["embeds"][0]["title"], "Flat 0");
+        assert_eq!(plain["content"], b[0]["content"]);
+        let d = Discord::new(&Secret::new("https://discord.example/api/webhooks/1/t"));
+        let delivery = Delivery {
+            id: 1,
+            created_at: 0,
+            parts_sent: 0,
+            now_ms: 0,
+        };
+        let calls = d.calls(&n, &super::super::render(&n), &delivery);
+        assert!(calls.iter().all(|c| c.plain.is_some()));
     }
 }

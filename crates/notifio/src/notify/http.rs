@@ -6,6 +6,9 @@
 //! A message the service's limits split is sent part by part; each accepted part is recorded at
 //! once, so a retry resumes after it. A 429 carries the wait the service asked for (its body's
 //! `retry_after`, or `Retry-After`); a 4xx that means "bad token / no such chat" is permanent.
+//! A part that carries pictures has the same part without them beside it: a service that
+//! answers 400 to the pictured part (Telegram could not fetch the photo, Slack could not
+//! download an image) gets the plain one at once, so a picture never costs a message.
 //! The URL of a request is never logged or put in an error (bot tokens live in paths), only its
 //! host, and every message is scrubbed of the channel's secrets.
 
@@ -28,6 +31,9 @@ pub(crate) struct Call {
     pub url: String,
     /// What.
     pub outgoing: Outgoing,
+    /// The same part without its pictures: sent instead when the service answers 400 to this
+    /// one, and what counts from then on.
+    pub plain: Option<Box<Self>>,
 }
 
 impl Call {
@@ -43,7 +49,24 @@ impl Call {
                 ],
                 body: serde_json::to_vec(body).unwrap_or_default().into(),
             },
+            plain: None,
         }
+    }
+
+    /// A request with these headers and body.
+    pub(crate) fn new(url: String, outgoing: Outgoing) -> Self {
+        Self {
+            url,
+            outgoing,
+            plain: None,
+        }
+    }
+
+    /// Sets the same part without pictures, for a service that refuses them.
+    #[must_use]
+    pub(crate) fn or_without_pictures(mut self, plain: Self) -> Self {
+        self.plain = Some(Box::new(plain));
+        self
     }
 
     /// Adds a header.
@@ -125,27 +148,55 @@ impl HttpChannel {
         let calls = self.service.calls(n, msg, d);
         let never = CancellationToken::new();
         for (i, call) in calls.into_iter().enumerate().skip(d.parts_sent as usize) {
-            let host = url::Url::parse(&call.url)
-                .ok()
-                .and_then(|u| u.host_str().map(str::to_owned))
-                .unwrap_or_else(|| "?".to_owned());
-            let Ok(site) = SiteKey::from_url(&call.url) else {
-                let mut e = DeliveryError::new(
-                    AttemptResult::Invalid,
-                    format!(
-                        "{}: the service URL is not an http(s) URL with a host",
-                        self.kind()
-                    ),
-                );
-                e.permanent = true;
-                return Err(e);
-            };
-            let req = FetchRequest::notify(&call.url, site, call.outgoing);
-            let fetched = self.fetcher.fetch(&req, &never).await;
-            self.judge(&host, &fetched)?;
+            let Call {
+                url,
+                outgoing,
+                plain,
+            } = call;
+            let (status, verdict) = self.exchange(&url, outgoing, &never).await;
+            match (verdict, plain) {
+                (Err(e), Some(plain)) if status == Some(400) => {
+                    // The service's words are scrubbed of secrets already.
+                    tracing::warn!(
+                        channel = %self.kind(),
+                        error = %e.message,
+                        "the service refused the message's pictures; sending it without them"
+                    );
+                    self.exchange(&plain.url, plain.outgoing, &never).await.1?;
+                }
+                (verdict, _) => verdict?,
+            }
             on_part(u32::try_from(i + 1).unwrap_or(u32::MAX));
         }
         Ok(())
+    }
+
+    /// Sends one request and judges the answer: its status (when there was one) and whether it
+    /// was accepted.
+    async fn exchange(
+        &self,
+        url: &str,
+        outgoing: Outgoing,
+        never: &CancellationToken,
+    ) -> (Option<u16>, Result<(), DeliveryError>) {
+        let host = url::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_else(|| "?".to_owned());
+        let Ok(site) = SiteKey::from_url(url) else {
+            let mut e = DeliveryError::new(
+                AttemptResult::Invalid,
+                format!(
+                    "{}: the service URL is not an http(s) URL with a host",
+                    self.kind()
+                ),
+            );
+            e.permanent = true;
+            return (None, Err(e));
+        };
+        let req = FetchRequest::notify(url, site, outgoing);
+        let fetched = self.fetcher.fetch(&req, never).await;
+        (fetched.status(), self.judge(&host, &fetched))
     }
 
     /// Accepted, or why not.

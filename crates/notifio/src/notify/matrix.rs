@@ -1,6 +1,11 @@
 //! Matrix: `PUT {homeserver}/_matrix/client/v3/rooms/{room}/send/m.room.message/{txnId}` with
 //! an access token, an `m.text` message with an HTML `formatted_body`.
 //!
+//! Photos: a `formatted_body` may show `<img>` only from the homeserver's own media
+//! (`mxc://` URIs), which would mean downloading each photo and uploading it to the user's
+//! homeserver. Notifio fetches nothing but search pages, so a listing's photo is a "Photo" link
+//! under its facts (and its URL in the plain `body`); clients that preview links show it.
+//!
 //! The transaction id is made of the outbox row's id (and its creation time, so a state
 //! directory started afresh never reuses one): a retried send is the same transaction, which
 //! the homeserver does not post twice. A 429 (`M_LIMIT_EXCEEDED`) says how long to wait in
@@ -8,7 +13,7 @@
 
 use super::http::{Call, Service};
 use super::message::is_web;
-use super::message::{details, escape, found_by, pack, title, truncate};
+use super::message::{details, escape, found_by, pack, picture, title, truncate};
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use http::Method;
 use http::header;
@@ -57,7 +62,10 @@ pub(crate) fn events(n: &Notification, msg: &Message) -> Vec<(String, String)> {
                 Some(u) => format!("<a href=\"{}\">{name}</a>", escape(u)),
                 None => name,
             };
-            let details: Vec<String> = details(n, l).iter().map(|d| escape(d)).collect();
+            let mut details: Vec<String> = details(n, l).iter().map(|d| escape(d)).collect();
+            if let Some(photo) = picture(l) {
+                details.push(format!("<a href=\"{}\">Photo</a>", escape(&photo)));
+            }
             format!("<li><b>{head}</b><br>{}</li>", details.join("<br>"))
         })
         .collect();
@@ -85,6 +93,9 @@ pub(crate) fn events(n: &Notification, msg: &Message) -> Vec<(String, String)> {
                 }
                 if let Some(u) = &l.url {
                     plain.push_str(&format!("  {u}\n"));
+                }
+                if let Some(photo) = picture(l) {
+                    plain.push_str(&format!("  Photo: {photo}\n"));
                 }
             }
         }

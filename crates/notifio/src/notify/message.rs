@@ -19,7 +19,7 @@ pub struct Message {
     pub subject: String,
     /// Plain-text body.
     pub text: String,
-    /// HTML body (escaped, no external resources).
+    /// HTML body (escaped; its only external resources are the listings' photos, by URL).
     pub html: String,
 }
 
@@ -68,6 +68,42 @@ pub fn render(n: &Notification) -> Message {
 /// (Telegram refuses others, refusing the whole message; the others are no safer).
 pub(crate) fn is_web(url: &str) -> bool {
     url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+}
+
+/// Pictures in one message, on any channel: Telegram's media groups and Discord's embeds take
+/// 10, and a message is about its listings, not a gallery.
+pub(crate) const MAX_PICTURES: usize = 10;
+
+/// A picture's URL longer than this is not shown (Discord takes 2,048 characters, Slack
+/// 3,000); a real photo's URL is far shorter.
+pub(crate) const MAX_PICTURE_URL: usize = 2000;
+
+/// The listing's photo as a channel may show it: an http(s) URL with a host and no
+/// `user:password@`, serialized (ASCII, percent-encoded), at most [`MAX_PICTURE_URL`] long.
+/// `None` for anything else (`data:`, `javascript:`, a relative path): the channel shows text.
+pub(crate) fn picture(l: &Listing) -> Option<String> {
+    let u = url::Url::parse(l.image.as_deref()?.trim()).ok()?;
+    let usable = matches!(u.scheme(), "http" | "https")
+        && u.has_host()
+        && u.username().is_empty()
+        && u.password().is_none();
+    let s = String::from(u);
+    (usable && s.len() <= MAX_PICTURE_URL).then_some(s)
+}
+
+/// The photos of `listings` a message shows: each listing's [`picture`], once each, at most
+/// [`MAX_PICTURES`], in listing order.
+pub(crate) fn pictures(listings: &[Listing]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for p in listings.iter().filter_map(picture) {
+        if out.len() == MAX_PICTURES {
+            break;
+        }
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -240,6 +276,10 @@ pub(crate) fn details(n: &Notification, l: &Listing) -> Vec<String> {
     lines
 }
 
+/// How wide a listing's photo is shown in the HTML body, in CSS pixels: enough to recognise
+/// the flat, small enough that a message of several listings stays easy to scroll.
+const PHOTO_WIDTH: u32 = 320;
+
 fn listings_message(
     subject: String,
     n: &Notification,
@@ -250,6 +290,7 @@ fn listings_message(
     let found_by = found_by(site, searches);
     let mut text = format!("{found_by}\n");
     let mut html = format!("<html><body>\n<p>{}</p>\n<ul>\n", escape(&found_by));
+    let mut photos = 0;
     for l in listings {
         let title = title(l);
         let facts = facts(l);
@@ -269,6 +310,22 @@ fn listings_message(
             None => escape(title),
         };
         let _ = write!(html, "<li><b>{head}</b>");
+        if let Some(src) = picture(l).filter(|_| photos < MAX_PICTURES) {
+            photos += 1;
+            let img = format!(
+                "<img src=\"{}\" alt=\"{}\" width=\"{PHOTO_WIDTH}\" style=\"max-width:100%;height:auto\">",
+                escape(&src),
+                escape(&format!("Photo: {}", truncate(title, 300)))
+            );
+            match l.url.as_deref().filter(|u| is_web(u)) {
+                Some(url) => {
+                    let _ = write!(html, "<br><a href=\"{}\">{img}</a>", escape(url));
+                }
+                None => {
+                    let _ = write!(html, "<br>{img}");
+                }
+            }
+        }
         for note in &notes {
             let _ = write!(html, "<br>{}", escape(note));
         }
@@ -468,6 +525,58 @@ mod tests {
             "<a href=\"https://example.com/flat/1?a=1&amp;b=2\">Flat &lt;1&gt; &amp; co</a>"
         ));
         assert!(!m.html.contains("<1>"));
+    }
+
+    #[test]
+    fn only_web_photos_show_and_the_html_escapes_them() {
+        let with = |image: &str| Listing {
+            image: Some(image.into()),
+            ..listing("1", 1000.0)
+        };
+        for bad in [
+            "javascript:alert(1)",
+            "data:image/png;base64,AAAA",
+            "//img.example/a.jpg",
+            "img/a.jpg",
+            "https://user:pw@img.example/a.jpg",
+            "ftp://img.example/a.jpg",
+        ] {
+            assert_eq!(picture(&with(bad)), None, "{bad}");
+        }
+        assert_eq!(
+            picture(&with("https://img.example/a b\".jpg?x=1&y=<2>")).as_deref(),
+            Some("https://img.example/a%20b%22.jpg?x=1&y=%3C2%3E")
+        );
+        let long = format!("https://img.example/{}", "a".repeat(MAX_PICTURE_URL));
+        assert_eq!(picture(&with(&long)), None);
+
+        let n = Notification::NewListings {
+            site: "example.com".into(),
+            searches: vec!["A".into()],
+            listings: (0..12)
+                .map(|i| with(&format!("https://img.example/{i}.jpg?w=1&h=2")))
+                .chain([with("javascript:alert(1)")])
+                .collect(),
+            found_at: 0,
+            also_on: Vec::new(),
+        };
+        let m = render(&n);
+        assert!(m.html.contains(
+            "<br><a href=\"https://example.com/flat/1?a=1&amp;b=2\"><img src=\"https://img.example/0.jpg?w=1&amp;h=2\" alt=\"Photo: Flat &lt;1&gt; &amp; co\" width=\"320\""
+        ), "{}", m.html);
+        assert_eq!(m.html.matches("<img ").count(), MAX_PICTURES);
+        assert!(!m.html.contains("javascript:"));
+        assert!(
+            !m.text.contains("img.example"),
+            "the plain text shows no photos"
+        );
+        assert_eq!(
+            pictures(&[
+                with("https://a.example/x.jpg"),
+                with("https://a.example/x.jpg")
+            ]),
+            ["https://a.example/x.jpg"]
+        );
     }
 
     #[test]

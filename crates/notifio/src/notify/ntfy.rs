@@ -1,12 +1,13 @@
 //! ntfy: a POST of the plain text to the topic URL (`https://ntfy.sh/my-flat-topic`), with the
 //! subject as `Title`, the first listing's link as `Click`, a `Tags` emoji and the first
-//! listing's photo as `Attach` (by URL). A non-ASCII title is sent as an RFC 2047 encoded word,
+//! listing's photo as `Attach` (by URL: ntfy's apps load it, the server never fetches it;
+//! a server that refuses the header with a 400 gets the part again without it). A non-ASCII title is sent as an RFC 2047 encoded word,
 //! which ntfy decodes; an access token goes in `Authorization: Bearer`. A message over ntfy's
 //! 4,096 bytes would arrive as a file, so longer ones are split between listings.
 
 use super::http::{Call, Service};
 use super::message::is_web;
-use super::message::{details, found_by, pack, title, truncate};
+use super::message::{details, found_by, pack, picture, title, truncate};
 use super::{ChannelKind, Delivery, Message, Notification, Secret};
 use base64::Engine as _;
 use http::Method;
@@ -95,7 +96,7 @@ impl Service for Ntfy {
                     .find_map(|l| l.url.as_deref().and_then(header_url)),
                 listings
                     .iter()
-                    .find_map(|l| l.image.as_deref().and_then(header_url)),
+                    .find_map(|l| picture(l).as_deref().and_then(header_url)),
             ),
             None => ("warning", None, None),
         };
@@ -118,19 +119,24 @@ impl Service for Ntfy {
                 if let Some(c) = &click {
                     headers.push((HeaderName::from_static("click"), c.clone()));
                 }
-                if let (0, Some(a)) = (i, &attach) {
-                    headers.push((HeaderName::from_static("attach"), a.clone()));
-                }
                 if let Some(t) = &self.token {
                     headers.push((header::AUTHORIZATION, format!("Bearer {}", t.expose())));
                 }
-                Call {
-                    url: self.url.clone(),
-                    outgoing: crate::fetch::Outgoing {
-                        method: Method::POST,
-                        headers,
-                        body: text.into(),
-                    },
+                let outgoing = crate::fetch::Outgoing {
+                    method: Method::POST,
+                    headers,
+                    body: text.into(),
+                };
+                match (i, &attach) {
+                    (0, Some(photo)) => {
+                        let mut pictured = outgoing.clone();
+                        pictured
+                            .headers
+                            .push((HeaderName::from_static("attach"), photo.clone()));
+                        Call::new(self.url.clone(), pictured)
+                            .or_without_pictures(Call::new(self.url.clone(), outgoing))
+                    }
+                    _ => Call::new(self.url.clone(), outgoing),
                 }
             })
             .collect()

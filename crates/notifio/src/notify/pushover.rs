@@ -104,6 +104,7 @@ impl Service for Pushover {
                         ],
                         body: form.finish().into(),
                     },
+                    plain: None,
                 }
             })
             .collect()

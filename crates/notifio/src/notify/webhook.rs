@@ -124,6 +124,7 @@ impl Service for Webhook {
                         )],
                         body: msg.text.clone().into(),
                     },
+                    plain: None,
                 }]
             }
         }

@@ -154,11 +154,14 @@ matrix = {{ homeserver = "{mx}", room = "!room:example.org", token = "mx-secret"
     assert_eq!((r.sent, r.pending), (1, 0));
     let link = "https://portal.example/listing/101";
 
+    let photo = "https://img.portal.example/101.jpg";
+
+    // The listing has a photo and the text fits a caption: the photo, captioned.
     let t = &tg.hits()[..];
     assert_eq!(t.len(), 1);
     assert_eq!(
         (t[0].method.as_str(), t[0].path.as_str()),
-        ("POST", "/bot123456:TG-secret/sendMessage")
+        ("POST", "/bot123456:TG-secret/sendPhoto")
     );
     assert_eq!(t[0].header("content-type"), Some("application/json"));
     assert!(t[0].header("user-agent").unwrap().starts_with("notifio/"));
@@ -166,7 +169,9 @@ matrix = {{ homeserver = "{mx}", room = "!room:example.org", token = "mx-secret"
     println!("telegram: {j}");
     assert_eq!(j["chat_id"], "-1001234567890");
     assert_eq!(j["parse_mode"], "HTML");
-    let text = j["text"].as_str().unwrap();
+    assert_eq!(j["photo"], photo);
+    let text = j["caption"].as_str().unwrap();
+    assert!(text.encode_utf16().count() <= 1024);
     assert!(text.starts_with("<b>1 new listing — Madrid under 1200</b>\nFound on portal.example by the search Madrid under 1200."), "{text}");
     assert!(
         text.contains(&format!(
@@ -215,6 +220,12 @@ matrix = {{ homeserver = "{mx}", room = "!room:example.org", token = "mx-secret"
     assert_eq!(
         j["blocks"][2]["text"]["text"],
         format!("*<{link}|Sunny flat — Lavapiés>*\n1,150 € · 2 rooms · 64 m²")
+    );
+    assert_eq!(j["blocks"][2]["accessory"]["type"], "image");
+    assert_eq!(j["blocks"][2]["accessory"]["image_url"], photo);
+    assert_eq!(
+        j["blocks"][2]["accessory"]["alt_text"],
+        "Photo: Sunny flat — Lavapiés"
     );
 
     let nh = &nt.hits()[..];
@@ -309,6 +320,20 @@ matrix = {{ homeserver = "{mx}", room = "!room:example.org", token = "mx-secret"
             .contains(&format!("<a href=\"{link}\">Sunny flat — Lavapiés</a>"))
     );
     assert!(j["body"].as_str().unwrap().contains(link));
+    // Matrix shows <img> only from the homeserver's media: the photo is a link.
+    assert!(
+        j["formatted_body"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("<br><a href=\"{photo}\">Photo</a></li>"))
+    );
+    assert!(
+        j["body"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("  Photo: {photo}\n"))
+    );
+    assert!(!j["formatted_body"].as_str().unwrap().contains("<img"));
 }
 
 #[tokio::test]
@@ -525,6 +550,10 @@ async fn a_bad_telegram_token_is_a_permanent_failure_shown_in_status() {
     let r = s.drain_once(2000).await.unwrap();
     assert_eq!((r.sent, r.failed), (1, 0), "not retried, not asked again");
     assert_eq!(tg.hits().len(), 1);
+    assert!(
+        tg.hits()[0].path.ends_with("/sendPhoto"),
+        "a bad token on a photo is not tried again as text"
+    );
 
     let store = notifio::store::Store::open(dir.path()).unwrap();
     let view = notifio::status::build(&store, 3000, &BackoffPolicy::default()).unwrap();
@@ -542,6 +571,233 @@ async fn a_bad_telegram_token_is_a_permanent_failure_shown_in_status() {
     assert_eq!((m.state.as_str(), m.sent), ("ok", 2));
     assert!(notifio::status::render_table(&view).contains("telegram         failed"));
     assert!(!json.contains("bad-token"), "{json}");
+}
+
+// ---------------------------------------------------------------- pictures
+
+/// A `[notify]` Telegram channel on the fake at `api`.
+fn telegram(api: &str) -> String {
+    format!("telegram = {{ token = \"1:x\", chat_id = \"7\", api = \"{api}\" }}")
+}
+
+/// Delivers `n` on the channels `notify` configures; the drain's (sent, failed).
+async fn deliver(dir: &Path, notify: &str, n: &Notification) -> (usize, usize) {
+    let cfg = config(dir, notify);
+    let db = state(dir);
+    let ch = channels(&cfg);
+    enqueue(&db, n, &ch.names(), 1000);
+    let r = sender(&db, ch).drain_once(1000).await.unwrap();
+    (r.sent, r.failed)
+}
+
+fn with_image(id: &str, image: Option<&str>) -> Listing {
+    Listing {
+        image: image.map(str::to_owned),
+        ..listing(id, &format!("Flat {id}"), 1000.0)
+    }
+}
+
+#[tokio::test]
+async fn several_photos_reach_telegram_as_one_album_captioned_on_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let tg = Fake::start(answer(200, r#"{"ok":true,"result":[]}"#)).await;
+    let listings: Vec<Listing> = (0..12)
+        .map(|i| {
+            let id = i.to_string();
+            // One without a photo and one with a `data:` one: in the caption, not the album.
+            match i {
+                4 => with_image(&id, None),
+                5 => with_image(&id, Some("data:image/png;base64,AAAA")),
+                _ => with_image(&id, Some(&format!("https://img.portal.example/{id}.jpg"))),
+            }
+        })
+        .collect();
+    let n = new_listings(listings);
+    assert_eq!(deliver(dir.path(), &telegram(&tg.url), &n).await, (1, 0));
+    let t = tg.hits();
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].path, "/bot1:x/sendMediaGroup");
+    let j = t[0].json();
+    println!("telegram: {j}");
+    assert_eq!(j["chat_id"], "7");
+    let media = j["media"].as_array().unwrap();
+    let urls: Vec<&str> = media.iter().map(|m| m["media"].as_str().unwrap()).collect();
+    assert_eq!(urls.len(), 10, "Telegram's most per album");
+    assert_eq!(urls[3], "https://img.portal.example/3.jpg");
+    assert_eq!(urls[4], "https://img.portal.example/6.jpg");
+    assert!(media.iter().all(|m| m["type"] == "photo"));
+    let caption = media[0]["caption"].as_str().unwrap();
+    assert_eq!(media[0]["parse_mode"], "HTML");
+    // Telegram's 1,024 counts the text once parsed: links and tags do not count.
+    let shown = regex::Regex::new("<[^>]*>")
+        .unwrap()
+        .replace_all(caption, "");
+    assert!(shown.encode_utf16().count() <= 1024, "{shown}");
+    assert!(
+        caption.contains("Flat 11") && caption.contains("Flat 4"),
+        "{caption}"
+    );
+    assert!(media[1..].iter().all(|m| m.get("caption").is_none()));
+}
+
+#[tokio::test]
+async fn a_photo_telegram_refuses_still_delivers_the_message_as_text() {
+    for (listings, method, refusal) in [
+        (
+            vec![listing("1", "Sunny flat", 900.0)],
+            "sendPhoto",
+            "Bad Request: wrong file identifier/HTTP URL specified",
+        ),
+        (
+            vec![listing("1", "A", 900.0), listing("2", "B", 950.0)],
+            "sendMediaGroup",
+            "Bad Request: failed to get HTTP URL content",
+        ),
+        (
+            vec![listing("1", "A", 900.0)],
+            "sendPhoto",
+            "Bad Request: wrong type of the web page content",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let tg = Fake::start(answer(
+            400,
+            &format!(r#"{{"ok":false,"error_code":400,"description":"{refusal}"}}"#),
+        ))
+        .await;
+        tg.then(answer(200, TG_OK));
+        let n = new_listings(listings);
+        assert_eq!(
+            deliver(dir.path(), &telegram(&tg.url), &n).await,
+            (1, 0),
+            "{refusal}"
+        );
+        let t = tg.hits();
+        let paths: Vec<&str> = t.iter().map(|h| h.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [format!("/bot1:x/{method}").as_str(), "/bot1:x/sendMessage"]
+        );
+        let first = t[0].json();
+        let caption = first["caption"]
+            .as_str()
+            .or(first["media"][0]["caption"].as_str())
+            .unwrap();
+        let text = t[1].json();
+        println!("{refusal}: {text}");
+        assert_eq!(text["text"], caption, "the same message, as text");
+        assert_eq!(text["parse_mode"], "HTML");
+        assert_eq!(text["chat_id"], "7");
+        assert!(text.get("photo").is_none());
+    }
+}
+
+#[tokio::test]
+async fn listings_without_a_web_photo_go_to_telegram_as_text() {
+    for image in [
+        None,
+        Some("data:image/jpeg;base64,/9j/4AAQ"),
+        Some("javascript:alert(1)"),
+        Some("/img/1.jpg"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let tg = Fake::start(answer(200, TG_OK)).await;
+        let n = new_listings(vec![with_image("1", image)]);
+        assert_eq!(deliver(dir.path(), &telegram(&tg.url), &n).await, (1, 0));
+        let t = tg.hits();
+        assert_eq!(t.len(), 1, "{image:?}");
+        assert_eq!(t[0].path, "/bot1:x/sendMessage", "{image:?}");
+        let j = t[0].json();
+        assert!(j["text"].as_str().unwrap().contains("Flat 1"));
+        assert!(!t[0].body.contains("data:") && !t[0].body.contains("javascript:"));
+    }
+}
+
+#[tokio::test]
+async fn discord_slack_and_ntfy_refusing_a_picture_get_the_message_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let dc = Fake::start(answer(
+        400,
+        r#"{"message":"Invalid Form Body","code":50035}"#,
+    ))
+    .await;
+    dc.then(answer(200, r#"{"id":"1"}"#));
+    let sl = Fake::start(Answer {
+        headers: vec![("content-type", "text/plain".into())],
+        ..answer(400, "invalid_blocks")
+    })
+    .await;
+    sl.then(answer(200, "ok"));
+    let nt = Fake::start(answer(
+        400,
+        r#"{"code":40013,"http":400,"error":"invalid request: attachment URL is invalid"}"#,
+    ))
+    .await;
+    nt.then(answer(200, r#"{"id":"x"}"#));
+    let notify = format!(
+        "discord = {{ url = \"{}/api/webhooks/1/t\" }}\nslack = {{ url = \"{}/s\" }}\nntfy = {{ url = \"{}/flats\" }}",
+        dc.url, sl.url, nt.url
+    );
+    let n = new_listings(vec![listing("1", "Sunny flat", 900.0)]);
+    assert_eq!(deliver(dir.path(), &notify, &n).await, (3, 0));
+    let photo = "https://img.portal.example/1.jpg";
+
+    let d = dc.hits();
+    assert_eq!(d.len(), 2);
+    assert_eq!(d[0].json()["embeds"][0]["image"]["url"], photo);
+    let plain = d[1].json();
+    assert!(plain["embeds"][0].get("image").is_none());
+    assert_eq!(plain["embeds"][0]["title"], "Sunny flat");
+
+    let s = sl.hits();
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0].json()["blocks"][2]["accessory"]["image_url"], photo);
+    let plain = s[1].json();
+    assert!(plain["blocks"][2].get("accessory").is_none());
+    assert_eq!(plain["blocks"][2]["text"], s[0].json()["blocks"][2]["text"]);
+
+    let h = nt.hits();
+    assert_eq!(h.len(), 2);
+    assert_eq!(h[0].header("attach"), Some(photo));
+    assert_eq!(h[1].header("attach"), None);
+    assert_eq!(h[1].body, h[0].body);
+}
+
+#[tokio::test]
+async fn an_email_shows_each_listings_photo_in_its_html_part_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = crate::util::free_port();
+    let inbox = crate::util::start_smtp(port);
+    let notify = format!(
+        "email = {{ to = \"me@example.com\", from = \"notifio@localhost\", smtp = \"smtp://127.0.0.1:{port}\" }}"
+    );
+    let n = new_listings(vec![
+        listing("1", "Sunny <flat> & \"co\"", 900.0),
+        with_image("2", Some("javascript:alert(1)")),
+        with_image("3", Some("https://img.portal.example/3.jpg?w=640&h=480")),
+    ]);
+    assert_eq!(deliver(dir.path(), &notify, &n).await, (1, 0));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while inbox.lock().unwrap().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mails = crate::util::mails(&inbox);
+    assert_eq!(mails.len(), 1);
+    let m = &mails[0];
+    println!("{}", m.html);
+    assert!(m.html.contains(
+        "<a href=\"https://portal.example/listing/1\"><img src=\"https://img.portal.example/1.jpg\" alt=\"Photo: Sunny &lt;flat&gt; &amp; &quot;co&quot;\" width=\"320\""
+    ), "{}", m.html);
+    assert!(
+        m.html
+            .contains("<img src=\"https://img.portal.example/3.jpg?w=640&amp;h=480\""),
+        "{}",
+        m.html
+    );
+    assert_eq!(m.html.matches("<img ").count(), 2);
+    assert!(!m.html.contains("javascript:"));
+    assert!(!m.text.contains("img.portal.example"), "{}", m.text);
+    assert!(m.text.contains("* Sunny <flat> & \"co\"\n"), "{}", m.text);
 }
 
 // ---------------------------------------------------------------- Apprise URLs
