@@ -41,3 +41,10 @@ pub fn local_offset(t: Timestamp) -> notifio_policy::LocalOffset {
         .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
     notifio_policy::LocalOffset(tz.to_offset(at).seconds())
 }
+
+/// The machine's time zone, as the system says (UTC when it says nothing): what a channel's
+/// `quiet_hours` are in, and how a heartbeat writes its times.
+#[must_use]
+pub fn time_zone() -> jiff::tz::TimeZone {
+    jiff::tz::TimeZone::system()
+}

@@ -9,11 +9,14 @@
 use super::raw::{Field, Table, suggestion};
 use super::resolve::{Environment, resolve_path};
 use super::{ChannelSettings, ConfigError, SecretSetting, ServiceSettings};
+use crate::notify::pace::{Pacing, QuietHours};
 use crate::secret::Secret;
 use percent_encoding::percent_decode_str;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
+use std::time::Duration;
 
 type Result<T> = std::result::Result<T, ConfigError>;
 
@@ -285,7 +288,11 @@ fn table_channel(
     base: &Path,
     env: &Environment,
 ) -> Result<ServiceSettings> {
-    let allow = |keys: &[&str]| t.allow(keys);
+    let allow = |keys: &[&str]| {
+        let mut all = keys.to_vec();
+        all.extend_from_slice(PACING_KEYS);
+        t.allow(&all)
+    };
     Ok(match kind {
         ChannelKind::Telegram => {
             allow(&["token", "token_file", "chat_id", "api"])?;
@@ -354,9 +361,95 @@ fn table_channel(
     })
 }
 
-/// The service channels of `[notify]` (`t`), tables first, then `urls`, with their names.
-pub(super) fn parse(t: &Table<'_>, base: &Path, env: &Environment) -> Result<Vec<ChannelSettings>> {
+/// The keys of a channel's rhythm, in `[notify]` and in each channel's table.
+pub(super) const PACING_KEYS: &[&str] = &["quiet_hours", "digest", "heartbeat"];
+
+/// The shortest and longest digest period.
+const DIGEST_RANGE: (Duration, Duration) = (Duration::from_secs(60), Duration::from_secs(86_400));
+/// The shortest and longest heartbeat period.
+const HEARTBEAT_RANGE: (Duration, Duration) =
+    (Duration::from_secs(3600), Duration::from_secs(720 * 3600));
+
+/// `quiet_hours`, `digest` and `heartbeat` of table `t`, each over `base` (`[notify]`'s, for
+/// a channel's table); `""` or `"off"` turns one off.
+pub(super) fn pacing(t: &Table<'_>, base: Pacing) -> Result<Pacing> {
+    let mut p = base;
+    if let Some(f) = t.get("quiet_hours") {
+        p.quiet_hours = QuietHours::parse(f.str()?).map_err(|m| {
+            f.err(m).with_hint(
+                "quiet_hours = \"23:00-07:00\": nothing is sent from 23:00 to 07:00 local time, \
+                 then one digest of what came in",
+            )
+        })?;
+    }
+    p.digest = period(
+        t,
+        "digest",
+        base.digest,
+        DIGEST_RANGE,
+        "digest = \"1h\": at most one message an hour",
+    )?;
+    p.heartbeat = period(
+        t,
+        "heartbeat",
+        base.heartbeat,
+        HEARTBEAT_RANGE,
+        "heartbeat = \"24h\": a \"Still watching\" message once a day",
+    )?;
+    Ok(p)
+}
+
+/// [`pacing`] of a channel's table, if it sets any of its keys.
+pub(super) fn own_pacing(t: &Table<'_>, base: Pacing) -> Result<Option<Pacing>> {
+    if PACING_KEYS.iter().all(|k| t.get(k).is_none()) {
+        return Ok(None);
+    }
+    pacing(t, base).map(Some)
+}
+
+/// A period setting (`digest`, `heartbeat`) within `range`, `"off"` or `""` for none.
+fn period(
+    t: &Table<'_>,
+    key: &str,
+    base: Option<Duration>,
+    (min, max): (Duration, Duration),
+    hint: &str,
+) -> Result<Option<Duration>> {
+    let Some(f) = t.get(key) else {
+        return Ok(base);
+    };
+    if f.as_str()
+        .is_some_and(|s| s.trim().is_empty() || s.trim().eq_ignore_ascii_case("off"))
+    {
+        return Ok(None);
+    }
+    let d = f
+        .duration()
+        .map_err(|e| e.with_hint(format!("{hint}, or \"off\"")))?;
+    if d < min || d > max {
+        return Err(f
+            .err(format!(
+                "must be from {} to {}",
+                notifio_policy::format_duration(min),
+                notifio_policy::format_duration(max)
+            ))
+            .with_hint(hint.to_owned()));
+    }
+    Ok(Some(d))
+}
+
+/// The service channels of `[notify]` (`t`), tables first, then `urls`, with their names; a
+/// table that sets its own `quiet_hours`, `digest` or `heartbeat` (over `base`) goes into
+/// `pacings` under its channel's name.
+pub(super) fn parse(
+    t: &Table<'_>,
+    base: &Path,
+    env: &Environment,
+    pacing_base: Pacing,
+    pacings: &mut BTreeMap<String, Pacing>,
+) -> Result<Vec<ChannelSettings>> {
     let mut out: Vec<(ChannelKind, ServiceSettings)> = Vec::new();
+    let mut own: Vec<(ChannelKind, Pacing)> = Vec::new();
     for key in SERVICE_KEYS.iter().filter(|k| **k != "urls") {
         let Some(f) = t.get(key) else { continue };
         let Some(kind) = ChannelKind::parse(key) else {
@@ -370,6 +463,9 @@ pub(super) fn parse(t: &Table<'_>, base: &Path, env: &Environment) -> Result<Vec
         }
         let table = f.table()?;
         out.push((kind, table_channel(&table, kind, base, env)?));
+        if let Some(p) = own_pacing(&table, pacing_base)? {
+            own.push((kind, p));
+        }
     }
     if let Some(f) = t.get("urls") {
         let elems = f
@@ -387,6 +483,10 @@ pub(super) fn parse(t: &Table<'_>, base: &Path, env: &Environment) -> Result<Vec
             })?;
             out.extend(parsed);
         }
+    }
+    // Tables come first and there is one per kind: each names its kind's first channel.
+    for (kind, p) in own {
+        pacings.insert(ChannelName::numbered(kind, 1).to_string(), p);
     }
     let mut named = Vec::with_capacity(out.len());
     for (i, (kind, service)) in out.iter().enumerate() {

@@ -164,6 +164,11 @@ pub struct NotifySettings {
     /// Telegram, Discord, Slack, ntfy, Gotify, Pushover, Matrix and the desktop: from their
     /// tables first, then `urls`, in file order, each with its channel name.
     pub channels: Vec<ChannelSettings>,
+    /// `[notify]`'s `quiet_hours`, `digest` and `heartbeat`: every channel's, unless its own
+    /// table says otherwise.
+    pub pacing: crate::notify::pace::Pacing,
+    /// The channels whose own table sets any of them, by name: what they come to.
+    pub channel_pacing: BTreeMap<String, crate::notify::pace::Pacing>,
 }
 
 impl NotifySettings {
@@ -183,6 +188,16 @@ impl NotifySettings {
         }
         names.extend(self.channels.iter().map(|c| c.name.clone()));
         names
+    }
+
+    /// The quiet hours, digest and heartbeat of the channel `name`: its table's, else
+    /// `[notify]`'s.
+    #[must_use]
+    pub fn pacing_of(&self, name: &str) -> crate::notify::pace::Pacing {
+        self.channel_pacing
+            .get(name)
+            .copied()
+            .unwrap_or(self.pacing)
     }
 }
 

@@ -74,6 +74,10 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # email = { to = "me@example.com", from = "notifio@localhost", smtp = "smtp+starttls://me@smtp.example.com:587" }
 #   (password: env NOTIFIO_SMTP_PASSWORD or password_file = "~/.config/notifio/smtp-password")
 # webhook = { url = "https://example.org/hook" }     # a JSON POST per message (url_file, NOTIFIO_WEBHOOK_URL)
+# quiet_hours = "23:00-07:00"   # local time: nothing is sent then; one digest per channel at the end
+# digest = "1h"                 # at most one message an hour per channel: a digest of what came in
+# heartbeat = "24h"             # "Still watching: 1,440 checks, 12 new, 0 errors since …" once a day
+#   (each may also go in a channel's table, overriding these; "off" turns one off there)
 # Secrets: NOTIFIO_<SERVICE>_TOKEN (or _URL) in the environment, or token_file/url_file (mode 0600).
 # `notifio notify test` sends a test message to each channel. docs/notifications.md: how to get tokens.
 # telegram = { token_file = "~/.config/notifio/telegram.token", chat_id = "-1001234567890" }

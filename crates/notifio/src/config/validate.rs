@@ -105,11 +105,40 @@ const RETRY_KEYS: &[&str] = &[
 ];
 const FETCH_KEYS: &[&str] = &["user_agent", "accept_language", "body_cap"];
 const NOTIFY_KEYS: &[&str] = &[
-    "email", "mailbox", "webhook", "telegram", "discord", "slack", "ntfy", "gotify", "pushover",
-    "matrix", "desktop", "urls",
+    "email",
+    "mailbox",
+    "webhook",
+    "telegram",
+    "discord",
+    "slack",
+    "ntfy",
+    "gotify",
+    "pushover",
+    "matrix",
+    "desktop",
+    "urls",
+    "quiet_hours",
+    "digest",
+    "heartbeat",
 ];
-const EMAIL_KEYS: &[&str] = &["to", "from", "smtp", "password_file", "allow_plaintext"];
-const WEBHOOK_KEYS: &[&str] = &["url", "url_file", "format"];
+const EMAIL_KEYS: &[&str] = &[
+    "to",
+    "from",
+    "smtp",
+    "password_file",
+    "allow_plaintext",
+    "quiet_hours",
+    "digest",
+    "heartbeat",
+];
+const WEBHOOK_KEYS: &[&str] = &[
+    "url",
+    "url_file",
+    "format",
+    "quiet_hours",
+    "digest",
+    "heartbeat",
+];
 const SEARCH_KEYS: &[&str] = &[
     "name",
     "url",
@@ -707,18 +736,27 @@ fn notify(
         mailbox: None,
         webhook: None,
         channels: Vec::new(),
+        pacing: crate::notify::pace::Pacing::default(),
+        channel_pacing: BTreeMap::new(),
     };
     if let Some(t) = section(root, "notify", NOTIFY_KEYS)? {
+        out.pacing = super::channels::pacing(&t, crate::notify::pace::Pacing::default())?;
         if let Some(e) = section(&t, "email", EMAIL_KEYS)? {
             out.email = Some(email(&e, base, env, pending)?);
+            if let Some(p) = super::channels::own_pacing(&e, out.pacing)? {
+                out.channel_pacing.insert("email".to_owned(), p);
+            }
         }
         if let Some(f) = t.get("mailbox") {
             out.mailbox = Some(path(&f, base, env)?);
         }
         if let Some(w) = section(&t, "webhook", WEBHOOK_KEYS)? {
             out.webhook = Some(webhook(&w, base, env)?);
+            if let Some(p) = super::channels::own_pacing(&w, out.pacing)? {
+                out.channel_pacing.insert("webhook".to_owned(), p);
+            }
         }
-        out.channels = super::channels::parse(&t, base, env)?;
+        out.channels = super::channels::parse(&t, base, env, out.pacing, &mut out.channel_pacing)?;
     }
     if out.email.is_none()
         && out.mailbox.is_none()

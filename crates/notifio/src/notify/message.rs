@@ -61,6 +61,79 @@ pub fn render(n: &Notification) -> Message {
             cookies_path,
             login,
         } => session_expired(site, cookies_path.as_deref(), *login),
+        Notification::Digest {
+            site,
+            searches,
+            listings,
+            new,
+            changes,
+            ..
+        } => {
+            let subject = format!(
+                "Digest: {} — {}",
+                digest_counts(*new, changes),
+                names(site, searches)
+            );
+            listings_message(subject, n, site, searches, listings)
+        }
+        Notification::Heartbeat {
+            checks,
+            new,
+            errors,
+            since_local,
+            ..
+        } => heartbeat(*checks, *new, *errors, since_local),
+    }
+}
+
+/// "3 new listings, 1 price drop": what a digest holds.
+fn digest_counts(new: usize, changes: &[PriceChange]) -> String {
+    let drops = changes.iter().filter(|c| c.is_drop()).count();
+    let rises = changes.len() - drops;
+    let mut parts = Vec::new();
+    if new > 0 || changes.is_empty() {
+        parts.push(plural(new, "new listing", "new listings"));
+    }
+    if drops > 0 {
+        parts.push(plural(drops, "price drop", "price drops"));
+    }
+    if rises > 0 {
+        parts.push(plural(rises, "price rise", "price rises"));
+    }
+    parts.join(", ")
+}
+
+/// "Still watching: 1,440 checks, 12 new, 0 errors since Tue 14 Nov 22:13".
+fn heartbeat(checks: u64, new: u64, errors: u64, since: &str) -> Message {
+    let count = |n: u64| grouped(n as f64);
+    let checks = if checks == 1 {
+        "1 check".to_owned()
+    } else {
+        format!("{} checks", count(checks))
+    };
+    let errors = if errors == 1 {
+        "1 error".to_owned()
+    } else {
+        format!("{} errors", count(errors))
+    };
+    let since = if since.is_empty() {
+        String::new()
+    } else {
+        format!(" since {since}")
+    };
+    let subject = format!(
+        "Still watching: {checks}, {} new, {errors}{since}",
+        count(new)
+    );
+    let text = format!(
+        "{subject}.\nNotifio is running and checking your searches: between these messages, \
+         silence means nothing new.\n"
+    );
+    let html = paragraphs(&text);
+    Message {
+        subject,
+        text,
+        html,
     }
 }
 
@@ -238,15 +311,8 @@ fn seen_ago(seen: u64, at: u64) -> String {
 /// channel: its price change, or that it is likely on another site too ("Also on
 /// idealista.com, seen 2 h ago: <link>").
 pub(crate) fn notes(n: &Notification, l: &Listing) -> Vec<String> {
-    match n {
-        Notification::PriceChanged { changes, .. } => changes
-            .iter()
-            .filter(|c| c.id == l.id)
-            .map(price_change)
-            .collect(),
-        Notification::NewListings {
-            also_on, found_at, ..
-        } => also_on
+    let also_on = |also_on: &[super::AlsoOn], found_at: u64| -> Vec<String> {
+        also_on
             .iter()
             .filter(|a| a.id == l.id)
             .map(|a| {
@@ -258,10 +324,36 @@ pub(crate) fn notes(n: &Notification, l: &Listing) -> Vec<String> {
                 format!(
                     "Also on {}, {}{link}",
                     a.site,
-                    seen_ago(a.seen_at, *found_at)
+                    seen_ago(a.seen_at, found_at)
                 )
             })
+            .collect()
+    };
+    match n {
+        Notification::PriceChanged { changes, .. } => changes
+            .iter()
+            .filter(|c| c.id == l.id)
+            .map(price_change)
             .collect(),
+        Notification::NewListings {
+            also_on: twins,
+            found_at,
+            ..
+        } => also_on(twins, *found_at),
+        Notification::Digest {
+            changes,
+            also_on: twins,
+            found_at,
+            ..
+        } => {
+            let mut lines: Vec<String> = changes
+                .iter()
+                .filter(|c| c.id == l.id)
+                .map(price_change)
+                .collect();
+            lines.extend(also_on(twins, *found_at));
+            lines
+        }
         _ => Vec::new(),
     }
 }

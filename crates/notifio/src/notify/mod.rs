@@ -6,7 +6,9 @@
 //! new listings, one row per channel, so a crash can never lose one and one channel's outage
 //! never holds another up; the [`Sender`] drains each channel in order and marks a row sent only
 //! after the service accepted it (at most one duplicate per crash per channel). Every HTTP
-//! channel goes through the [`crate::fetch::Fetcher`] with the `notify` retry class. Secrets
+//! channel goes through the [`crate::fetch::Fetcher`] with the `notify` retry class. A channel's
+//! quiet hours, digest and heartbeat ([`pace`]) only decide when its rows go and how they are
+//! merged; the outbox stays the one path. Secrets
 //! (the SMTP password, bot tokens, webhook URLs) never reach a log line, the database, a `Debug`
 //! string or an error.
 
@@ -20,6 +22,7 @@ pub mod matrix;
 pub mod message;
 pub mod ntfy;
 pub mod outbox;
+pub mod pace;
 pub mod pushover;
 pub mod sender;
 pub mod slack;
@@ -106,6 +109,43 @@ pub enum Notification {
         #[serde(default)]
         login: bool,
     },
+    /// What waited on one channel (its quiet hours, a digest period), merged into one message
+    /// by the sender as it delivers ([`pace::digest`]): new listings and price changes, each
+    /// listing once, with all its notes. Never in the outbox: its rows are.
+    Digest {
+        /// The sites of the listings, as shown ("idealista.com, fotocasa.es").
+        site: String,
+        /// Every search that found them.
+        searches: Vec<String>,
+        /// The listings, each once, as last seen.
+        listings: Vec<crate::listing::Listing>,
+        /// How many of them are new (the others are known listings whose price changed).
+        new: usize,
+        /// The price changes, one per listing (by listing id): the first price to the last.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changes: Vec<crate::price::PriceChange>,
+        /// New listings that are likely on another site too (by listing id).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        also_on: Vec<AlsoOn>,
+        /// How many notifications it merges.
+        merged: usize,
+        /// When the latest of them was found (epoch ms).
+        found_at: u64,
+    },
+    /// "Still watching: 1,440 checks, 12 new, 0 errors since …": what the checks of one
+    /// period did, so that a channel's silence can be trusted (its `heartbeat`).
+    Heartbeat {
+        /// Checks made in the period.
+        checks: u64,
+        /// New listings they found.
+        new: u64,
+        /// Checks that could not read their page (refused, failed, layout unknown).
+        errors: u64,
+        /// Start of the period (epoch ms).
+        since: u64,
+        /// The same as the user's clock showed it ("Tue 14 Nov 22:13").
+        since_local: String,
+    },
 }
 
 /// A new listing that is likely the same flat as one first seen on another site
@@ -140,6 +180,12 @@ impl Notification {
                 searches,
                 listings,
                 ..
+            }
+            | Self::Digest {
+                site,
+                searches,
+                listings,
+                ..
             } => Some((site, searches, listings)),
             _ => None,
         }
@@ -153,6 +199,8 @@ impl Notification {
             Self::PriceChanged { .. } => "price_changed",
             Self::SiteBlocked { .. } => "site_blocked",
             Self::SessionExpired { .. } => "session_expired",
+            Self::Digest { .. } => "digest",
+            Self::Heartbeat { .. } => "heartbeat",
         }
     }
 }
@@ -220,6 +268,8 @@ const DEFAULT_DEADLINE: Duration = Duration::from_secs(20);
 /// Where notifications go: the configured channels, each under its [`ChannelName`].
 pub struct Channels {
     list: Vec<(ChannelName, Channel)>,
+    /// Each channel's quiet hours, digest and heartbeat; a channel not here has none.
+    pacing: Vec<(ChannelName, pace::Pacing)>,
     /// How long one delivery may take in all, whatever the channel.
     deadline: Duration,
 }
@@ -228,6 +278,7 @@ impl Default for Channels {
     fn default() -> Self {
         Self {
             list: Vec::new(),
+            pacing: Vec::new(),
             deadline: DEFAULT_DEADLINE,
         }
     }
@@ -307,6 +358,26 @@ impl Channels {
     pub fn with_named(mut self, name: ChannelName, channel: Channel) -> Self {
         self.list.push((name, channel));
         self
+    }
+
+    /// Sets the quiet hours, digest and heartbeat of the channel `name`
+    /// (docs/notifications.md#quiet-hours-digests-and-a-heartbeat).
+    #[must_use]
+    pub fn with_pacing(mut self, name: impl Into<ChannelName>, pacing: pace::Pacing) -> Self {
+        let name = name.into();
+        self.pacing.retain(|(n, _)| *n != name);
+        self.pacing.push((name, pacing));
+        self
+    }
+
+    /// The quiet hours, digest and heartbeat of the channel `name` (none unless set).
+    #[must_use]
+    pub fn pacing(&self, name: &ChannelName) -> pace::Pacing {
+        self.pacing
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| *p)
+            .unwrap_or_default()
     }
 
     /// Adds the email channel.
@@ -390,6 +461,12 @@ impl Channels {
         if channels.list.is_empty() {
             channels =
                 channels.with_mailbox(Mailbox::new(cfg.watch.state_dir.join(DEFAULT_MAILBOX)));
+        }
+        for name in channels.names() {
+            let pacing = n.pacing_of(name.as_str());
+            if pacing != pace::Pacing::default() {
+                channels = channels.with_pacing(name, pacing);
+            }
         }
         Ok(channels)
     }

@@ -98,6 +98,7 @@ impl Service for Ntfy {
                     .iter()
                     .find_map(|l| picture(l).as_deref().and_then(header_url)),
             ),
+            None if matches!(n, Notification::Heartbeat { .. }) => ("white_check_mark", None, None),
             None => ("warning", None, None),
         };
         let parts = texts(n, msg);

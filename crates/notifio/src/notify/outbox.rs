@@ -37,6 +37,8 @@ pub fn set_journal(conn: &Connection) -> rusqlite::Result<()> {
 /// migration 4 rebuilds it, keeping its rows.)
 ///
 /// `outbox_claims` says which sender delivers a channel now, and until when (see [`claim`]).
+/// `outbox_digests` says which rows a channel's digest merges once its delivery has begun
+/// (see [`begin_digest`]).
 ///
 /// `channel` is the [`ChannelName`]; `payload` is the [`Notification`] as JSON; `last_error`
 /// is a delivery error that never contains a secret; `parts_sent` counts the parts of a split
@@ -66,6 +68,11 @@ CREATE TABLE IF NOT EXISTS outbox_claims (
     channel TEXT    PRIMARY KEY,
     owner   TEXT    NOT NULL,
     until   INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS outbox_digests (
+    channel TEXT    PRIMARY KEY,
+    head    INTEGER NOT NULL,
+    through INTEGER NOT NULL
 );
 "
     };
@@ -388,6 +395,76 @@ pub fn defer(
         error
     ])?;
     Ok(())
+}
+
+/// Makes `channel`'s pending rows wait until `until_ms` (its quiet hours, its digest period):
+/// not an attempt, and no error. Rows already waiting longer (a retry) keep their time.
+///
+/// # Errors
+/// SQLite failed.
+pub fn wait_until(conn: &Connection, channel: &str, until_ms: u64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE outbox SET next_attempt_at = ?2
+         WHERE channel = ?1 AND sent_at IS NULL AND failed_at IS NULL AND next_attempt_at < ?2",
+    )?
+    .execute(params![channel, to_i64(until_ms)])?;
+    Ok(())
+}
+
+/// The rows of `channel`'s digest headed by row `head`: the last row id it merges, once its
+/// delivery began. A digest's rows are fixed from its first attempt on, so a retry (after a
+/// crash, say, with some of its parts accepted) sends the same message, and the rows that
+/// came in meanwhile go in the next one.
+///
+/// # Errors
+/// SQLite failed.
+pub fn digest_through(
+    conn: &Connection,
+    channel: &str,
+    head: i64,
+) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached("SELECT through FROM outbox_digests WHERE channel = ?1 AND head = ?2")?
+        .query_row(params![channel, head], |r| r.get(0))
+        .optional()
+}
+
+/// Fixes the rows of `channel`'s digest: those from `head` to `through` (see
+/// [`digest_through`]).
+///
+/// # Errors
+/// SQLite failed.
+pub fn begin_digest(
+    conn: &Connection,
+    channel: &str,
+    head: i64,
+    through: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO outbox_digests (channel, head, through) VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![channel, head, through])?;
+    Ok(())
+}
+
+/// Records that the transport accepted `channel`'s digest of rows `ids`: all of them sent,
+/// and the digest done, in one transaction (a crash leaves either all of them to send again
+/// or none).
+///
+/// # Errors
+/// SQLite failed.
+pub fn mark_digest_sent(
+    conn: &Connection,
+    channel: &str,
+    ids: &[i64],
+    now_ms: u64,
+) -> rusqlite::Result<()> {
+    let tx = conn.unchecked_transaction()?;
+    for id in ids {
+        mark_sent(&tx, *id, now_ms)?;
+    }
+    tx.prepare_cached("DELETE FROM outbox_digests WHERE channel = ?1")?
+        .execute([channel])?;
+    tx.commit()
 }
 
 /// Rows not yet delivered, all channels.

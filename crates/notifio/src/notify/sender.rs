@@ -19,10 +19,16 @@
 //! permanent failure (a bad token) holds its channel's rows until the next start, and is
 //! logged once. The waits live in the outbox (`next_attempt_at`), not in memory, so they
 //! survive restarts.
+//!
+//! A channel with quiet hours or a digest period ([`pace`]) leaves its rows in the outbox,
+//! due at the period's end, and then sends the listings that waited as one digest, marking
+//! all of its rows sent in one transaction once the service accepted it. Its heartbeat is
+//! written into the outbox here too, so it goes like any other message.
 
 use super::{
-    ChannelName, Channels, Delivery, DeliveryError, NotifyError, OutboxRow, outbox, render,
+    ChannelName, Channels, Delivery, DeliveryError, NotifyError, OutboxRow, outbox, pace, render,
 };
+use jiff::tz::TimeZone;
 use notifio_policy::{AttemptResult, BackoffPolicy, RefusalKind, RetryPolicy};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -84,6 +90,8 @@ struct Shared {
     db: Mutex<Option<Connection>>,
     db_path: PathBuf,
     rng: Mutex<SmallRng>,
+    /// The time zone quiet hours are in, and heartbeats write their times in.
+    tz: TimeZone,
 }
 
 impl fmt::Debug for Sender {
@@ -117,10 +125,21 @@ impl Sender {
                 db: Mutex::new(None),
                 db_path: db_path.clone(),
                 rng: Mutex::new(rng),
+                tz: crate::clock::time_zone(),
             }),
             db_path,
             released: false,
         }
+    }
+
+    /// The time zone the channels' quiet hours are in (the machine's by default). Set before
+    /// the sender runs.
+    #[must_use]
+    pub fn with_time_zone(mut self, tz: TimeZone) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.tz = tz;
+        }
+        self
     }
 
     /// Once per sender, before its first delivery: the configured channels' names go to the
@@ -383,9 +402,13 @@ impl Shared {
     ) -> Result<ChannelPass, NotifyError> {
         let mut pass = ChannelPass::default();
         let name = channel.as_str();
+        let heartbeat = self.heartbeat(channel, now_ms);
         let rows = self.with_db(|conn| outbox::due_on(conn, name, now_ms, BATCH))?;
         if rows.is_empty() {
-            pass.next = self.with_db(|conn| outbox::next_attempt_on(conn, name))?;
+            pass.next = earliest(
+                self.with_db(|conn| outbox::next_attempt_on(conn, name))?,
+                heartbeat,
+            );
             return Ok(pass);
         }
         if let Some(until) = self.claim(name, now_ms)? {
@@ -396,8 +419,26 @@ impl Shared {
         let released = self.with_db(|conn| outbox::release(conn, name, &self.owner));
         result?;
         released?;
-        pass.next = self.with_db(|conn| outbox::next_attempt_on(conn, name))?;
+        pass.next = earliest(
+            self.with_db(|conn| outbox::next_attempt_on(conn, name))?,
+            heartbeat,
+        );
         Ok(pass)
+    }
+
+    /// Writes `channel`'s heartbeat into the outbox when its period is over
+    /// ([`pace::heartbeat`]); returns when the next one is due. A heartbeat that cannot be
+    /// written (the store's tables missing) is logged and never holds a delivery up.
+    fn heartbeat(&self, channel: &ChannelName, now_ms: u64) -> Option<u64> {
+        let every = self.channels.pacing(channel).heartbeat?;
+        match self.with_db(|conn| pace::heartbeat(conn, channel.as_str(), every, now_ms, &self.tz))
+        {
+            Ok(next) => Some(next),
+            Err(e) => {
+                tracing::warn!(%channel, error = %e, "cannot write the channel's heartbeat");
+                None
+            }
+        }
     }
 
     /// The claimed part of [`Self::drain_channel`]: the rows due now, read again under the
@@ -410,13 +451,69 @@ impl Shared {
     ) -> Result<(), NotifyError> {
         let name = channel.as_str();
         let rows = self.with_db(|conn| outbox::due_on(conn, name, now_ms, BATCH))?;
-        for row in rows {
+        let Some(head) = rows.first() else {
+            return Ok(());
+        };
+        let pacing = self.channels.pacing(channel);
+        // Quiet hours, a digest period: the rows wait in the outbox, due when they are over.
+        if let Some(until) = pacing.held_until(head.created_at, now_ms, &self.tz) {
+            self.with_db(|conn| outbox::wait_until(conn, name, until))?;
+            tracing::debug!(%channel, until, "the channel keeps quiet; its messages wait");
+            return Ok(());
+        }
+        // What waited on purpose goes out merged: the rows of listings, in one digest.
+        let mergeable: Vec<i64> = if pacing.batches() {
+            rows.iter()
+                .filter(|r| r.notification().is_ok_and(|n| pace::merges(&n)))
+                .map(|r| r.id)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut digest: Option<Vec<i64>> = None;
+        for row in &rows {
+            if digest.as_ref().is_some_and(|d| d.contains(&row.id)) {
+                continue; // sent in the digest
+            }
+            if digest.is_some() && mergeable.contains(&row.id) {
+                continue; // came in after the digest's rows were fixed: the next digest's
+            }
             // Renewed before each row: the lease then covers this one delivery.
             let now = crate::clock::now().as_millis().max(now_ms);
             if self.claim(name, now)?.is_some() {
                 break; // this sender was too slow and another took over
             }
-            match self.deliver(&row, now_ms).await? {
+            if digest.is_none() && mergeable.contains(&row.id) {
+                let members = self.digest_rows(channel, row, &rows, &mergeable)?;
+                if members.len() > 1 {
+                    let ns: Vec<_> = members
+                        .iter()
+                        .filter_map(|r| r.notification().ok())
+                        .collect();
+                    let n = pace::digest(&ns);
+                    let ids: Vec<i64> = members.iter().map(|r| r.id).collect();
+                    match self.deliver_as(row, &n, now_ms).await? {
+                        Ok(()) => {
+                            self.with_db(|conn| {
+                                outbox::mark_digest_sent(conn, name, &ids, now_ms)
+                            })?;
+                            tracing::info!(id = row.id, rows = ids.len(), %channel, "digest delivered");
+                            pass.sent += ids.len();
+                            digest = Some(ids);
+                            continue;
+                        }
+                        Err(err) => {
+                            pass.failed = true;
+                            pass.held = err.permanent;
+                            self.record_failure(row, &err, now_ms)?;
+                            break;
+                        }
+                    }
+                }
+                // A digest of one row is that row, as it is.
+                digest = Some(Vec::new());
+            }
+            match self.deliver(row, now_ms).await? {
                 Ok(()) => {
                     self.with_db(|conn| outbox::mark_sent(conn, row.id, now_ms))?;
                     tracing::info!(id = row.id, %channel, "notification delivered");
@@ -425,12 +522,37 @@ impl Shared {
                 Err(err) => {
                     pass.failed = true;
                     pass.held = err.permanent;
-                    self.record_failure(&row, &err, now_ms)?;
+                    self.record_failure(row, &err, now_ms)?;
                     break;
                 }
             }
         }
         Ok(())
+    }
+
+    /// The rows a digest headed by `head` merges, among `rows` (those in `mergeable`): fixed
+    /// in the outbox at its first attempt ([`outbox::begin_digest`]), so every retry of it
+    /// sends the same message.
+    fn digest_rows<'r>(
+        &self,
+        channel: &ChannelName,
+        head: &OutboxRow,
+        rows: &'r [OutboxRow],
+        mergeable: &[i64],
+    ) -> Result<Vec<&'r OutboxRow>, NotifyError> {
+        let name = channel.as_str();
+        let last = mergeable.last().copied().unwrap_or(head.id);
+        let through = self.with_db(|conn| match outbox::digest_through(conn, name, head.id)? {
+            Some(through) => Ok(through),
+            None => {
+                outbox::begin_digest(conn, name, head.id, last)?;
+                Ok(last)
+            }
+        })?;
+        Ok(rows
+            .iter()
+            .filter(|r| r.id >= head.id && r.id <= through && mergeable.contains(&r.id))
+            .collect())
     }
 
     /// Delivers one row within the channels' deadline. The outer `Result` is the database's
@@ -449,7 +571,18 @@ impl Shared {
                 )));
             }
         };
-        let msg = render(&n);
+        self.deliver_as(row, &n, now_ms).await
+    }
+
+    /// Delivers `n` as row `row`'s delivery (its id, its parts already accepted): the row's
+    /// own notification, or the digest it heads.
+    async fn deliver_as(
+        &self,
+        row: &OutboxRow,
+        n: &super::Notification,
+        now_ms: u64,
+    ) -> Result<Result<(), DeliveryError>, NotifyError> {
+        let msg = render(n);
         let delivery = Delivery {
             id: row.id,
             created_at: row.created_at,
@@ -464,7 +597,7 @@ impl Shared {
         };
         let r = self
             .channels
-            .deliver(&row.channel, &n, &msg, &delivery, &on_part)
+            .deliver(&row.channel, n, &msg, &delivery, &on_part)
             .await;
         if let Some(e) = part_error
             .into_inner()
@@ -559,6 +692,14 @@ fn process_alive(owner: &str) -> bool {
     {
         let _ = pid;
         true
+    }
+}
+
+/// The earlier of two times, either of which may be unknown.
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -1323,3 +1323,78 @@ fn the_app_fetch_mode_is_for_immobilienscout24_only() {
         Some("`app`"),
     );
 }
+
+/// `quiet_hours`, `digest` and `heartbeat`: `[notify]`'s are every channel's, a channel's
+/// table overrides them, and `"off"` (or `""`) turns one off for that channel alone.
+#[test]
+fn quiet_hours_digest_and_heartbeat_apply_per_channel() {
+    let c = ok(&format!(
+        "[notify]\nquiet_hours = \"23:00-07:00\"\ndigest = \"1h\"\nmailbox = \"n.mbox\"\n\
+         webhook = {{ url = \"https://hooks.example/x\", quiet_hours = \"off\", heartbeat = \"24h\" }}\n\
+         telegram = {{ token = \"1:x\", chat_id = \"1\", quiet_hours = \"22:00-08:00\", digest = \"\" }}\n{MIN}"
+    ));
+    let n = &c.notify;
+    let everywhere = n.pacing_of("mailbox");
+    assert_eq!(
+        everywhere.quiet_hours.map(|q| q.to_string()).as_deref(),
+        Some("23:00-07:00")
+    );
+    assert_eq!(everywhere.digest, Some(Duration::from_secs(3600)));
+    assert_eq!(everywhere.heartbeat, None);
+    let hook = n.pacing_of("webhook");
+    assert_eq!(hook.quiet_hours, None, "off for this channel alone");
+    assert_eq!(hook.digest, Some(Duration::from_secs(3600)), "[notify]'s");
+    assert_eq!(hook.heartbeat, Some(Duration::from_secs(86_400)));
+    let tg = n.pacing_of("telegram");
+    assert_eq!(
+        tg.quiet_hours.map(|q| q.to_string()).as_deref(),
+        Some("22:00-08:00")
+    );
+    assert_eq!(tg.digest, None);
+    // None of it by default.
+    assert_eq!(
+        ok(MIN).notify.pacing_of("mailbox"),
+        notifio::notify::pace::Pacing::default()
+    );
+}
+
+#[test]
+fn bad_quiet_hours_digests_and_heartbeats_name_their_place_and_key() {
+    assert_err(
+        &format!("[notify]\nquiet_hours = \"25:00-07:00\"\n{MIN}"),
+        "notifio.toml:2:15: `notify.quiet_hours`: expected quiet hours like \"23:00-07:00\", or \"off\"",
+        Some("quiet_hours = \"23:00-07:00\""),
+    );
+    assert_err(
+        &format!("[notify]\nquiet_hours = \"07:00-07:00\"\n{MIN}"),
+        "notifio.toml:2:15: `notify.quiet_hours`: the quiet hours start and end at the same time: \"off\" turns them off",
+        None,
+    );
+    assert_err(
+        &format!("[notify]\nquiet_hours = 23\n{MIN}"),
+        "notifio.toml:2:15: `notify.quiet_hours`: expected a string, found an integer",
+        None,
+    );
+    assert_err(
+        &format!(
+            "[notify.telegram]\ntoken = \"1:x\"\nchat_id = \"1\"\nquiet_hours = \"23:00-7\"\n{MIN}"
+        ),
+        "notifio.toml:4:15: `notify.telegram.quiet_hours`: expected quiet hours like \"23:00-07:00\", or \"off\"",
+        None,
+    );
+    assert_err(
+        &format!("[notify]\ndigest = \"10s\"\n{MIN}"),
+        "notifio.toml:2:10: `notify.digest`: must be from 1m to 24h",
+        Some("digest = \"1h\""),
+    );
+    assert_err(
+        &format!("[notify.webhook]\nurl = \"https://h.example/\"\nheartbeat = \"daily\"\n{MIN}"),
+        "notifio.toml:3:13: `notify.webhook.heartbeat`: expected a duration like 30s, 2m, 1h",
+        Some("heartbeat = \"24h\""),
+    );
+    assert_err(
+        &format!("[notify.email]\nto = \"me@example.com\"\nheartbeat = \"5m\"\n{MIN}"),
+        "notifio.toml:3:13: `notify.email.heartbeat`: must be from 1h to 720h",
+        None,
+    );
+}

@@ -23,6 +23,7 @@ mod is24_app;
 mod journeys;
 mod notify;
 mod pages;
+mod quiet;
 #[path = "../support/real_pages.rs"]
 mod real_pages;
 mod reliability;
