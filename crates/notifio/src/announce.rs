@@ -11,6 +11,7 @@
 
 use crate::duplicate;
 use crate::filter::AnnounceRules;
+use crate::inbox::ListingState;
 use crate::listing::Listing;
 use crate::notify::{AlsoOn, ChannelName, Notification};
 use crate::price::PriceChange;
@@ -58,6 +59,9 @@ pub struct CheckNews<'a> {
     pub elsewhere: &'a [Vec<Elsewhere>],
     /// Known listings whose price changed.
     pub changes: &'a [PriceChange],
+    /// What the user marked the listings of `changes` that it changes what is announced
+    /// (hidden, favourite), by listing id.
+    pub marks: &'a [(String, ListingState)],
 }
 
 /// What the check's news comes to.
@@ -137,16 +141,26 @@ pub fn decide(news: &CheckNews<'_>) -> Decision {
             price: Some(change.from),
             ..l.clone()
         };
+        let mark = news
+            .marks
+            .iter()
+            .find(|(id, _)| *id == l.id)
+            .map(|(_, m)| *m);
+        // A hidden listing is never announced again; a favourite's drop always is, whatever
+        // the search's filters and price rules say.
+        let favourite_drop = mark == Some(ListingState::Favourite) && change.to < change.from;
         let to: Vec<usize> = audience
             .iter()
             .copied()
             .filter(|&h| {
                 let rules = news.hearers[h].rules;
-                rules.prices.announces(
-                    change,
-                    rules.filters.matches(&before),
-                    rules.filters.matches(l),
-                )
+                mark != Some(ListingState::Hidden)
+                    && (favourite_drop
+                        || rules.prices.announces(
+                            change,
+                            rules.filters.matches(&before),
+                            rules.filters.matches(l),
+                        ))
             })
             .collect();
         marked.extend(to.iter().map(|&h| (news.hearers[h].id, l.id.clone())));
@@ -322,6 +336,7 @@ mod tests {
             new,
             elsewhere,
             changes,
+            marks: &[],
         }
     }
 
@@ -387,6 +402,76 @@ mod tests {
             }
         );
         assert_eq!(d.tallies[1].matched, 2);
+    }
+
+    /// A hidden listing's drop is told to nobody; a favourite's drop to every search, even one
+    /// whose price rules announce no drops and whose ceiling the flat is above.
+    #[test]
+    fn hidden_is_never_announced_and_a_favourites_drop_always_is() {
+        let silent = AnnounceRules {
+            prices: crate::price::PriceRules {
+                drops: false,
+                ..crate::price::PriceRules::default()
+            },
+            ..rules(Some(1000.0), false)
+        };
+        let any = rules(None, false);
+        let mail = channels(&["email"]);
+        let hearers = [
+            Hearer {
+                id: 1,
+                name: "no drops",
+                rules: &silent,
+                channels: &mail,
+                baseline: false,
+            },
+            Hearer {
+                id: 2,
+                name: "any",
+                rules: &any,
+                channels: &mail,
+                baseline: false,
+            },
+        ];
+        let page = [flat("1", 1400.0), flat("2", 1400.0), flat("3", 1400.0)];
+        let drop = |id: &str| PriceChange {
+            id: id.into(),
+            from: 1500.0,
+            to: 1400.0,
+            currency: Some("EUR".into()),
+        };
+        let changes = [drop("1"), drop("2"), drop("3")];
+        let marks = [
+            ("1".to_owned(), ListingState::Hidden),
+            ("2".to_owned(), ListingState::Favourite),
+        ];
+        let d = decide(&CheckNews {
+            marks: &marks,
+            ..news(&hearers, &page, &[], &[], &changes)
+        });
+        let told: Vec<_> = d.messages.iter().map(said).collect();
+        assert_eq!(
+            told,
+            [
+                (
+                    vec!["no drops".into(), "any".into()],
+                    vec!["2".into()],
+                    vec!["email"]
+                ),
+                (vec!["any".into()], vec!["3".into()], vec!["email"]),
+            ],
+            "{d:?}"
+        );
+        // A favourite's rise follows the rules as before: not announced by default.
+        let rise = [PriceChange {
+            to: 1600.0,
+            ..drop("2")
+        }];
+        let d = decide(&CheckNews {
+            marks: &marks,
+            ..news(&hearers, &page, &[], &[], &rise)
+        });
+        assert!(d.messages.is_empty(), "{d:?}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod extract;
 pub mod fetch;
 pub mod filter;
 pub mod generate;
+pub mod inbox;
 pub mod listing;
 pub mod memory;
 pub mod narrate;

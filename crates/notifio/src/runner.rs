@@ -129,7 +129,12 @@ pub async fn run(cfg: Config, cancel: CancellationToken, hooks: Hooks) -> Result
             browser_sites: watcher.browser_sites(),
             can_login,
         });
-        let app = Arc::new(web::App::new(config_path, requests, nudge));
+        let app = Arc::new(web::App::new(
+            config_path,
+            requests,
+            nudge,
+            Store::file_in(&state_dir),
+        ));
         let (bound, _task) = web::serve_app(dashboard, source, Some(app), cancel.clone())
             .await
             .map_err(|e| RunError::Dashboard(e.to_string()))?;

@@ -7,6 +7,7 @@
 //! `next_retry_at`. `notifio status` and the dashboard read the same rows the watcher writes,
 //! so they can never disagree. The outbox table itself belongs to `notify::outbox`.
 
+mod inbox;
 mod lock;
 mod names;
 mod news;
@@ -554,6 +555,17 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// One page of the listings inbox (docs/dashboard.md#the-listings-inbox).
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn inbox(
+        &self,
+        q: &crate::inbox::InboxQuery,
+    ) -> Result<crate::inbox::InboxPage, StoreError> {
+        inbox::page(&self.conn, q)
+    }
+
     /// Reads a value stored with [`Tx::put_meta`].
     ///
     /// # Errors
@@ -854,6 +866,21 @@ impl Tx<'_> {
             .prepare_cached("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
             .execute(params![key, value])?;
         Ok(())
+    }
+
+    /// Marks listing `id` of `site` (the inbox's new, seen, favourite, hidden, contacted).
+    /// Returns whether there is such a listing.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn set_listing_state(
+        &self,
+        site: &str,
+        id: &str,
+        state: crate::inbox::ListingState,
+        now: u64,
+    ) -> Result<bool, StoreError> {
+        inbox::set_state(&self.0, site, id, state, now)
     }
 }
 

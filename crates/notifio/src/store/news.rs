@@ -57,6 +57,8 @@ pub(super) fn announce(
             baseline: !audience.contains(&i),
         })
         .collect();
+    let changed: Vec<&str> = changes.iter().map(|c| c.id.as_str()).collect();
+    let marks = super::inbox::marks_of(tx, site, &changed)?;
     let decision = announce::decide(&CheckNews {
         site,
         now: rec.now,
@@ -65,6 +67,7 @@ pub(super) fn announce(
         new,
         elsewhere: &elsewhere,
         changes,
+        marks: &marks,
     });
 
     let mut counts =

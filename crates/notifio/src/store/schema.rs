@@ -90,6 +90,8 @@ const MIGRATIONS: &[&str] = &[
         model TEXT NOT NULL,
         last_good_at INTEGER
     );",
+    // 10: what the user made of each listing (the inbox), kept beside the listing.
+    super::inbox::MIGRATE_TO_MARKS,
 ];
 
 /// Brings the schema up to date (including the outbox's own schema).

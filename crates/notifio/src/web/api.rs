@@ -43,19 +43,47 @@ pub struct App {
     edit: tokio::sync::Mutex<()>,
     /// The one writer of the file (it applies each change to the file as it is then).
     writer: config::write::Writer,
+    /// The state database, for the listings inbox (`listings.rs`).
+    state_db: PathBuf,
+    /// The inbox's connection to it, opened on first use.
+    inbox: std::sync::Mutex<Option<crate::store::Store>>,
 }
 
 impl App {
-    /// The API of the watcher that runs `config_path`.
+    /// The API of the watcher that runs `config_path`, with its state database at `state_db`.
     #[must_use]
-    pub fn new(config_path: PathBuf, watcher: mpsc::Sender<Request>, nudge: Nudge) -> Self {
+    pub fn new(
+        config_path: PathBuf,
+        watcher: mpsc::Sender<Request>,
+        nudge: Nudge,
+        state_db: PathBuf,
+    ) -> Self {
         Self {
             writer: config::write::Writer::new(config_path.clone()),
             config_path,
             watcher,
             nudge,
             edit: tokio::sync::Mutex::new(()),
+            state_db,
+            inbox: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Runs `f` on the inbox's connection to the state database (blocking: call it on the
+    /// blocking pool).
+    pub(super) fn with_inbox_store<R>(
+        &self,
+        f: impl FnOnce(&mut crate::store::Store) -> Result<R, crate::store::StoreError>,
+    ) -> Result<R, crate::store::StoreError> {
+        let mut guard = self
+            .inbox
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let store = match guard.take() {
+            Some(store) => guard.insert(store),
+            None => guard.insert(crate::store::Store::open_existing(&self.state_db)?),
+        };
+        f(store)
     }
 }
 

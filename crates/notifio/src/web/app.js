@@ -558,6 +558,7 @@ async function poll() {
       offsetMs = view.now - Date.now();
       lastOk = Date.now();
       render(view);
+      updateInboxSearches(view);
       conn.textContent = 'live · updated ' + new Date().toLocaleTimeString();
       conn.classList.remove('down');
     }
@@ -569,5 +570,201 @@ async function poll() {
   pollTimer = setTimeout(poll, POLL_MS);
 }
 
+
+// ---------------------------------------------------------------- the listings inbox
+// `api/listings` newest first, marked from here (buttons and keys) through
+// `api/listings/state`; reloaded every INBOX_MS and after each mark. Twins on other sites
+// come grouped as one flat ("also on").
+const INBOX_MS = 10000;
+const MARKS = [
+  ['favourite', 'f', '★ favourite'],
+  ['contacted', 'c', 'contacted'],
+  ['seen', 's', 'seen'],
+  ['hidden', 'h', 'hide'],
+  ['new', 'n', 'new'],
+];
+let inboxRows = [];      // the listings shown, in order
+let inboxSelected = null; // "site\u001fid" of the selected row
+let inboxSelectedIndex = 0; // and its place in the list
+let inboxPages = 1;
+let inboxTimer = null;
+
+function inboxKey(l) { return l.site + '\u001f' + l.id; }
+
+function inboxParams() {
+  const f = document.getElementById('inbox-filters');
+  const p = new URLSearchParams();
+  if (f.state.value) p.set('state', f.state.value);
+  if (f.search.value) p.set('search', f.search.value);
+  if (f.matched.checked) p.set('matched', 'true');
+  return p;
+}
+
+// A price-history sparkline: an inline SVG polyline, no script and nothing external.
+function sparkline(prices) {
+  if (!prices || prices.length < 2) return null;
+  const ns = 'http://www.w3.org/2000/svg';
+  const w = 80, h = 22;
+  const vals = prices.map((p) => p[1]);
+  const lo = Math.min(...vals), hi = Math.max(...vals);
+  const pts = vals.map((v, i) => {
+    const x = (i / (vals.length - 1)) * (w - 2) + 1;
+    const y = hi === lo ? h / 2 : h - 2 - ((v - lo) / (hi - lo)) * (h - 4);
+    return x.toFixed(1) + ',' + y.toFixed(1);
+  }).join(' ');
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('class', 'spark');
+  svg.setAttribute('width', w); svg.setAttribute('height', h);
+  svg.setAttribute('viewBox', '0 0 ' + w + ' ' + h);
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', 'price history: ' + vals.join(' → '));
+  const line = document.createElementNS(ns, 'polyline');
+  line.setAttribute('points', pts);
+  line.setAttribute('fill', 'none');
+  line.setAttribute('stroke', vals[vals.length - 1] < vals[0] ? 'var(--ok)' : 'var(--bad)');
+  line.setAttribute('stroke-width', '1.5');
+  svg.append(line);
+  return svg;
+}
+
+function renderInboxRow(l) {
+  const key = inboxKey(l);
+  const img = l.image
+    ? el('img', { class: 'thumb', src: l.image, alt: '', loading: 'lazy', referrerpolicy: 'no-referrer' })
+    : el('span', { class: 'thumb' });
+  const facts = [fmtPrice(l),
+    l.price_per_m2 ? new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 }).format(l.price_per_m2) + '/m²' : null,
+    l.rooms ? l.rooms + ' rooms' : null,
+    l.area_m2 ? l.area_m2 + ' m²' : null].filter(Boolean).join(' · ');
+  const also = (l.also_on || []).map((t) => link(t.url, t.site, 'also'));
+  const found = el('p', { class: 'found' }, 'on ' + l.site,
+    also.length ? ' · also on ' : null, ...also.flatMap((a, i) => (i ? [', ', a] : [a])),
+    ' · ' + (l.searches || []).join(', '),
+    ' · first seen ', el('span', { title: fmtClock(l.first_seen) }, fmtAgo(l.first_seen)));
+  const marks = el('div', { class: 'marks' }, ...MARKS.map(([state, k, text]) =>
+    el('button', { type: 'button', 'data-mark': state, 'aria-pressed': l.state === state ? 'true' : 'false', title: 'key ' + k }, text)));
+  const li = el('li', {
+    class: 'mark-' + l.state + (key === inboxSelected ? ' selected' : ''),
+    'data-site': l.site, 'data-id': l.id, 'data-state': l.state, 'data-testid': 'inbox-listing',
+  }, img,
+    el('div', {}, link(l.url, l.title || '(untitled listing)', 'title'),
+      el('p', { class: 'facts' }, facts, ' ', sparkline(l.prices)), found),
+    marks);
+  return li;
+}
+
+function renderInbox(data) {
+  // A row that left the view (hidden, or marked out of the state shown) passes the
+  // selection to the row that took its place, so the keys go on down the list.
+  if (inboxSelected && !inboxRows.some((l) => inboxKey(l) === inboxSelected)) {
+    const i = Math.min(inboxSelectedIndex, inboxRows.length - 1);
+    inboxSelected = i >= 0 ? inboxKey(inboxRows[i]) : null;
+  }
+  inboxSelectedIndex = Math.max(0, inboxRows.findIndex((l) => inboxKey(l) === inboxSelected));
+  const list = document.getElementById('inbox');
+  list.replaceChildren(...inboxRows.map(renderInboxRow));
+  const shown = inboxRows.length;
+  document.getElementById('inbox-summary').textContent = data.total === 0
+    ? 'No listings here yet.'
+    : shown + ' of ' + data.total + ' listings, newest first';
+  document.getElementById('inbox-more').hidden = data.page * data.per_page >= data.total;
+  const q = inboxParams().toString();
+  for (const a of document.querySelectorAll('#inbox-filters [data-export]')) {
+    const base = a.dataset.export === 'atom' ? 'feed.atom' : 'api/listings/export.' + a.dataset.export;
+    const p = new URLSearchParams(q);
+    if (token) p.set('token', token);
+    a.href = base + (p.toString() ? '?' + p : '');
+  }
+}
+
+async function loadInbox() {
+  clearTimeout(inboxTimer);
+  try {
+    const rows = [];
+    let data = null;
+    for (let page = 1; page <= inboxPages; page++) {
+      const p = inboxParams();
+      p.set('page', page);
+      const resp = await fetch('api/listings?' + p, { headers: authHeaders(), cache: 'no-store' });
+      // A dashboard without the watcher's API (a read-only one) has no inbox.
+      if (resp.status === 404) { document.getElementById('inbox-panel').hidden = true; return; }
+      if (!resp.ok) throw new Error('HTTP ' + resp.status);
+      data = await resp.json();
+      rows.push(...data.listings);
+      if (page * data.per_page >= data.total) break;
+    }
+    inboxRows = rows;
+    if (data) renderInbox(data);
+  } catch (e) {
+    document.getElementById('inbox-summary').textContent = 'cannot load the listings (' + e.message + ')';
+  }
+  inboxTimer = setTimeout(loadInbox, INBOX_MS);
+}
+
+async function markListing(site, id, state) {
+  const r = await api('POST', 'api/listings/state', { site, id, state });
+  if (!r.ok) {
+    document.getElementById('inbox-summary').textContent = r.body.error || ('HTTP ' + r.status);
+    return;
+  }
+  const row = inboxRows.find((l) => l.site === site && l.id === id);
+  if (row) row.state = state;
+  loadInbox();
+}
+
+function selectInbox(delta) {
+  if (!inboxRows.length) return;
+  let i = inboxRows.findIndex((l) => inboxKey(l) === inboxSelected);
+  i = i < 0 ? 0 : Math.max(0, Math.min(inboxRows.length - 1, i + delta));
+  inboxSelected = inboxKey(inboxRows[i]);
+  inboxSelectedIndex = i;
+  for (const li of document.querySelectorAll('#inbox li')) {
+    const on = li.dataset.site + '\u001f' + li.dataset.id === inboxSelected;
+    li.classList.toggle('selected', on);
+    if (on) li.scrollIntoView({ block: 'nearest' });
+  }
+}
+
+document.getElementById('inbox').addEventListener('click', (ev) => {
+  const b = ev.target.closest('button[data-mark]');
+  const li = ev.target.closest('li');
+  if (!li) return;
+  inboxSelected = li.dataset.site + '\u001f' + li.dataset.id;
+  inboxSelectedIndex = inboxRows.findIndex((l) => inboxKey(l) === inboxSelected);
+  for (const other of document.querySelectorAll('#inbox li')) other.classList.toggle('selected', other === li);
+  if (b) markListing(li.dataset.site, li.dataset.id, b.dataset.mark);
+});
+
+document.addEventListener('keydown', (ev) => {
+  if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  if (ev.target.closest && ev.target.closest('input, select, textarea')) return;
+  if (ev.key === 'j' || ev.key === 'ArrowDown') { selectInbox(1); ev.preventDefault(); return; }
+  if (ev.key === 'k' || ev.key === 'ArrowUp') { selectInbox(-1); ev.preventDefault(); return; }
+  const row = inboxRows.find((l) => inboxKey(l) === inboxSelected);
+  if (!row) return;
+  if (ev.key === 'o' || ev.key === 'Enter') {
+    const url = safeUrl(row.url);
+    if (url) window.open(url, '_blank', 'noopener,noreferrer');
+    return;
+  }
+  const mark = MARKS.find(([, k]) => k === ev.key);
+  if (mark) { markListing(row.site, row.id, mark[0]); ev.preventDefault(); }
+});
+
+document.getElementById('inbox-filters').addEventListener('change', () => { inboxPages = 1; loadInbox(); });
+document.getElementById('inbox-more').addEventListener('click', () => { inboxPages += 1; loadInbox(); });
+
+// The search filter offers the searches the status view shows.
+function updateInboxSearches(view) {
+  const sel = document.getElementById('inbox-filters').search;
+  const names = (view.searches || []).map((s) => s.name);
+  const have = Array.from(sel.options).slice(1).map((o) => o.value);
+  if (names.join('\u001f') === have.join('\u001f')) return;
+  const current = sel.value;
+  sel.replaceChildren(el('option', { value: '' }, 'all'), ...names.map((n) => el('option', { value: n }, n)));
+  sel.value = names.includes(current) ? current : '';
+}
+
 setInterval(tick, TICK_MS);
 poll();
+loadInbox();

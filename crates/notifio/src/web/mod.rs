@@ -9,6 +9,7 @@
 
 mod api;
 mod auth;
+mod listings;
 mod page;
 
 pub use api::App;
@@ -140,18 +141,22 @@ pub async fn serve_app(
     let mut routes = router(source, token.clone());
     if let Some(app) = app {
         let token = token.filter(|t| !t.trim().is_empty());
-        let reads = api::reads(Arc::clone(&app)).route_layer(middleware::from_fn_with_state(
-            Arc::new(token.clone()),
-            auth::require_token,
-        ));
+        let reads = api::reads(Arc::clone(&app))
+            .merge(listings::reads(Arc::clone(&app)))
+            .route_layer(middleware::from_fn_with_state(
+                Arc::new(token.clone()),
+                auth::require_token,
+            ));
         let rules = Arc::new(auth::MutationRules {
             hosts: Arc::clone(&hosts),
             token,
         });
-        let changes = api::changes(app).route_layer(middleware::from_fn_with_state(
-            rules,
-            auth::require_mutation_rules,
-        ));
+        let changes = api::changes(Arc::clone(&app))
+            .merge(listings::changes(app))
+            .route_layer(middleware::from_fn_with_state(
+                rules,
+                auth::require_mutation_rules,
+            ));
         routes = routes.merge(reads).merge(changes);
     }
     let routes = routes

@@ -24,9 +24,11 @@ pub(super) fn render() -> (String, String) {
     // 128 random bits in hex (hex digits are valid in a CSP nonce's base64 grammar).
     let nonce = format!("{:032x}", rand::random::<u128>());
     let html = TEMPLATE.replace("{{NONCE}}", &nonce);
+    // Images may come from the sites (the inbox's thumbnails, loaded by the user's browser,
+    // without a referrer, as when they look at the site): nothing else may.
     let csp = format!(
         "default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; \
-         connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
+         connect-src 'self'; img-src 'self' data: https: http:; base-uri 'none'; form-action 'none'; \
          frame-ancestors 'none'"
     );
     (html, csp)

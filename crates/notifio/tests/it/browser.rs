@@ -1,7 +1,7 @@
 //! The dashboard in a real browser: headless Debian chromium driven through chromedriver by
 //! fantoccini, against `web::serve` on 127.0.0.1:0. Checks what only a browser can: the
 //! countdown ticks client-side, the reason names the refusal kind, and a new listing appears
-//! without a reload. Saves `target/dashboard.png` (and a phone-sized one) to look at.
+//! without a reload, and the listings inbox is marked with clicks and keys. Saves `target/dashboard.png` (and a phone-sized one) to look at.
 //!
 //! Without chromium/chromedriver (`.ci/install-test-deps.sh` installs them) the test skips with a
 //! message, except under `CI=true`, where a missing browser is a failure.
@@ -732,4 +732,139 @@ async fn drive(client: &Client, addr: SocketAddr, source: &TestSource) {
     let png = client.screenshot().await.unwrap();
     std::fs::write(artifact("dashboard-phone.png"), png).unwrap();
     println!("screenshots: {}", artifact("dashboard*.png").display());
+}
+
+/// The listings inbox in the page: marked with a click and with keys, kept across a reload
+/// (and so in the state database), the hidden one out of the inbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_are_marked_with_clicks_and_keys_and_stay_marked_after_a_reload() {
+    if browser_missing() {
+        return;
+    }
+    let flats = fake_portal::SiteSpec {
+        name: "flats".into(),
+        listings: 5,
+        page_bytes: 10_000,
+        ..fake_portal::SiteSpec::default()
+    };
+    let portal = fake_portal::Portal::start(vec![flats]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("notifio.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[watch]\nspacing = \"100ms\"\nstate_dir = {:?}\ndashboard = \"127.0.0.1:0\"\n\n\
+             [[search]]\nname = \"Flats\"\nurl = {:?}\ninterval = \"5s\"\n\
+             listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
+            dir.path().join("state").display().to_string(),
+            portal.search_url("flats", "all"),
+        ),
+    )
+    .unwrap();
+    let cfg = notifio::config::load(&config).unwrap();
+    let (addr, cancel, watcher) = crate::util::run_app(cfg).await;
+    let (_driver, client, _profile) = open_browser().await;
+    let outcome = std::panic::AssertUnwindSafe(drive_inbox(&client, addr))
+        .catch_unwind()
+        .await;
+    let _ = client.close().await;
+    cancel.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), watcher).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The rows of the inbox as (id, state), in order: read in one script, since the list is
+/// re-rendered under the test's feet.
+async fn inbox_rows(client: &Client) -> Vec<(String, String)> {
+    let v = client
+        .execute(
+            "return Array.from(document.querySelectorAll('[data-testid=inbox-listing]'))\
+             .map((li) => [li.dataset.id, li.dataset.state]);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    serde_json::from_value(v).unwrap_or_default()
+}
+
+/// Waits until the inbox's rows satisfy `f`.
+async fn inbox_until(
+    client: &Client,
+    what: &str,
+    f: impl Fn(&[(String, String)]) -> bool,
+) -> Vec<(String, String)> {
+    let start = Instant::now();
+    loop {
+        let rows = inbox_rows(client).await;
+        if f(&rows) {
+            return rows;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "timed out waiting for {what}: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn drive_inbox(client: &Client, addr: SocketAddr) {
+    client.goto(&format!("http://{addr}/")).await.unwrap();
+    let rows = inbox_until(client, "the baseline's five listings", |r| r.len() == 5).await;
+    assert!(rows.iter().all(|(_, s)| s == "new"), "{rows:?}");
+    let (first, second) = (rows[0].0.clone(), rows[1].0.clone());
+
+    // A click on the first row's favourite button.
+    client
+        .find(Locator::Css(&format!(
+            "[data-testid=inbox-listing][data-id=\"{first}\"] button[data-mark=favourite]"
+        )))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    inbox_until(client, "the favourite", |r| {
+        r.iter().any(|(id, s)| *id == first && s == "favourite")
+    })
+    .await;
+
+    // Keys: j moves to the second row (the click selected the first), h hides it, and c marks
+    // the row that took its place contacted.
+    let body = client.find(Locator::Css("body")).await.unwrap();
+    body.send_keys("jh").await.unwrap();
+    inbox_until(client, "the hidden listing leaving the inbox", |r| {
+        r.len() == 4 && !r.iter().any(|(id, _)| *id == second)
+    })
+    .await;
+    body.send_keys("c").await.unwrap();
+    let _ = inbox_until(client, "a contacted listing", |r| {
+        r.iter().any(|(_, s)| s == "contacted")
+    })
+    .await;
+
+    // A reload reads the marks back from the state database.
+    client.refresh().await.unwrap();
+    let rows = inbox_until(client, "the marks after a reload", |r| r.len() == 4).await;
+    let state_of = |id: &str| rows.iter().find(|(i, _)| i == id).map(|(_, s)| s.clone());
+    assert_eq!(state_of(&first).as_deref(), Some("favourite"), "{rows:?}");
+    assert_eq!(
+        state_of(&second),
+        None,
+        "the hidden listing is out: {rows:?}"
+    );
+    let contacted: Vec<_> = rows.iter().filter(|(_, s)| s == "contacted").collect();
+    assert_eq!(contacted.len(), 1, "{rows:?}");
+
+    // The hidden one is still there under "hidden".
+    client
+        .find(Locator::Css("[data-testid=inbox-state]"))
+        .await
+        .unwrap()
+        .select_by_value("hidden")
+        .await
+        .unwrap();
+    let rows = inbox_until(client, "the hidden view", |r| r.len() == 1).await;
+    assert_eq!(rows[0], (second, "hidden".to_owned()));
 }

@@ -18,6 +18,7 @@ mod extract;
 mod fetch;
 mod filters;
 mod fuzz_regressions;
+mod inbox;
 mod install;
 mod is24_app;
 mod journeys;
