@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Every schema version there is a fixture of.
-const VERSIONS: std::ops::RangeInclusive<i64> = 1..=9;
+const VERSIONS: std::ops::RangeInclusive<i64> = 1..=10;
 
 /// The first schema version with the `prices` table (price history).
 const PRICE_HISTORY: i64 = 5;
