@@ -30,6 +30,7 @@ mod server;
 
 pub use page::{CARDS_PER_PAGE, ChallengeKind, FakeListing, Hidden, IMAGE_BYTES};
 
+use bytes::Bytes;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::collections::{HashMap, VecDeque};
@@ -43,6 +44,8 @@ use tokio_util::sync::CancellationToken;
 /// At most this many requests are remembered (oldest dropped first), so a long-running
 /// `fake-portal` binary does not grow without bound.
 pub const MAX_RECORDED: usize = 200_000;
+/// Webhook bodies a site keeps ([`Portal::hooks`]).
+pub const MAX_HOOKS: usize = 1_000;
 
 /// One site of the portal.
 ///
@@ -234,6 +237,8 @@ pub(crate) struct SiteMut {
     pub(crate) sessions: std::collections::HashSet<String>,
     /// Visitor cookies handed out so far.
     pub(crate) visitors: u64,
+    /// What was posted to `/hooks/{name}` (a webhook sink for the demo), oldest first.
+    pub(crate) hooks: Vec<(String, Bytes)>,
 }
 
 impl SiteMut {
@@ -416,6 +421,7 @@ impl Portal {
                     cache: HashMap::new(),
                     sessions: std::collections::HashSet::new(),
                     visitors: 0,
+                    hooks: Vec::new(),
                 }),
                 spec,
                 base_url,
@@ -592,6 +598,32 @@ impl Portal {
         let before = st.listings.len();
         st.listings.retain(|(l, _)| l.id != id);
         st.listings.len() < before
+    }
+
+    /// Puts a listing taken off with [`Self::remove_listing`] back, at the top of its pages
+    /// (the let fell through, and the site shows it as fresh).
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    pub fn put_back(&self, site: &str, listing: FakeListing) {
+        let mut st = self.site(site).lock();
+        st.listings.push((listing, SystemTime::now()));
+    }
+
+    /// The bodies posted to `/hooks/{name}` on `site` so far, oldest first: the site doubles
+    /// as a webhook receiver (at most [`MAX_HOOKS`] kept).
+    ///
+    /// # Panics
+    /// On an unknown site name.
+    #[must_use]
+    pub fn hooks(&self, site: &str, name: &str) -> Vec<Bytes> {
+        self.site(site)
+            .lock()
+            .hooks
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, b)| b.clone())
+            .collect()
     }
 
     /// Every request so far (the last [`MAX_RECORDED`]), in arrival order.

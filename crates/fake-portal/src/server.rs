@@ -114,6 +114,7 @@ fn router(site: Arc<Site>) -> Router {
         .route("/poll", get(|| async { StatusCode::NO_CONTENT }))
         .route("/img/{name}", get(image))
         .route("/redirect/{n}", get(redirect))
+        .route("/hooks/{name}", post(hook))
         .fallback(|| async { html(StatusCode::NOT_FOUND, page::simple_page("Not found", "")) })
         .layer(middleware::from_fn_with_state(site.clone(), behave))
         .with_state(site)
@@ -807,6 +808,23 @@ async fn image() -> Response<Body> {
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("image/jpeg"));
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// A webhook sink: the body is kept for [`crate::Portal::hooks`] (the oldest dropped past
+/// [`crate::MAX_HOOKS`]), and answered 204.
+async fn hook(
+    State(site): State<Arc<Site>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response<Body> {
+    let mut st = site.lock();
+    if st.hooks.len() >= crate::MAX_HOOKS {
+        st.hooks.remove(0);
+    }
+    st.hooks.push((name, body));
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::NO_CONTENT;
     r
 }
 

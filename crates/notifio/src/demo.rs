@@ -5,8 +5,10 @@
 //! ladders (printed at start, so nothing is hidden), and hands it to the [`runner`] — exactly
 //! what `notifio watch` runs, dashboard and mbox notifier included — narrating each event on
 //! one line, in the words `watch` uses ([`narrate`]). Each search has the filter its name
-//! promises, and one new flat is held back by one, so a newcomer sees filters at work. What is
-//! the demo's own is here: the portal, its script, its config.
+//! promises, and one new flat is held back by one, so a newcomer sees filters at work. One
+//! flat is let (it leaves the site, and the inbox shows it gone), and a second channel, a
+//! webhook the portal receives, gets one digest a minute. What is the demo's own is here: the
+//! portal, its script, its config.
 //!
 //! [`runner`]: crate::runner
 //! [`narrate`]: crate::narrate
@@ -66,7 +68,9 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
     script_refusals(&portal, speed);
     let cancel = CancellationToken::new();
     let adder = spawn_new_listings(&portal, &cancel, s(12));
-    let dropper = spawn_price_drop(&portal, &cancel, s(30));
+    let dropper = spawn_later(&portal, &cancel, s(30), price_drop);
+    let letting = spawn_later(&portal, &cancel, s(40), let_one);
+    let digests = spawn_digest_reader(&portal, &cancel);
     if let Some(secs) = duration {
         let stop = cancel.clone();
         tokio::spawn(async move {
@@ -84,6 +88,8 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
     cancel.cancel();
     adder.abort();
     dropper.abort();
+    letting.abort();
+    digests.abort();
     portal.shutdown().await;
     println!(
         "\nStopped. State: {}  Mailbox: {}",
@@ -197,6 +203,11 @@ fn introduce(
         format_duration(s(12)),
         format_duration(s(30))
     );
+    println!(
+        "After {} a flat on rentals-demo is let and leaves the site: once 3 checks miss it, the \
+         dashboard's inbox shows it gone. The webhook channel gets one digest a minute.\n",
+        format_duration(s(40))
+    );
 }
 
 /// idealista-demo's script: it behaves, then answers 429, then challenge pages, then
@@ -248,29 +259,76 @@ fn spawn_new_listings(
     })
 }
 
-/// One price drop: the newest flat of the first search within its budget gets 12% cheaper.
-fn spawn_price_drop(
+/// Runs `event` on the portal once `after` has passed, unless the demo ends first.
+fn spawn_later(
     portal: &Portal,
     cancel: &CancellationToken,
     after: Duration,
+    event: fn(&Portal),
 ) -> JoinHandle<()> {
     let portal = portal.clone();
     let cancel = cancel.clone();
     tokio::spawn(async move {
         tokio::select! {
-            () = cancel.cancelled() => return,
-            () = tokio::time::sleep(after) => {}
-        }
-        let first = &DEMO_SEARCHES[0];
-        let newest = portal
-            .listings(first.site, first.slug)
-            .into_iter()
-            .find(|l| l.price <= CENTRE_BUDGET);
-        if let Some(l) = newest {
-            portal.set_price(first.site, &l.id, l.price * 88 / 100 / 10 * 10);
+            () = cancel.cancelled() => {}
+            () = tokio::time::sleep(after) => event(&portal),
         }
     })
 }
+
+/// One price drop: the newest flat of the first search within its budget gets 12% cheaper.
+fn price_drop(portal: &Portal) {
+    let first = &DEMO_SEARCHES[0];
+    let newest = portal
+        .listings(first.site, first.slug)
+        .into_iter()
+        .find(|l| l.price <= CENTRE_BUDGET);
+    if let Some(l) = newest {
+        portal.set_price(first.site, &l.id, l.price * 88 / 100 / 10 * 10);
+    }
+}
+
+/// One flat is let: the third on rentals-demo's first search leaves the site (every search
+/// that showed it misses it from then on).
+fn let_one(portal: &Portal) {
+    let first = &DEMO_SEARCHES[0];
+    if let Some(l) = portal.listings(first.site, first.slug).into_iter().nth(2)
+        && portal.remove_listing(first.site, &l.id)
+    {
+        println!(
+            "{} was let and left {}: once 3 checks miss it, the inbox shows it gone",
+            l.title, first.site
+        );
+    }
+}
+
+/// Tells each digest the demo's webhook channel receives (its subject).
+fn spawn_digest_reader(portal: &Portal, cancel: &CancellationToken) -> JoinHandle<()> {
+    let portal = portal.clone();
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        let mut told = 0;
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+            let bodies = portal.hooks(DIGEST_SITE, DIGEST_HOOK);
+            for body in bodies.iter().skip(told) {
+                let subject = serde_json::from_slice::<serde_json::Value>(body)
+                    .ok()
+                    .and_then(|v| v["subject"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "a message".to_owned());
+                println!("webhook channel (one digest a minute) got: {subject}");
+            }
+            told = bodies.len();
+        }
+    })
+}
+
+/// The site whose `/hooks/…` the demo's webhook channel posts to, and the hook's name.
+const DIGEST_SITE: &str = "rentals-demo";
+const DIGEST_HOOK: &str = "digest";
 
 /// The runner's hooks: each event narrated in the portal's site names, the mailbox named as
 /// where messages went, the dashboard's address printed.
@@ -405,7 +463,7 @@ fn demo_config(
         "# Notifio demo config: short ladders and intervals so the whole story fits in a few minutes.\n\
          [watch]\ninterval = {}\nspacing = {}\nconcurrency = 4\nstate_dir = {:?}\ndashboard = \"{dashboard}\"\n\n\
          [backoff]\nchallenge = [{}]\nrate_limited = [{}]\ndenied = [{}]\nerror = [{}]\nmax_wait = {}\n\n\
-         [notify]\nmailbox = {:?}\n\n",
+         [notify]\nmailbox = {:?}\n         # A second channel, received by the fake portal: one digest a minute.\n         webhook = {{ url = {:?}, digest = \"1m\" }}\n\n",
         s(8),
         s(1),
         state_dir.display().to_string(),
@@ -415,6 +473,7 @@ fn demo_config(
         ladder(&[5, 10, 20]),
         s(120),
         state_dir.join("notifications.mbox").display().to_string(),
+        format!("{}/hooks/{DIGEST_HOOK}", portal.base_url(DIGEST_SITE)),
     );
     if with_browser {
         t.push_str(&format!(

@@ -70,6 +70,8 @@ pub struct InboxQuery {
     pub max_price: Option<f64>,
     /// First seen at or after (epoch ms).
     pub since: Option<u64>,
+    /// Only the gone (true) or those still online (false).
+    pub gone: Option<bool>,
     /// Only listings that were news to a search (first seen after its baseline): what it
     /// announced or held back, not the page it found at first.
     pub news_only: bool,
@@ -89,6 +91,7 @@ impl Default for InboxQuery {
             min_price: None,
             max_price: None,
             since: None,
+            gone: None,
             news_only: false,
             page: 1,
             per_page: 50,
@@ -130,12 +133,17 @@ impl InboxQuery {
                         bad("expected new, seen, favourite, hidden or contacted")
                     })?);
                 }
-                "matched" => {
-                    q.matched = Some(match value {
+                "matched" | "gone" => {
+                    let v = match value {
                         "true" | "1" => true,
                         "false" | "0" => false,
                         _ => return Err(bad("expected true or false")),
-                    });
+                    };
+                    if key == "gone" {
+                        q.gone = Some(v);
+                    } else {
+                        q.matched = Some(v);
+                    }
                 }
                 "min_price" | "max_price" => {
                     let v: f64 = value
@@ -172,8 +180,8 @@ impl InboxQuery {
                     return Err((
                         key.clone(),
                         format!(
-                            "unknown parameter `{key}` (known: search, site, state, matched, news, \
-                             min_price, max_price, since, page, per_page, format)"
+                            "unknown parameter `{key}` (known: search, site, state, matched, gone, \
+                             news, min_price, max_price, since, page, per_page, format)"
                         ),
                     ));
                 }
@@ -219,6 +227,9 @@ pub struct InboxListing {
     pub listing: Listing,
     /// When Notifio first saw it (epoch ms).
     pub first_seen: u64,
+    /// When it went from its searches' pages (epoch ms: the first of the checks that missed
+    /// it); `None` while it is online.
+    pub gone_at: Option<u64>,
     /// What the user made of it.
     pub state: ListingState,
     /// The searches that found it (by name).
@@ -241,6 +252,12 @@ impl InboxListing {
         }
     }
 
+    /// How long it was online (ms), once it is gone.
+    #[must_use]
+    pub fn online_ms(&self) -> Option<u64> {
+        self.gone_at.map(|g| g.saturating_sub(self.first_seen))
+    }
+
     /// As the API shows it.
     #[must_use]
     pub fn to_json(&self) -> serde_json::Value {
@@ -260,6 +277,8 @@ impl InboxListing {
             "searches": self.searches,
             "matched": self.matched,
             "first_seen": self.first_seen,
+            "gone_at": self.gone_at,
+            "online_s": self.online_ms().map(|ms| ms / 1000),
             "prices": self.prices.iter().map(|(at, p)| serde_json::json!([at, p])).collect::<Vec<_>>(),
             "also_on": self.also_on,
         })
@@ -420,7 +439,7 @@ fn csv_field(s: &str) -> String {
 pub fn csv(listings: &[InboxListing]) -> String {
     let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let mut s = String::from(
-        "site,id,title,price,currency,price_per_m2,rooms,area_m2,url,image,state,searches,matched,first_seen\r\n",
+        "site,id,title,price,currency,price_per_m2,rooms,area_m2,url,image,state,searches,matched,first_seen,gone_at\r\n",
     );
     let mut row = |l: &InboxListing, site: &str, id: &str, url: Option<&str>, price| {
         let fields = [
@@ -438,6 +457,7 @@ pub fn csv(listings: &[InboxListing]) -> String {
             csv_field(&l.searches.join("; ")),
             l.matched.to_string(),
             rfc3339(l.first_seen),
+            l.gone_at.map(rfc3339).unwrap_or_default(),
         ];
         s.push_str(&fields.join(","));
         s.push_str("\r\n");
@@ -476,6 +496,7 @@ mod tests {
                 description: None,
             },
             first_seen: 1_764_900_000_000,
+            gone_at: None,
             state: ListingState::New,
             searches: vec!["Madrid".into()],
             matched: true,

@@ -173,6 +173,19 @@ pub struct SearchStatus {
     /// it (half the time between checks), in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_delay_s: Option<f64>,
+    /// New listings it found per day, the last 14 days, oldest first (today last).
+    #[serde(default)]
+    pub new_per_day: Vec<u32>,
+    /// Its listings that are gone (missed by every search on `gone_after` good checks).
+    #[serde(default)]
+    pub gone: u32,
+    /// How long its gone listings stayed online, the median of the latest 50, in seconds
+    /// ("listings here stay online 6 h"); none before the first is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stays_online_s: Option<u64>,
+    /// How long each of those stayed online, in seconds, oldest first (the chart).
+    #[serde(default)]
+    pub online_s: Vec<u64>,
 }
 
 /// A recently found listing, for the dashboard.
@@ -332,6 +345,7 @@ pub fn build(store: &Store, now: u64, backoff: &BackoffPolicy) -> Result<StatusV
             row,
             entry,
             expired.contains(&row.site),
+            now,
         )?);
     }
     let mut site_keys: Vec<&String> = rows.iter().map(|r| &r.site).collect();
@@ -388,8 +402,10 @@ fn search_status(
     row: &SearchRow,
     entry: Option<&(Entry, bool)>,
     session_expired: bool,
+    now: u64,
 ) -> Result<SearchStatus, StoreError> {
     let state = shown_state(row, session_expired);
+    let lifecycle = store.lifecycle(row.id, now)?;
     let entry = entry.map(|(e, _)| e);
     let new_listings = store
         .recent_listings(row.id, RECENT_LISTINGS)?
@@ -418,6 +434,10 @@ fn search_status(
         reason: search_reason(state, entry, &row.site),
         checks_per_hour: None,
         expected_delay_s: None,
+        new_per_day: lifecycle.new_per_day,
+        gone: lifecycle.gone,
+        stays_online_s: lifecycle.stays_online_ms.map(|ms| ms / 1000),
+        online_s: lifecycle.online_ms.iter().map(|ms| ms / 1000).collect(),
     })
 }
 

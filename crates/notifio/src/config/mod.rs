@@ -96,6 +96,8 @@ pub struct WatchSettings {
     pub notify_existing: bool,
     /// Checks kept in history per search (100).
     pub history: usize,
+    /// Good checks in a row that must miss a listing before it is gone (3).
+    pub gone_after: u32,
     /// Defaults for every search's filters and price-change keys (none: every listing is
     /// announced, and every price drop).
     pub announce: AnnounceRules,
@@ -116,6 +118,7 @@ impl fmt::Debug for WatchSettings {
             .field("dashboard_hosts", &self.dashboard_hosts)
             .field("notify_existing", &self.notify_existing)
             .field("history", &self.history)
+            .field("gone_after", &self.gone_after)
             .field("announce", &self.announce)
             .finish()
     }

@@ -62,6 +62,7 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # dashboard_token = "…"     # or set NOTIFIO_DASHBOARD_TOKEN (preferred)
 # notify_existing = false
 # history = 100             # checks kept per search
+# gone_after = 3            # a listing missing from its searches' pages on 3 good checks in a row is gone
 # budget = "4/min"          # a request budget per site: at most 4 requests in any minute, spent on each
 #                           # site's searches where its listings appear (docs/policy.md). Worth it once a
 #                           # site has two or more searches; without one, every search keeps its interval.

@@ -65,6 +65,7 @@ const WATCH_KEYS: &[&str] = &[
     "dashboard_hosts",
     "notify_existing",
     "history",
+    "gone_after",
     "budget",
     "max_interval",
     "active_hours",
@@ -188,6 +189,10 @@ const DEFAULT_CONCURRENCY: usize = 4;
 const DEFAULT_DASHBOARD: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 7878);
 const DEFAULT_HISTORY: usize = 100;
+/// Good checks in a row that miss a listing before it is gone.
+const DEFAULT_GONE_AFTER: u32 = 3;
+/// More than this many checks would keep a gone listing online for days.
+const MAX_GONE_AFTER: u32 = 1000;
 /// Every search is checked at least this often, budget or not.
 const DEFAULT_MAX_INTERVAL: Duration = Duration::from_secs(15 * 60);
 const DEFAULT_BODY_CAP: usize = 10 * 1024 * 1024;
@@ -307,6 +312,7 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
             dashboard_hosts: Vec::new(),
             notify_existing: false,
             history: DEFAULT_HISTORY,
+            gone_after: DEFAULT_GONE_AFTER,
             announce: AnnounceRules::default(),
             budget: None,
             max_interval: DEFAULT_MAX_INTERVAL,
@@ -361,6 +367,17 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
         .map(|f| usize_at_least(&f, 1))
         .transpose()?
         .unwrap_or(DEFAULT_HISTORY);
+    let gone_after = t
+        .get("gone_after")
+        .map(|f| {
+            let n = f.integer_at_least(1)?;
+            u32::try_from(n)
+                .ok()
+                .filter(|n| *n <= MAX_GONE_AFTER)
+                .ok_or_else(|| f.err(format!("{n} is more than {MAX_GONE_AFTER} checks")))
+        })
+        .transpose()?
+        .unwrap_or(DEFAULT_GONE_AFTER);
     let announce = announce_rules(&t, &AnnounceRules::default())?;
     let budget = t.get("budget").map(|f| budget(&f)).transpose()?;
     let max_interval = max_interval(&t)?.unwrap_or(DEFAULT_MAX_INTERVAL);
@@ -378,6 +395,7 @@ fn watch(root: &Table<'_>, base: &Path, env: &Environment) -> Result<WatchSettin
         dashboard_hosts,
         notify_existing,
         history,
+        gone_after,
         announce,
     })
 }

@@ -75,6 +75,12 @@ fn filters(q: &InboxQuery) -> (String, Vec<Value>) {
     if let Some(max) = q.max_price {
         push("l.price <= ?", Value::Real(max));
     }
+    if let Some(gone) = q.gone {
+        push(
+            "(l.gone_at IS NOT NULL) = ?",
+            Value::Integer(i64::from(gone)),
+        );
+    }
     if let Some(since) = q.since {
         push(
             "l.first_seen >= ?",
@@ -100,7 +106,7 @@ pub(super) fn page(conn: &Connection, q: &InboxQuery) -> Result<InboxPage, Store
     let offset = q.page.saturating_sub(1).saturating_mul(per_page);
     let mut stmt = conn.prepare(&format!(
         "SELECT l.site, l.listing_id, l.title, l.price, l.currency, l.rooms, l.area_m2, l.url,
-                l.image, l.first_seen, l.state,
+                l.image, l.first_seen, l.state, l.gone_at,
                 (SELECT group_concat(name, char(31)) FROM (SELECT s.name FROM search_listings sl
                    JOIN searches s ON s.id = sl.search_id
                    WHERE sl.site = l.site AND sl.listing_id = l.listing_id AND s.active
@@ -111,7 +117,7 @@ pub(super) fn page(conn: &Connection, q: &InboxQuery) -> Result<InboxPage, Store
          ORDER BY l.first_seen DESC, l.site, l.listing_id LIMIT {per_page} OFFSET {offset}"
     ))?;
     let rows = stmt.query_map(params_from_iter(values.iter()), |r| {
-        let searches: Option<String> = r.get(11)?;
+        let searches: Option<String> = r.get(12)?;
         let state: Option<ByName<ListingState>> = r.get(10)?;
         Ok(InboxListing {
             site: r.get(0)?,
@@ -127,11 +133,12 @@ pub(super) fn page(conn: &Connection, q: &InboxQuery) -> Result<InboxPage, Store
                 description: None,
             },
             first_seen: r.get(9)?,
+            gone_at: r.get(11)?,
             state: state.map_or(ListingState::New, |s| s.0),
             searches: searches
                 .map(|s| s.split('\u{1f}').map(str::to_owned).collect())
                 .unwrap_or_default(),
-            matched: r.get::<_, Option<bool>>(12)?.unwrap_or(true),
+            matched: r.get::<_, Option<bool>>(13)?.unwrap_or(true),
             prices: Vec::new(),
             also_on: Vec::new(),
         })

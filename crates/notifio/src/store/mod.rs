@@ -8,12 +8,14 @@
 //! so they can never disagree. The outbox table itself belongs to `notify::outbox`.
 
 mod inbox;
+mod lifecycle;
 mod lock;
 mod names;
 mod news;
 mod prices;
 mod schema;
 
+pub use lifecycle::SearchLifecycle;
 pub use lock::{Holder, StateLock};
 pub use names::{ByName, Named};
 
@@ -184,6 +186,8 @@ pub struct CheckRecord<'a> {
     /// For each of `searches`, what of its news is announced (filters, price rules); a search
     /// without an entry announces everything.
     pub rules: &'a [&'a crate::filter::AnnounceRules],
+    /// Good checks in a row that must miss a listing before it is gone (`[watch] gone_after`).
+    pub gone_after: u32,
 }
 
 /// One search's share of an ordinary check that found nothing to announce and changed no
@@ -202,6 +206,9 @@ pub struct RoutineCheck {
     pub attempts: u32,
     /// Latency in ms.
     pub latency_ms: u64,
+    /// The check read the search's page and found it as it was (a 304, or the same bytes):
+    /// the listings missing from it are missed once more (see `lifecycle`).
+    pub read_page: bool,
 }
 
 /// What recording a check found.
@@ -220,6 +227,8 @@ pub struct Recorded {
     /// Known listings whose price changed since the store last saw one (announced or not,
     /// as each search's rules say).
     pub changes: Vec<crate::price::PriceChange>,
+    /// Listings that are gone since this check (missed by all their searches).
+    pub gone: usize,
 }
 
 /// What the last good page of a search looked like. A page whose fingerprint matches cannot
@@ -519,6 +528,15 @@ impl Store {
         prices::history(&self.conn, site, listing_id)
     }
 
+    /// What a search's listings did lately: new ones per day, how many are gone, how long
+    /// they stayed online.
+    ///
+    /// # Errors
+    /// On SQL failure.
+    pub fn lifecycle(&self, search_id: u32, now: u64) -> Result<SearchLifecycle, StoreError> {
+        lifecycle::of_search(&self.conn, search_id, now)
+    }
+
     /// The newest listings first seen by a search that its filters let through (newest
     /// first).
     ///
@@ -703,9 +721,13 @@ impl Tx<'_> {
         checks: &[RoutineCheck],
         states: &[(u32, SearchState, Option<u64>)],
         history: usize,
+        gone_after: u32,
     ) -> Result<(), StoreError> {
         let tx = &self.0;
         for c in checks {
+            if c.read_page {
+                lifecycle::missed_again(tx, c.search_id, gone_after)?;
+            }
             write_history(
                 tx,
                 c.search_id,
@@ -932,7 +954,7 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
                 "INSERT OR IGNORE INTO listings (site, listing_id, first_seen, title, price, currency, rooms, area_m2, url, image)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?;
-            let mut link = tx.prepare_cached("INSERT OR IGNORE INTO search_listings (search_id, site, listing_id, first_seen) VALUES (?1, ?2, ?3, ?4)")?;
+            let mut link = tx.prepare_cached("INSERT OR IGNORE INTO search_listings (search_id, site, listing_id, first_seen, seen_page, seen_rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
             // Which of the page's listings each search already has: one indexed lookup per
             // search instead of two INSERT OR IGNOREs per listing (a changed page usually
             // differs by one listing). A search's listing is always in `listings` too: both
@@ -940,7 +962,7 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
             let page_ids =
                 serde_json::to_string(&listings.iter().map(|l| l.id.as_str()).collect::<Vec<_>>())?;
             let mut known_stmt = tx.prepare_cached(
-                "SELECT listing_id FROM search_listings WHERE search_id = ?1 AND listing_id IN (SELECT value FROM json_each(?2))",
+                "SELECT listing_id, seen_page, misses, first_seen, seen_rank FROM search_listings WHERE search_id = ?1 AND listing_id IN (SELECT value FROM json_each(?2))",
             )?;
             // A listing with a new id is still not new if the site showed its link before under
             // another id: changing `id_attr`, or a profile reading ids differently, would
@@ -956,22 +978,49 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
             let mut keep_first_seen = tx.prepare_cached(
                 "UPDATE listings SET first_seen = ?3 WHERE site = ?1 AND listing_id = ?2",
             )?;
-            let mut known: Vec<std::collections::HashSet<String>> = Vec::new();
+            // And where each stands in its lifecycle (the page it was last seen on, its misses).
+            let mut known: Vec<HashMap<String, lifecycle::Followed>> = Vec::new();
             for (id, _, _) in rec.searches {
                 known.push(
                     known_stmt
-                        .query_map(params![id, page_ids], |r| r.get(0))?
+                        .query_map(params![id, page_ids], |r| {
+                            Ok((
+                                r.get(0)?,
+                                lifecycle::Followed {
+                                    page: r.get(1)?,
+                                    misses: r.get(2)?,
+                                    age: lifecycle::Age {
+                                        first_seen: r.get(3)?,
+                                        rank: std::cmp::Reverse(r.get(4)?),
+                                    },
+                                },
+                            ))
+                        })?
                         .collect::<Result<_, _>>()?,
                 );
             }
+            // The oldest listing each search found now (a new one's age is this check).
+            let mut oldest: Vec<Option<lifecycle::Age>> = vec![None; rec.searches.len()];
             for (i, l) in listings.iter().enumerate() {
-                let missing: Vec<u32> = rec
-                    .searches
-                    .iter()
-                    .zip(&known)
-                    .filter(|(_, k)| !k.contains(&l.id))
-                    .map(|((id, _, _), _)| *id)
-                    .collect();
+                let page = u32::try_from(page_of(i)).unwrap_or(u32::MAX);
+                let rank = u32::try_from(i).unwrap_or(u32::MAX);
+                let mut missing: Vec<u32> = Vec::new();
+                for (((id, _, _), k), old) in rec.searches.iter().zip(&known).zip(&mut oldest) {
+                    let age = match k.get(&l.id) {
+                        Some(was) => {
+                            lifecycle::seen(tx, *id, (site, &l.id), (page, rank), *was)?;
+                            was.age
+                        }
+                        None => {
+                            missing.push(*id);
+                            lifecycle::Age {
+                                first_seen: rec.now,
+                                rank: std::cmp::Reverse(rank),
+                            }
+                        }
+                    };
+                    *old = Some(old.map_or(age, |o| o.min(age)));
+                }
                 if missing.is_empty() {
                     continue;
                 }
@@ -980,7 +1029,7 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
                     l.image
                 ])? == 1;
                 for id in missing {
-                    link.execute(params![id, site, l.id, rec.now])?;
+                    link.execute(params![id, site, l.id, rec.now, page, rank])?;
                 }
                 if !fresh {
                     continue;
@@ -1002,6 +1051,23 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
                         }
                         out.new.push(l.clone());
                     }
+                }
+            }
+            // A check that read all it set out to (no refusal cut it short) tells which of
+            // the listings it read before are missing now.
+            if rec.outcome == Outcome::Ok {
+                for ((id, _, _), oldest) in rec.searches.iter().zip(oldest) {
+                    // What its check before found (`found` is written after this).
+                    let found_before: Option<usize> = tx
+                        .prepare_cached("SELECT found FROM searches WHERE id = ?1")?
+                        .query_row([id], |r| r.get(0))?;
+                    let read = lifecycle::Window {
+                        pages: pages_read,
+                        ids: &page_ids,
+                        oldest,
+                        shrank: found_before.is_some_and(|n| listings.len() < n),
+                    };
+                    out.gone += lifecycle::missed(tx, *id, read, rec.now, rec.gone_after)?;
                 }
             }
         }

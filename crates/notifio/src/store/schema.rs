@@ -92,6 +92,8 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 10: what the user made of each listing (the inbox), kept beside the listing.
     super::inbox::MIGRATE_TO_MARKS,
+    // 11: which listings are gone, and when they went (docs/dashboard.md#gone-listings).
+    super::lifecycle::MIGRATE_TO_LIFECYCLE,
 ];
 
 /// Brings the schema up to date (including the outbox's own schema).

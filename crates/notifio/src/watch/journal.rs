@@ -148,7 +148,12 @@ impl Journal {
     }
 
     /// Writes every kept row.
-    pub(super) fn flush(&mut self, tx: &Tx<'_>, history: usize) -> Result<(), StoreError> {
+    pub(super) fn flush(
+        &mut self,
+        tx: &Tx<'_>,
+        history: usize,
+        gone_after: u32,
+    ) -> Result<(), StoreError> {
         if self.owed_since.take().is_none() {
             return Ok(());
         }
@@ -157,7 +162,7 @@ impl Journal {
             .into_iter()
             .map(|(id, (state, next))| (id, state, next))
             .collect();
-        tx.record_routine(&checks, &states, history)
+        tx.record_routine(&checks, &states, history, gone_after)
     }
 
     /// Whether the metrics snapshot is older than [`META_EVERY`].

@@ -76,8 +76,11 @@ impl Watcher {
             check,
             outcome,
             fetched,
+            same_page,
             ..
         } = done;
+        // The page as it was: a 304, or the same bytes as the last good one.
+        let read_page = *same_page || *outcome == Outcome::Unchanged;
         let latency_ms = u64::try_from(fetched.latency.as_millis()).unwrap_or(u64::MAX);
         let rows = check
             .searches
@@ -90,6 +93,7 @@ impl Watcher {
                 status: fetched.status(),
                 attempts: fetched.attempts,
                 latency_ms,
+                read_page,
             });
         self.journal
             .keep(rows, &self.scheduler, self.searches.on_site(&check.site));
@@ -105,12 +109,13 @@ impl Watcher {
         t: Timestamp,
     ) -> Result<Recorded, WatchError> {
         let history = self.config.watch.history;
+        let gone_after = self.config.watch.gone_after;
         let site = &done.check.site;
         let (recorded, told) = self.store.transaction(|tx| {
-            self.journal.flush(tx, history)?;
+            self.journal.flush(tx, history, gone_after)?;
             self.journal
                 .write_site(tx, &self.scheduler, site, self.searches.on_site(site), t)?;
-            let recorded = record_check(tx, &self.searches, done, t, history)?;
+            let recorded = record_check(tx, &self.searches, done, t, (history, gone_after))?;
             remember_page(tx, &mut self.pages, &self.searches, done)?;
             // News about a site is told by the run that owns its schedule.
             let told = match reaction {
@@ -140,12 +145,13 @@ impl Watcher {
     /// snapshot; every model with `all` (shutdown).
     pub(super) fn flush_all(&mut self, all: bool) -> Result<(), WatchError> {
         let history = self.config.watch.history;
+        let gone_after = self.config.watch.gone_after;
         let t = now();
         let plan = self
             .plans
             .view(&self.searches, &self.config, &self.scheduler, t);
         Ok(self.store.transaction(|tx| {
-            self.journal.flush(tx, history)?;
+            self.journal.flush(tx, history, gone_after)?;
             if !self.journal.is_guest() {
                 self.plans.save(tx, t, all)?;
             }
@@ -262,7 +268,7 @@ fn record_check(
     searches: &Searches,
     done: &Done,
     t: Timestamp,
-    history: usize,
+    (history, gone_after): (usize, u32),
 ) -> Result<Recorded, StoreError> {
     let Done {
         check,
@@ -296,6 +302,7 @@ fn record_check(
         channels: &routes,
         history,
         rules: &rules,
+        gone_after,
     })
 }
 

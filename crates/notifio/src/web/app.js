@@ -160,6 +160,46 @@ function planLine(s) {
     + ' now · typically notified within ' + about(s.expected_delay_s);
 }
 
+// What a search's listings did lately, as two rows of inline SVG bars: new listings per day
+// (the last 14 days, today on the right) and how long each of its latest gone listings
+// stayed online. No script, nothing external.
+function lifecycleChart(s) {
+  const days = s.new_per_day || [];
+  const online = s.online_s || [];
+  if (!days.some((n) => n > 0) && !online.length) return null;
+  const ns = 'http://www.w3.org/2000/svg';
+  const bars = (vals, w, h, cls, title) => {
+    const svg = document.createElementNS(ns, 'svg');
+    svg.setAttribute('class', 'bars ' + cls);
+    svg.setAttribute('width', w); svg.setAttribute('height', h);
+    svg.setAttribute('viewBox', '0 0 ' + w + ' ' + h);
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', title);
+    const hi = Math.max(...vals, 1);
+    const step = w / Math.max(vals.length, 1);
+    vals.forEach((v, i) => {
+      const r = document.createElementNS(ns, 'rect');
+      const bh = v > 0 ? Math.max(1, (v / hi) * (h - 1)) : 0;
+      r.setAttribute('x', (i * step + 0.5).toFixed(1));
+      r.setAttribute('y', (h - bh).toFixed(1));
+      r.setAttribute('width', Math.max(step - 1, 1).toFixed(1));
+      r.setAttribute('height', bh.toFixed(1));
+      svg.append(r);
+    });
+    return svg;
+  };
+  const total = days.reduce((a, b) => a + b, 0);
+  const box = el('div', { class: 'lifecycle', 'data-testid': 'lifecycle' },
+    el('p', { class: 'muted' }, bars(days, 112, 24, 'new', 'new listings per day: ' + days.join(', ')),
+      ' ' + total + ' new in ' + days.length + ' days'));
+  if (s.stays_online_s != null) {
+    box.append(el('p', { class: 'muted', 'data-testid': 'stays-online' },
+      bars(online.map((x) => Math.log1p(x)), 112, 24, 'online', 'time online of the latest gone listings'),
+      ' Listings here stay online ' + about(s.stays_online_s) + ' (median of ' + online.length + ' gone)'));
+  }
+  return box;
+}
+
 function renderSearch(s, site) {
   const reason = reasonFor(s, site);
   const plan = planLine(s);
@@ -184,6 +224,8 @@ function renderSearch(s, site) {
         : 'Never checked'),
   );
   card.append(searchActions(s));
+  const chart = lifecycleChart(s);
+  if (chart) card.append(chart);
   const listings = s.new_listings || [];
   if (listings.length) {
     const ul = el('ul', { class: 'listings', 'data-testid': 'listings' });
@@ -597,6 +639,7 @@ function inboxParams() {
   if (f.state.value) p.set('state', f.state.value);
   if (f.search.value) p.set('search', f.search.value);
   if (f.matched.checked) p.set('matched', 'true');
+  if (f.gone.value) p.set('gone', f.gone.value);
   return p;
 }
 
@@ -640,11 +683,13 @@ function renderInboxRow(l) {
   const found = el('p', { class: 'found' }, 'on ' + l.site,
     also.length ? ' · also on ' : null, ...also.flatMap((a, i) => (i ? [', ', a] : [a])),
     ' · ' + (l.searches || []).join(', '),
-    ' · first seen ', el('span', { title: fmtClock(l.first_seen) }, fmtAgo(l.first_seen)));
+    ' · first seen ', el('span', { title: fmtClock(l.first_seen) }, fmtAgo(l.first_seen)),
+    l.gone_at ? el('span', { class: 'gone', 'data-testid': 'gone', title: 'gone ' + fmtClock(l.gone_at) },
+      ' · gone after ' + about(l.online_s || 0)) : null);
   const marks = el('div', { class: 'marks' }, ...MARKS.map(([state, k, text]) =>
     el('button', { type: 'button', 'data-mark': state, 'aria-pressed': l.state === state ? 'true' : 'false', title: 'key ' + k }, text)));
   const li = el('li', {
-    class: 'mark-' + l.state + (key === inboxSelected ? ' selected' : ''),
+    class: 'mark-' + l.state + (l.gone_at ? ' gone' : '') + (key === inboxSelected ? ' selected' : ''),
     'data-site': l.site, 'data-id': l.id, 'data-state': l.state, 'data-testid': 'inbox-listing',
   }, img,
     el('div', {}, link(l.url, l.title || '(untitled listing)', 'title'),

@@ -147,11 +147,7 @@ async fn start(portal: &Portal, token: Option<&'static str>) -> Running {
         addr,
         cancel,
         task,
-        http: reqwest::Client::builder()
-            .no_proxy()
-            .timeout(Duration::from_secs(20))
-            .build()
-            .unwrap(),
+        http: crate::util::api_client(),
         token,
     }
 }

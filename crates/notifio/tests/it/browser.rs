@@ -76,6 +76,10 @@ fn initial_view(start: u64) -> StatusView {
                 reason: None,
                 checks_per_hour: None,
                 expected_delay_s: None,
+                new_per_day: vec![],
+                gone: 0,
+                stays_online_s: None,
+                online_s: vec![],
             },
             SearchStatus {
                 id: 4,
@@ -96,6 +100,10 @@ fn initial_view(start: u64) -> StatusView {
                 reason: None,
                 checks_per_hour: None,
                 expected_delay_s: None,
+                new_per_day: vec![],
+                gone: 0,
+                stays_online_s: None,
+                online_s: vec![],
             },
             SearchStatus {
                 id: 5,
@@ -119,6 +127,10 @@ fn initial_view(start: u64) -> StatusView {
                 reason: None,
                 checks_per_hour: None,
                 expected_delay_s: None,
+                new_per_day: vec![],
+                gone: 0,
+                stays_online_s: None,
+                online_s: vec![],
             },
         ],
         sites: vec![
@@ -351,8 +363,9 @@ async fn a_search_is_previewed_added_and_deleted_from_the_page() {
     std::fs::write(
         &config,
         format!(
-            "[watch]\nspacing = \"100ms\"\nstate_dir = {:?}\ndashboard = \"127.0.0.1:0\"\n\n\
-             [[search]]\nname = \"Flats\"\nurl = {:?}\ninterval = \"5s\"\n\
+            "[watch]\nspacing = \"100ms\"\nstate_dir = {:?}\ndashboard = \"127.0.0.1:0\"\n\
+             gone_after = 2\n\n\
+             [[search]]\nname = \"Flats\"\nurl = {:?}\ninterval = \"2s\"\n\
              listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
             dir.path().join("state").display().to_string(),
             portal.search_url("flats", "all"),
@@ -735,7 +748,8 @@ async fn drive(client: &Client, addr: SocketAddr, source: &TestSource) {
 }
 
 /// The listings inbox in the page: marked with a click and with keys, kept across a reload
-/// (and so in the state database), the hidden one out of the inbox.
+/// (and so in the state database), the hidden one out of the inbox; a let listing shown gone,
+/// with the search's lifecycle chart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listings_are_marked_with_clicks_and_keys_and_stay_marked_after_a_reload() {
     if browser_missing() {
@@ -753,8 +767,9 @@ async fn listings_are_marked_with_clicks_and_keys_and_stay_marked_after_a_reload
     std::fs::write(
         &config,
         format!(
-            "[watch]\nspacing = \"100ms\"\nstate_dir = {:?}\ndashboard = \"127.0.0.1:0\"\n\n\
-             [[search]]\nname = \"Flats\"\nurl = {:?}\ninterval = \"5s\"\n\
+            "[watch]\nspacing = \"100ms\"\nstate_dir = {:?}\ndashboard = \"127.0.0.1:0\"\n\
+             gone_after = 2\n\n\
+             [[search]]\nname = \"Flats\"\nurl = {:?}\ninterval = \"2s\"\n\
              listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
             dir.path().join("state").display().to_string(),
             portal.search_url("flats", "all"),
@@ -764,7 +779,7 @@ async fn listings_are_marked_with_clicks_and_keys_and_stay_marked_after_a_reload
     let cfg = notifio::config::load(&config).unwrap();
     let (addr, cancel, watcher) = crate::util::run_app(cfg).await;
     let (_driver, client, _profile) = open_browser().await;
-    let outcome = std::panic::AssertUnwindSafe(drive_inbox(&client, addr))
+    let outcome = std::panic::AssertUnwindSafe(drive_inbox(&client, addr, &portal))
         .catch_unwind()
         .await;
     let _ = client.close().await;
@@ -809,7 +824,7 @@ async fn inbox_until(
     }
 }
 
-async fn drive_inbox(client: &Client, addr: SocketAddr) {
+async fn drive_inbox(client: &Client, addr: SocketAddr, portal: &fake_portal::Portal) {
     client.goto(&format!("http://{addr}/")).await.unwrap();
     let rows = inbox_until(client, "the baseline's five listings", |r| r.len() == 5).await;
     assert!(rows.iter().all(|(_, s)| s == "new"), "{rows:?}");
@@ -867,4 +882,74 @@ async fn drive_inbox(client: &Client, addr: SocketAddr) {
         .unwrap();
     let rows = inbox_until(client, "the hidden view", |r| r.len() == 1).await;
     assert_eq!(rows[0], (second, "hidden".to_owned()));
+
+    // The favourite is let: two checks (2 s apart) miss it, and "gone" shows it, marked so.
+    assert!(portal.remove_listing("flats", &first));
+    client
+        .find(Locator::Css("[data-testid=inbox-state]"))
+        .await
+        .unwrap()
+        .select_by_value("")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("[data-testid=inbox-gone]"))
+        .await
+        .unwrap()
+        .select_by_value("true")
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let gone = loop {
+        let v = client
+            .execute(
+                "return Array.from(document.querySelectorAll('[data-testid=inbox-listing]'))\
+                 .map((li) => [li.dataset.id, li.querySelector('[data-testid=gone]') ? \
+                 li.querySelector('[data-testid=gone]').textContent : '']);",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let rows: Vec<(String, String)> = serde_json::from_value(v).unwrap_or_default();
+        if rows.len() == 1 && !rows[0].1.is_empty() {
+            break rows;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out waiting for the let listing to be gone: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(gone[0].0, first, "{gone:?}");
+    assert!(gone[0].1.contains("gone after"), "{gone:?}");
+    // The search's card draws its lifecycle and says how long listings stay online.
+    let start = Instant::now();
+    loop {
+        let text = client
+            .execute(
+                "const e = document.querySelector('[data-testid=stays-online]');\
+                 return e ? e.textContent : '';",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let text = text.as_str().unwrap_or_default().to_owned();
+        if text.contains("stay online") {
+            assert!(text.contains("median of 1 gone"), "{text}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the search card shows no lifecycle: {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let bars = client
+        .execute(
+            "return document.querySelectorAll('[data-testid=lifecycle] svg rect').length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(bars.as_u64().unwrap_or(0) >= 2, "bars drawn: {bars}");
 }

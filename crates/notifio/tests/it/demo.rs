@@ -100,13 +100,13 @@ fn the_demo_tells_the_whole_story_and_delivers_to_the_mailbox() {
             assert!(!line.contains("Studio"), "{line}");
         }
     }
-    let drop = stdout
+    let dropped = stdout
         .lines()
         .find(|l| l.contains("price dropped on"))
         .unwrap();
     assert!(
-        drop.contains(" in ") && !drop.contains(": listing "),
-        "the drop names the flat by its title, not its id: {drop}"
+        dropped.contains(" in ") && !dropped.contains(": listing "),
+        "the drop names the flat by its title, not its id: {dropped}"
     );
     // The probe comes after the refusal and the recovery after a probe.
     let refusal = stdout.find("refused (rate_limited").unwrap();
@@ -129,6 +129,23 @@ fn the_demo_tells_the_whole_story_and_delivers_to_the_mailbox() {
         "the price drop delivered, under its listing's title: {mbox}"
     );
     let state_dir = std::path::Path::new(mailbox).parent().unwrap();
+    // The let flat is gone in the inbox; a second channel takes one digest a minute.
+    assert!(
+        stdout.contains("was let and left rentals-demo"),
+        "the narrative lacks the let flat"
+    );
+    let store = notifio::store::Store::open(state_dir).unwrap();
+    let gone = store
+        .inbox(&notifio::inbox::InboxQuery {
+            gone: Some(true),
+            ..notifio::inbox::InboxQuery::default()
+        })
+        .unwrap();
+    assert_eq!(gone.total, 1, "{:?}", gone.listings);
+    assert!(gone.listings[0].online_ms().is_some());
+    let config = std::fs::read_to_string(state_dir.join("demo.toml")).unwrap();
+    assert!(config.contains("digest = \"1m\""), "{config}");
+    drop(store);
     let _ = std::fs::remove_dir_all(state_dir);
 }
 

@@ -4,62 +4,13 @@
 //! never told, a favourite's always is), the Atom feeds and the CSV/JSON export. A fake
 //! portal on loopback, the mailbox channel as the place announcements land.
 
+use crate::util::App;
 use fake_portal::{Portal, SiteSpec};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::time::{Duration, Instant};
-
-struct App {
-    addr: std::net::SocketAddr,
-    cancel: tokio_util::sync::CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), notifio::runner::RunError>>,
-    http: reqwest::Client,
-}
+use std::time::Duration;
 
 impl App {
-    async fn start(config: &Path) -> Self {
-        let cfg = notifio::config::load(config).unwrap_or_else(|e| panic!("{e}"));
-        let (addr, cancel, task) = crate::util::run_app(cfg).await;
-        Self {
-            addr,
-            cancel,
-            task,
-            http: reqwest::Client::builder()
-                .no_proxy()
-                .timeout(Duration::from_secs(20))
-                .build()
-                .unwrap(),
-        }
-    }
-
-    async fn stop(self) {
-        self.cancel.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
-    }
-
-    async fn get(&self, path: &str) -> (u16, String, String) {
-        let resp = self
-            .http
-            .get(format!("http://{}{path}", self.addr))
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status().as_u16();
-        let ctype = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned();
-        (status, ctype, resp.text().await.unwrap())
-    }
-
-    async fn listings(&self, query: &str) -> Value {
-        let (status, _, body) = self.get(&format!("/api/listings{query}")).await;
-        assert_eq!(status, 200, "{body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
     async fn mark(&self, site: &str, id: &str, state: &str) -> (u16, Value) {
         let resp = self
             .http
@@ -73,22 +24,6 @@ impl App {
         let status = resp.status().as_u16();
         let body = resp.bytes().await.unwrap();
         (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
-    }
-
-    /// Waits until `/api/listings{query}` says `f`.
-    async fn until(&self, query: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
-        let start = Instant::now();
-        loop {
-            let v = self.listings(query).await;
-            if f(&v) {
-                return v;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "timed out waiting for {what}: {v}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
     }
 }
 

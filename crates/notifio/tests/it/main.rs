@@ -22,6 +22,7 @@ mod inbox;
 mod install;
 mod is24_app;
 mod journeys;
+mod lifecycle;
 mod notify;
 mod pages;
 mod quiet;

@@ -206,6 +206,94 @@ impl Fake {
 
 // ---------------------------------------------------------------- the app in-process
 
+/// A running watcher with its dashboard (see [`run_app`]), and a client for its API.
+pub(crate) struct App {
+    pub(crate) addr: std::net::SocketAddr,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), notifio::runner::RunError>>,
+    pub(crate) http: reqwest::Client,
+}
+
+/// A client for the dashboard's API on loopback: no proxy, a 20 s deadline.
+pub(crate) fn api_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+}
+
+impl App {
+    /// Runs the watcher of the config file at `config`.
+    pub(crate) async fn start(config: &Path) -> Self {
+        let cfg = notifio::config::load(config).unwrap_or_else(|e| panic!("{e}"));
+        let (addr, cancel, task) = run_app(cfg).await;
+        Self {
+            addr,
+            cancel,
+            task,
+            http: api_client(),
+        }
+    }
+
+    /// Stops it, as Ctrl-C does.
+    pub(crate) async fn stop(self) {
+        self.cancel.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+    }
+
+    /// `GET path`: its status, content type and body.
+    pub(crate) async fn get(&self, path: &str) -> (u16, String, String) {
+        let resp = self
+            .http
+            .get(format!("http://{}{path}", self.addr))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let ctype = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        (status, ctype, resp.text().await.unwrap())
+    }
+
+    /// `GET path`, which must answer 200 with JSON.
+    pub(crate) async fn json(&self, path: &str) -> Value {
+        let (status, _, body) = self.get(path).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+    }
+
+    /// `GET /api/listings{query}`.
+    pub(crate) async fn listings(&self, query: &str) -> Value {
+        self.json(&format!("/api/listings{query}")).await
+    }
+
+    /// `GET /api/status`.
+    pub(crate) async fn status(&self) -> Value {
+        self.json("/api/status").await
+    }
+
+    /// Waits until `/api/listings{query}` says `f`.
+    pub(crate) async fn until(&self, query: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let v = self.listings(query).await;
+            if f(&v) {
+                return v;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "timed out waiting for {what}: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
 /// A running `notifio watch` (watcher, live reload, dashboard with its API) in this process,
 /// as `notifio watch` runs it (`runner::run`): its dashboard's address, the token that stops it, its task.
 pub(crate) async fn run_app(
@@ -557,15 +645,58 @@ pub(crate) fn fast_ladder() -> notifio_policy::BackoffPolicy {
 }
 
 /// What this thread logs, at every level, while the guard lives: to look for secrets in.
-pub(crate) fn capture_log() -> (LogBuf, tracing::subscriber::DefaultGuard) {
+///
+/// One global subscriber writes to the buffer of the thread it runs on. A scoped subscriber
+/// per test (`set_default`) races with the other test threads over tracing's per-callsite
+/// interest cache: a callsite first hit elsewhere can be cached as "never", and the test then
+/// sees an empty log under load. A global one is never missing, so nothing is cached away.
+pub(crate) fn capture_log() -> (LogBuf, LogGuard) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let layer = tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_writer(|| ThreadLog)
+            .with_filter(tracing_subscriber::filter::filter_fn(|_| {
+                CAPTURE.with(|c| c.borrow().is_some())
+            }));
+        let _ = tracing_subscriber::registry().with(layer).try_init();
+    });
     let logs = LogBuf::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::TRACE)
-        .finish();
-    (logs, tracing::subscriber::set_default(subscriber))
+    CAPTURE.with(|c| *c.borrow_mut() = Some(logs.clone()));
+    (logs, LogGuard(()))
+}
+
+thread_local! {
+    static CAPTURE: std::cell::RefCell<Option<LogBuf>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Stops [`capture_log`]'s capture on this thread when dropped.
+pub(crate) struct LogGuard(());
+
+impl Drop for LogGuard {
+    fn drop(&mut self) {
+        CAPTURE.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+/// Writes to the capturing buffer of the thread it is on, if any.
+struct ThreadLog;
+
+impl std::io::Write for ThreadLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        CAPTURE.with(|c| {
+            if let Some(log) = c.borrow().as_ref() {
+                log.0.lock().unwrap().extend_from_slice(buf);
+            }
+        });
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The log [`capture_log`] collects.
@@ -576,16 +707,6 @@ impl LogBuf {
     /// Everything logged so far.
     pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl std::io::Write for LogBuf {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 

@@ -789,6 +789,7 @@ fn a_link_shared_by_several_cards_does_not_hide_a_new_listing() {
                     channels: &[],
                     history: 10,
                     rules: &[],
+                    gone_after: 3,
                 })
             })
             .unwrap()

@@ -59,6 +59,10 @@ fn sample_view() -> StatusView {
                 reason: None,
                 checks_per_hour: None,
                 expected_delay_s: None,
+                new_per_day: vec![],
+                gone: 0,
+                stays_online_s: None,
+                online_s: vec![],
             },
             SearchStatus {
                 id: 4,
@@ -83,6 +87,10 @@ fn sample_view() -> StatusView {
                 reason: Some("all good".into()),
                 checks_per_hour: None,
                 expected_delay_s: None,
+                new_per_day: vec![],
+                gone: 0,
+                stays_online_s: None,
+                online_s: vec![],
             },
         ],
         sites: vec![SiteStatus {
