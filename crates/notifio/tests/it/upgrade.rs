@@ -1,5 +1,5 @@
 //! Upgrades from every earlier schema: a state database written by the real `notifio` of each
-//! schema version (`tests/fixtures/state-db/v1.db` … `v8.db`, made by the `make.sh` beside
+//! schema version (`tests/fixtures/state-db/v1.db` … `v11.db`, made by the `make.sh` beside
 //! them with the binaries of the commit each README entry names), opened with today's code,
 //! still holds every search, listing, price, price history row, backoff entry and outbox row
 //! it had, and its pending notifications are still due.
@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Every schema version there is a fixture of.
-const VERSIONS: std::ops::RangeInclusive<i64> = 1..=10;
+const VERSIONS: std::ops::RangeInclusive<i64> = 1..=11;
 
 /// The first schema version with the `prices` table (price history).
 const PRICE_HISTORY: i64 = 5;
