@@ -147,6 +147,7 @@ fn dashboard_address(dashboard: &str) -> anyhow::Result<SocketAddr> {
     Ok(if std::net::TcpListener::bind(dashboard_addr).is_ok() {
         dashboard_addr
     } else {
+        println!("({dashboard_addr} is in use: the dashboard takes a free port instead.)");
         SocketAddr::from(([127, 0, 0, 1], 0))
     })
 }

@@ -677,7 +677,7 @@ function renderInboxRow(l) {
     : el('span', { class: 'thumb' });
   const facts = [fmtPrice(l),
     l.price_per_m2 ? new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 }).format(l.price_per_m2) + '/m²' : null,
-    l.rooms ? l.rooms + ' rooms' : null,
+    l.rooms ? l.rooms + (l.rooms === 1 ? ' room' : ' rooms') : null,
     l.area_m2 ? l.area_m2 + ' m²' : null].filter(Boolean).join(' · ');
   const also = (l.also_on || []).map((t) => link(t.url, t.site, 'also'));
   const found = el('p', { class: 'found' }, 'on ' + l.site,
