@@ -10,6 +10,7 @@ fuzz_target!(|text: &str| {
     let env = Environment {
         home: Some(PathBuf::from("/home/fuzz")),
         data_dir: Some(PathBuf::from("/home/fuzz/.local/share/notifio")),
+        config_dir: None,
         dashboard_token: None,
     };
     match parse_in(text, Path::new("/fuzz/notifio.toml"), &env) {

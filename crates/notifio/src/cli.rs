@@ -109,6 +109,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the site profiles: the built-in ones and your files in `sites/` beside the
+    /// config (or in ~/.config/notifio/sites), with the hosts each covers and where it comes
+    /// from. A search on one of those hosts is read without a `listing` spec.
+    Profiles {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a commented starter config.
     Init {
         /// Where (default ./notifio.toml).
@@ -339,6 +347,21 @@ fn one_thread_runtime() -> Result<tokio::runtime::Runtime, Failure> {
 /// See [`Failure`].
 pub fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
+        Command::Profiles { json } => {
+            let path = cli.config.unwrap_or_else(config::default_path);
+            let env = config::Environment::from_process();
+            let dirs = crate::extract::catalog::user_dirs(&path, env.config_dir.as_deref());
+            let catalog = crate::extract::Catalog::with_user_dirs(&dirs).map_err(|e| {
+                Failure::from(ConfigError::at(
+                    &e.path, &e.text, e.offset, &e.key, e.message,
+                ))
+            })?;
+            write_out(&if json {
+                format!("{}\n", crate::extract::catalog::listing_json(&catalog))
+            } else {
+                crate::extract::catalog::listing_text(&catalog)
+            })
+        }
         Command::Ladders { json } => {
             let (backoff, retry) = match cli.config {
                 Some(p) => {

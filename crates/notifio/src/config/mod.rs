@@ -65,6 +65,9 @@ pub struct Config {
     /// A digest of the text it was read from: the live reload parses the file again only
     /// once its text differs from this.
     pub text_digest: u64,
+    /// The site profiles: the built-in ones and the user's files in `sites/`
+    /// (docs/sites.md#writing-a-profile).
+    pub profiles: Arc<crate::extract::Catalog>,
 }
 
 /// `[watch]`.
@@ -383,9 +386,6 @@ pub struct SiteSettings {
     /// With `fetch = "app"`: the app endpoint's base URL instead of the app's own.
     pub app_api: Option<url::Url>,
 }
-
-/// Profiles a search or site may name.
-pub const PROFILES: [&str; 4] = ["idealista", "immoscout24", "facebook", "generic"];
 
 impl Config {
     /// The request budget of `site`: its own, else `[watch] budget`, else none (fixed

@@ -34,6 +34,9 @@ pub struct Environment {
     /// The platform data directory for notifio (`~/.local/share/notifio` on Linux), the
     /// default `state_dir`.
     pub data_dir: Option<PathBuf>,
+    /// The platform config directory for notifio (`~/.config/notifio` on Linux): its `sites/`
+    /// holds the user's profile files, beside the config's own `sites/`.
+    pub config_dir: Option<PathBuf>,
     /// `NOTIFIO_DASHBOARD_TOKEN`, when set and not empty.
     pub dashboard_token: Option<String>,
     /// `NOTIFIO_BROWSER`, when set and not empty.
@@ -45,6 +48,7 @@ impl fmt::Debug for Environment {
         f.debug_struct("Environment")
             .field("home", &self.home)
             .field("data_dir", &self.data_dir)
+            .field("config_dir", &self.config_dir)
             .field(
                 "dashboard_token",
                 &self.dashboard_token.as_ref().map(|_| "<redacted>"),
@@ -66,6 +70,7 @@ impl Environment {
         Self {
             home: BaseDirs::new().map(|b| b.home_dir().to_owned()),
             data_dir: project_dirs().map(|p| p.data_dir().to_owned()),
+            config_dir: project_dirs().map(|p| p.config_dir().to_owned()),
             dashboard_token: std::env::var(DASHBOARD_TOKEN_ENV)
                 .ok()
                 .filter(|t| !t.trim().is_empty()),
@@ -218,6 +223,7 @@ mod tests {
         Environment {
             home: Some(PathBuf::from("/home/ana")),
             data_dir: Some(PathBuf::from("/home/ana/.local/share/notifio")),
+            config_dir: None,
             dashboard_token: Some("s3cret".into()),
             browser: None,
         }

@@ -14,7 +14,7 @@ use super::resolve::{
 };
 use super::{
     BrowserSettings, Config, ConfigError, EmailSettings, FetchMode, FetchSettings, NotifySettings,
-    PROFILES, SearchConfig, SiteSettings, Spot, WatchSettings, WebhookFormat, WebhookSettings,
+    SearchConfig, SiteSettings, Spot, WatchSettings, WebhookFormat, WebhookSettings,
 };
 use crate::filter::{AnnounceRules, Pattern};
 use crate::listing::{CardSpec, FieldSpec, ListingSpec};
@@ -226,9 +226,11 @@ pub(crate) fn config_and_checks(
     let fetch = fetch(&root)?;
     let notify = notify(&root, &watch, &base, env, &mut pending)?;
     let browser = browser(&root, &watch, &base, env)?;
-    let (sites, fetch_keys, budget_keys) = sites(&root, &base, env, &mut pending)?;
+    let profiles = profile_catalog(path, env)?;
+    let (sites, fetch_keys, budget_keys) = sites(&root, &base, env, &profiles, &mut pending)?;
     let searches = searches(
         &root,
+        &profiles,
         &watch,
         &sites,
         &fetch_keys,
@@ -247,6 +249,7 @@ pub(crate) fn config_and_checks(
         searches,
         sites,
         text_digest: text_digest(text),
+        profiles,
     };
     Ok((config, pending))
 }
@@ -288,14 +291,17 @@ fn usize_at_least(f: &Field<'_>, min: i64) -> Result<usize> {
     usize::try_from(n).map_err(|_| f.err(format!("{n} is too large")))
 }
 
-fn profile(f: &Field<'_>) -> Result<String> {
+/// `profile = "…"`: a name the catalog knows (its own files' too), or `generic`.
+fn profile(f: &Field<'_>, catalog: &crate::extract::Catalog) -> Result<String> {
     let p = f.non_empty_str()?;
-    if PROFILES.contains(&p) {
-        Ok(p.to_owned())
+    let names = catalog.names();
+    if names.iter().any(|n| n.eq_ignore_ascii_case(p.trim())) {
+        Ok(p.trim().to_ascii_lowercase())
     } else {
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
         Err(f
             .err(format!("unknown profile `{p}`"))
-            .with_hint(suggestion(p, &PROFILES, "profiles")))
+            .with_hint(suggestion(p, &names, "profiles")))
     }
 }
 
@@ -966,6 +972,7 @@ fn sites(
     root: &Table<'_>,
     base: &Path,
     env: &Environment,
+    catalog: &crate::extract::Catalog,
     pending: &mut Vec<Pending>,
 ) -> Result<(BTreeMap<String, SiteSettings>, FetchKeys, BudgetKeys)> {
     let mut out: BTreeMap<String, SiteSettings> = BTreeMap::new();
@@ -1009,7 +1016,7 @@ fn sites(
             cookies,
             budget: t.get("budget").map(|f| budget(&f)).transpose()?,
             spacing: t.duration("spacing")?,
-            profile: t.get("profile").map(|p| profile(&p)).transpose()?,
+            profile: t.get("profile").map(|p| profile(&p, catalog)).transpose()?,
             fetch: t.get("fetch").map(|m| fetch_mode(&m)).transpose()?,
             app_api: t.get("app_api").map(|u| app_api(&u)).transpose()?,
             login_url: t
@@ -1069,8 +1076,18 @@ fn pages(f: &Field<'_>) -> Result<u32> {
 pub const MAX_SEARCHES_PER_SITE: usize = 1_000;
 const _: () = assert!(MAX_SEARCHES_PER_SITE <= notifio_policy::MAX_URLS_PER_SITE);
 
+/// The built-in profiles with the user's files over them; a bad file is a config error at
+/// its own line and key.
+fn profile_catalog(path: &Path, env: &Environment) -> Result<Arc<crate::extract::Catalog>> {
+    let dirs = crate::extract::catalog::user_dirs(path, env.config_dir.as_deref());
+    crate::extract::Catalog::with_user_dirs(&dirs)
+        .map(Arc::new)
+        .map_err(|e| ConfigError::at(&e.path, &e.text, e.offset, &e.key, e.message))
+}
+
 fn searches(
     root: &Table<'_>,
+    profiles: &Arc<crate::extract::Catalog>,
     watch: &WatchSettings,
     sites: &BTreeMap<String, SiteSettings>,
     fetch_keys: &FetchKeys,
@@ -1083,7 +1100,7 @@ fn searches(
         sites,
         fetch_keys,
         channels,
-        profiles: crate::extract::ProfileCache::default(),
+        profiles: crate::extract::ProfileCache::new(Arc::clone(profiles)),
         watch_announce: Arc::new(watch.announce.clone()),
         names: HashMap::new(),
         per_site: HashMap::new(),
@@ -1148,7 +1165,7 @@ impl<'a> SearchReader<'a, '_> {
         };
         let site_settings = self.sites.get(site.as_str());
         let profile = match t.get("profile") {
-            Some(p) => Some(profile(&p)?),
+            Some(p) => Some(profile(&p, self.profiles.catalog())?),
             None => site_settings.and_then(|s| s.profile.clone()),
         };
         let listing = t.get("listing").map(|l| listing(&l)).transpose()?;
@@ -1169,7 +1186,7 @@ impl<'a> SearchReader<'a, '_> {
         let profile_name = shared.profile.name();
         let fetch = site_settings
             .and_then(|s| s.fetch)
-            .unwrap_or_else(|| FetchMode::default_for_profile(profile_name));
+            .unwrap_or_else(|| FetchMode::default_for(shared.profile.as_ref()));
         if shared.profile.needs_cookies() {
             needs_cookies(&name, &site, &url_f, site_settings, &shared, pending)?;
         }

@@ -20,8 +20,12 @@ use std::time::Duration;
 pub struct Facebook;
 
 impl SiteProfile for Facebook {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "facebook"
+    }
+
+    fn default_fetch(&self) -> &'static str {
+        "browser"
     }
 
     fn markers(&self) -> Markers {

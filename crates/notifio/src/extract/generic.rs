@@ -162,7 +162,7 @@ fn card_rules(spec: &CardSpec) -> Result<CardRules, ProfileError> {
 }
 
 impl SiteProfile for Generic {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "generic"
     }
 

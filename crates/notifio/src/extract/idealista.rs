@@ -51,8 +51,12 @@ static NEXT: LazyLock<Option<lol_html::Selector>> =
     LazyLock::new(|| ".pagination li.next a[href]".parse().ok());
 
 impl SiteProfile for Idealista {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "idealista"
+    }
+
+    fn default_fetch(&self) -> &'static str {
+        "browser"
     }
 
     fn next_page(&self, body: &[u8], page_url: &url::Url, _page: u32) -> Option<url::Url> {

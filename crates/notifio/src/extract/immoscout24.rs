@@ -55,8 +55,12 @@ static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
 });
 
 impl SiteProfile for ImmoScout24 {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "immoscout24"
+    }
+
+    fn default_fetch(&self) -> &'static str {
+        "app"
     }
 
     fn ready_selector(&self) -> Option<&str> {

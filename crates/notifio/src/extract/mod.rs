@@ -5,6 +5,7 @@
 //! results" looks like, so an empty search is never mistaken for a changed layout. Everything
 //! here streams (`lol_html`, or serde_json on just the embedded JSON slice): no DOM is built.
 
+pub mod catalog;
 pub mod facebook;
 pub mod generic;
 mod html;
@@ -15,6 +16,7 @@ pub mod immoscout24_app;
 mod parse;
 
 use crate::listing::{Listing, ListingSpec};
+pub use catalog::Catalog;
 use notifio_policy::{Markers, SiteKey};
 use regex::Regex;
 use std::sync::{Arc, LazyLock};
@@ -39,12 +41,16 @@ pub enum Extraction {
 
 /// How one site's result pages are read and judged.
 pub trait SiteProfile: Send + Sync + std::fmt::Debug {
-    /// The profile's name: one of [`PROFILE_NAMES`].
-    fn name(&self) -> &'static str;
+    /// The profile's name: one of the [`Catalog`]'s, or `generic`.
+    fn name(&self) -> &str;
     /// [`Markers::generic`] extended with the site's challenge, login and logged-out markers.
     fn markers(&self) -> Markers;
     /// Reads the listings of a result page; links are made absolute against `page_url`.
     fn extract(&self, body: &[u8], page_url: &url::Url) -> Extraction;
+    /// How the site is fetched when its config names no `fetch`: `http`, `browser` or `app`.
+    fn default_fetch(&self) -> &'static str {
+        "http"
+    }
     /// Whether the site is only usable with a logged-in session (cookies).
     fn needs_cookies(&self) -> bool {
         false
@@ -78,18 +84,17 @@ pub trait SiteProfile: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// The profile names a config may force.
-pub const PROFILE_NAMES: [&str; 4] = ["idealista", "immoscout24", "facebook", "generic"];
-
 /// Why no profile could be built for a search.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProfileError {
     /// `profile = "…"` names no known profile.
-    #[error("unknown profile `{name}`; choose one of: {}", PROFILE_NAMES.join(", "))]
+    #[error("unknown profile `{name}`; choose one of: {}", known.join(", "))]
     UnknownProfile {
         /// The name given.
         name: String,
+        /// The names the catalog has.
+        known: Vec<String>,
     },
     /// A site without a built-in profile needs a `listing` spec.
     #[error(
@@ -120,12 +125,10 @@ pub enum ProfileError {
     },
 }
 
-/// Chooses the profile of a search: the forced one if given, else by site (Idealista,
-/// ImmobilienScout24, Facebook), else generic with the search's `listing` spec.
+/// Chooses the profile of a search from the built-in profiles (see [`ProfileCache`]).
 ///
 /// # Errors
-/// An unknown forced name, a generic site without a spec, or a spec whose selector or regex
-/// does not parse.
+/// As [`ProfileCache::profile_for`].
 pub fn profile_for(
     site: &SiteKey,
     forced: Option<&str>,
@@ -137,9 +140,15 @@ pub fn profile_for(
 /// Hands out one shared profile per (profile, spec) pair: a thousand searches with the same
 /// `listing` rules share one set of compiled selectors (each set is about a kilobyte), and one
 /// set of markers (built once here, not on every check).
-#[derive(Default)]
 pub struct ProfileCache {
-    made: Vec<(&'static str, Option<ListingSpec>, SharedProfile)>,
+    catalog: Arc<Catalog>,
+    made: Vec<(String, Option<ListingSpec>, SharedProfile)>,
+}
+
+impl Default for ProfileCache {
+    fn default() -> Self {
+        Self::new(Catalog::built_in())
+    }
 }
 
 /// A profile with its markers, as [`ProfileCache`] shares them.
@@ -152,10 +161,29 @@ pub struct SharedProfile {
 }
 
 impl ProfileCache {
-    /// [`profile_for`], reusing a profile already made for the same name and spec.
+    /// A cache over the profiles of `catalog`.
+    #[must_use]
+    pub fn new(catalog: Arc<Catalog>) -> Self {
+        Self {
+            catalog,
+            made: Vec::new(),
+        }
+    }
+
+    /// The catalog it hands out profiles from.
+    #[must_use]
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The profile of a search: the forced one if given, else the search's own `listing`
+    /// spec when it has one (the user said how to read the page), else its site's profile in
+    /// the catalog, else generic with the spec. A code profile (Idealista,
+    /// ImmobilienScout24, Facebook) ignores a spec, as it always has.
     ///
     /// # Errors
-    /// As [`profile_for`].
+    /// An unknown forced name, a generic site without a spec, or a spec whose selector or
+    /// regex does not parse.
     pub fn profile_for(
         &mut self,
         site: &SiteKey,
@@ -168,16 +196,16 @@ impl ProfileCache {
     /// [`Self::profile_for`] with the profile's markers.
     ///
     /// # Errors
-    /// As [`profile_for`].
+    /// As [`Self::profile_for`].
     pub fn shared_for(
         &mut self,
         site: &SiteKey,
         forced: Option<&str>,
         spec: Option<&ListingSpec>,
     ) -> Result<SharedProfile, ProfileError> {
-        let name = profile_name(site, forced)?;
+        let name = self.profile_name(site, forced, spec.is_some())?;
         // Only the generic profile reads the spec.
-        let spec = spec.filter(|_| name == "generic");
+        let spec = spec.filter(|_| name == catalog::GENERIC);
         if let Some((_, _, p)) = self
             .made
             .iter()
@@ -185,7 +213,7 @@ impl ProfileCache {
         {
             return Ok(p.clone());
         }
-        let profile = make_profile(name, site, spec)?;
+        let profile = self.make_profile(&name, site, spec)?;
         let shared = SharedProfile {
             markers: Arc::new(profile.markers()),
             profile,
@@ -193,50 +221,63 @@ impl ProfileCache {
         self.made.push((name, spec.cloned(), shared.clone()));
         Ok(shared)
     }
-}
 
-fn profile_name(site: &SiteKey, forced: Option<&str>) -> Result<&'static str, ProfileError> {
-    Ok(match forced {
-        Some(name) => {
+    fn profile_name(
+        &self,
+        site: &SiteKey,
+        forced: Option<&str>,
+        has_spec: bool,
+    ) -> Result<String, ProfileError> {
+        if let Some(name) = forced {
             let name = name.trim().to_ascii_lowercase();
-            PROFILE_NAMES
-                .iter()
-                .find(|n| **n == name)
-                .copied()
-                .ok_or(ProfileError::UnknownProfile { name })?
+            if name == catalog::GENERIC {
+                return Ok(name);
+            }
+            return self
+                .catalog
+                .by_name(&name)
+                .map(|e| e.name.clone())
+                .ok_or_else(|| ProfileError::UnknownProfile {
+                    name,
+                    known: self.catalog.names(),
+                });
         }
-        None => default_profile(site),
-    })
-}
+        Ok(match self.catalog.by_site(site) {
+            Some(e) if e.code.is_some() || !has_spec => e.name.clone(),
+            _ => catalog::GENERIC.to_owned(),
+        })
+    }
 
-/// The profile a site's searches get when none is named: Idealista, ImmobilienScout24 and
-/// Facebook by their sites, generic for the rest.
-#[must_use]
-pub fn default_profile(site: &SiteKey) -> &'static str {
-    match site.as_str() {
-        "idealista.com" | "idealista.it" | "idealista.pt" => "idealista",
-        "immobilienscout24.de" => "immoscout24",
-        "facebook.com" => "facebook",
-        _ => "generic",
+    fn make_profile(
+        &self,
+        name: &str,
+        site: &SiteKey,
+        spec: Option<&ListingSpec>,
+    ) -> Result<Arc<dyn SiteProfile>, ProfileError> {
+        let code = self.catalog.by_name(name).and_then(|e| e.code);
+        Ok(match code {
+            Some("idealista") => Arc::new(Idealista),
+            Some("immoscout24") => Arc::new(ImmoScout24),
+            Some("facebook") => Arc::new(Facebook),
+            _ => match self.catalog.declared(name) {
+                Some(declared) => declared,
+                None => {
+                    let spec = spec.ok_or_else(|| ProfileError::MissingSpec {
+                        site: site.to_string(),
+                    })?;
+                    Arc::new(Generic::new(spec)?)
+                }
+            },
+        })
     }
 }
 
-fn make_profile(
-    name: &str,
-    site: &SiteKey,
-    spec: Option<&ListingSpec>,
-) -> Result<Arc<dyn SiteProfile>, ProfileError> {
-    Ok(match name {
-        "idealista" => Arc::new(Idealista),
-        "immoscout24" => Arc::new(ImmoScout24),
-        "facebook" => Arc::new(Facebook),
-        _ => {
-            let spec = spec.ok_or_else(|| ProfileError::MissingSpec {
-                site: site.to_string(),
-            })?;
-            Arc::new(Generic::new(spec)?)
-        }
-    })
+/// The profile a site's searches get when none is named, among the built-in ones.
+#[must_use]
+pub fn default_profile(site: &SiteKey) -> String {
+    Catalog::built_in()
+        .by_site(site)
+        .map_or_else(|| catalog::GENERIC.to_owned(), |e| e.name.clone())
 }
 
 /// Conservative "no results" phrases, matched in the page's visible text only (never in

@@ -96,17 +96,12 @@ impl FetchMode {
         }
     }
 
-    /// The mode a site gets when its config names none: the browser for the profiles whose
-    /// sites refuse plain HTTP clients (Idealista's DataDome, Facebook's login wall), the app's
-    /// request for ImmobilienScout24 (whose web pages are behind a captcha for plain clients),
-    /// HTTP for the rest.
+    /// The mode a site gets when its config names none: what its profile asks for
+    /// ([`crate::extract::SiteProfile::default_fetch`]: the browser for the sites that
+    /// refuse plain HTTP clients, the app's request for ImmobilienScout24), else HTTP.
     #[must_use]
-    pub fn default_for_profile(profile: &str) -> Self {
-        match profile {
-            "idealista" | "facebook" => Self::Browser,
-            "immoscout24" => Self::App,
-            _ => Self::Http,
-        }
+    pub fn default_for(profile: &dyn crate::extract::SiteProfile) -> Self {
+        Self::parse(profile.default_fetch()).unwrap_or_default()
     }
 
     /// Whether this mode can read a site with this profile: only ImmobilienScout24 has an app

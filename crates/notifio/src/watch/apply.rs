@@ -520,7 +520,7 @@ impl Watcher {
                 .get(s.site.as_str())
                 .and_then(|x| x.profile.as_deref())
         });
-        let shared = match extract::ProfileCache::default().shared_for(
+        let shared = match extract::ProfileCache::new(Arc::clone(&self.config.profiles)).shared_for(
             &s.site,
             forced,
             s.listing.as_ref(),

@@ -384,7 +384,7 @@ fn load_cookies(
 /// Each search's profile (its own, else its site's, else the site's default), in config order;
 /// searches with the same rules share one.
 pub(super) fn profiles_for(config: &Config) -> Result<Vec<SharedProfile>, WatchError> {
-    let mut made = extract::ProfileCache::default();
+    let mut made = extract::ProfileCache::new(Arc::clone(&config.profiles));
     config
         .searches
         .iter()

@@ -329,20 +329,30 @@ struct UrlQuery {
 async fn profile(State(app): State<Arc<App>>, Query(q): Query<UrlQuery>) -> ApiResult {
     let site = SiteKey::from_url(q.url.trim()).map_err(|e| ApiError::bad(e.to_string(), "url"))?;
     let text = read(&app.config_path).await.unwrap_or_default();
-    let settings = config::parse(&text, &app.config_path)
-        .ok()
+    let parsed = config::parse(&text, &app.config_path).ok();
+    let settings = parsed
+        .as_ref()
         .and_then(|c| c.sites.get(site.as_str()).cloned())
         .unwrap_or_default();
+    let catalog = parsed.map_or_else(crate::extract::Catalog::built_in, |c| c.profiles);
+    let entry = match &settings.profile {
+        Some(name) => catalog.by_name(name),
+        None => catalog.by_site(&site),
+    };
     let profile = settings
         .profile
         .clone()
-        .unwrap_or_else(|| crate::extract::default_profile(&site).to_owned());
-    let fetch = settings
-        .fetch
-        .unwrap_or_else(|| crate::fetch::FetchMode::default_for_profile(&profile));
+        .unwrap_or_else(|| entry.map_or_else(|| "generic".to_owned(), |e| e.name.clone()));
+    let about = entry.map(|e| e.about.clone());
+    let fetch = settings.fetch.unwrap_or_else(|| {
+        entry
+            .and_then(|e| crate::fetch::FetchMode::parse(e.fetch))
+            .unwrap_or_default()
+    });
     Ok(Json(serde_json::json!({
         "site": site.as_str(),
         "profile": profile,
+        "about": about,
         "fetch": fetch,
         "needs_listing": profile == "generic",
     }))

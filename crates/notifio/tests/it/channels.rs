@@ -29,6 +29,7 @@ fn config(dir: &Path, notify: &str) -> Config {
     let env = Environment {
         home: Some(dir.to_path_buf()),
         data_dir: Some(dir.to_path_buf()),
+        config_dir: None,
         dashboard_token: None,
         browser: None,
     };
@@ -991,6 +992,7 @@ async fn a_search_routes_its_notifications_to_the_channels_it_names() {
     let env = Environment {
         home: None,
         data_dir: Some(dir.path().to_path_buf()),
+        config_dir: None,
         dashboard_token: None,
         browser: None,
     };
@@ -1355,6 +1357,7 @@ fn the_starter_config_shows_every_channel_commented_out() {
     let env = Environment {
         home: Some(dir.path().to_path_buf()),
         data_dir: Some(dir.path().to_path_buf()),
+        config_dir: None,
         dashboard_token: None,
         browser: None,
     };

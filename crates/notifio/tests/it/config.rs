@@ -14,6 +14,7 @@ fn env() -> Environment {
     Environment {
         home: Some(PathBuf::from("/home/ana")),
         data_dir: Some(PathBuf::from("/home/ana/.local/share/notifio")),
+        config_dir: None,
         dashboard_token: None,
         browser: None,
     }

@@ -112,6 +112,7 @@ fn env() -> Environment {
     Environment {
         home: Some(PathBuf::from("/home/fuzz")),
         data_dir: Some(PathBuf::from("/home/fuzz/.local/share/notifio")),
+        config_dir: None,
         dashboard_token: None,
         browser: None,
     }

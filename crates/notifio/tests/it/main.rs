@@ -25,6 +25,7 @@ mod journeys;
 mod lifecycle;
 mod notify;
 mod pages;
+mod profiles;
 mod quiet;
 #[path = "../support/real_pages.rs"]
 mod real_pages;

@@ -25,6 +25,7 @@ fn config(dir: &Path, notify: &str) -> Config {
     let env = Environment {
         home: Some(dir.to_path_buf()),
         data_dir: Some(dir.to_path_buf()),
+        config_dir: None,
         dashboard_token: None,
         browser: None,
     };

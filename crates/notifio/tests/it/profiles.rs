@@ -1,0 +1,181 @@
+//! Sites as data, from a user's side: a profile file dropped into `sites/` beside the config
+//! reads a portal with no `listing` spec, overrides a built-in profile of the same name, and
+//! is listed by `notifio profiles`; a bad file or an unknown name is a config error at its place.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn notifio(args: &[&str], config: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_notifio"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        // Only the `sites/` beside the config: not the machine's ~/.config/notifio/sites.
+        .env("XDG_CONFIG_HOME", config.parent().unwrap().join("xdg"))
+        .output()
+        .unwrap()
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+/// A fake portal with site `p`, and a config (in a temp dir) whose one search on it has no
+/// `listing` spec; `search_extra` goes into the `[[search]]` table.
+fn portal_and_config(
+    search_extra: &str,
+) -> (
+    tokio::runtime::Runtime,
+    fake_portal::Portal,
+    tempfile::TempDir,
+    PathBuf,
+) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let portal = rt
+        .block_on(fake_portal::Portal::start(vec![
+            fake_portal::SiteSpec::new("p"),
+        ]))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notifio.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[watch]\nstate_dir = {:?}\ndashboard = false\n\n[[search]]\nname = \"s\"\nurl = {:?}\n{search_extra}",
+            dir.path().join("state").display().to_string(),
+            portal.search_url("p", "s")
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("sites")).unwrap();
+    (rt, portal, dir, path)
+}
+
+fn host(portal: &fake_portal::Portal) -> String {
+    portal
+        .base_url("p")
+        .trim_start_matches("http://")
+        .to_owned()
+}
+
+fn profile_file(name: &str, host: &str) -> String {
+    format!(
+        "name = \"{name}\"\nabout = \"the fake portal\"\nhosts = [\"{host}\"]\n\n[listing]\nselector = \"article.listing\"\nid_attr = \"data-id\"\ntitle = \"h2\"\nprice = {{ selector = \".price\" }}\n"
+    )
+}
+
+fn checked_listings(out: &Output) -> usize {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let line = text(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    assert_eq!(v["outcome"], "ok", "{v}");
+    v["listings"].as_array().map_or(0, Vec::len)
+}
+
+#[test]
+fn a_profile_file_beside_the_config_reads_its_portal_without_a_listing_spec() {
+    let (_rt, portal, dir, path) = portal_and_config("");
+    // Without the file: a generic site, so the search needs a spec.
+    let out = notifio(&["check", "--json"], &path);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("listing"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let file = dir.path().join("sites/fake.toml");
+    std::fs::write(&file, profile_file("fake", &host(&portal))).unwrap();
+    let out = notifio(&["profiles"], &path);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with("fake "))
+        .unwrap_or_else(|| panic!("no row for the file's profile:\n{listed}"));
+    assert!(row.contains(&host(&portal)), "{row}");
+    assert!(
+        row.contains(&file.display().to_string()),
+        "says where it comes from: {row}"
+    );
+    assert!(
+        listed.contains("idealista"),
+        "the built-in ones too:\n{listed}"
+    );
+
+    let out = notifio(&["check", "--json", "--fresh"], &path);
+    assert!(checked_listings(&out) > 0, "{}", text(&out.stdout));
+    assert!(portal.request_count("p") >= 1);
+}
+
+#[test]
+fn a_user_file_overrides_the_built_in_profile_of_its_name() {
+    let (_rt, portal, dir, path) = portal_and_config("profile = \"idealista\"\n");
+    // The built-in idealista profile does not read the fake portal's cards…
+    let out = notifio(&["check", "--json"], &path);
+    let v: serde_json::Value =
+        serde_json::from_str(text(&out.stdout).lines().next().unwrap_or("{}")).unwrap();
+    assert_ne!(v["outcome"], "ok", "{v}");
+    // …the user's `idealista` does, and `profiles` says it comes from the file.
+    let file = dir.path().join("sites/my-idealista.toml");
+    std::fs::write(&file, profile_file("idealista", "idealista.com")).unwrap();
+    let out = notifio(&["check", "--json", "--fresh"], &path);
+    assert!(checked_listings(&out) > 0);
+    let out = notifio(&["profiles", "--json"], &path);
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mine: Vec<_> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"] == "idealista")
+        .collect();
+    assert_eq!(mine.len(), 1, "one idealista: {all}");
+    assert_eq!(mine[0]["from"], file.display().to_string());
+    assert_eq!(mine[0]["fetch"], "http");
+    let _ = portal;
+}
+
+#[test]
+fn an_unknown_profile_name_is_an_error_naming_the_known_ones() {
+    let (_rt, _portal, dir, path) = portal_and_config("profile = \"zillow\"\n");
+    std::fs::write(
+        dir.path().join("sites/fake.toml"),
+        profile_file("fake", "fake.example"),
+    )
+    .unwrap();
+    let out = notifio(&["check"], &path);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("unknown profile `zillow`"), "{err}");
+    assert!(
+        [
+            "`idealista`",
+            "`immoscout24`",
+            "`facebook`",
+            "`fake`",
+            "`generic`"
+        ]
+        .iter()
+        .all(|n| err.contains(n)),
+        "names the known ones, the user's too: {err}"
+    );
+    assert!(err.contains("notifio.toml:"), "at its place: {err}");
+}
+
+#[test]
+fn a_bad_profile_file_stops_every_command_at_its_line_and_key() {
+    let (_rt, _portal, dir, path) =
+        portal_and_config("listing = { selector = \"article.listing\" }\n");
+    std::fs::write(
+        dir.path().join("sites/bad.toml"),
+        "name = \"bad\"\nhosts = [\"bad.example\"]\n\n[listing]\nselector = \"li\"\nprize = \".price\"\n",
+    )
+    .unwrap();
+    for args in [&["check"][..], &["profiles"][..]] {
+        let out = notifio(args, &path);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains("bad.toml:6:1"), "{args:?}: {err}");
+        assert!(err.contains("prize"), "{args:?}: {err}");
+    }
+}
