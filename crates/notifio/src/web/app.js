@@ -433,7 +433,7 @@ async function lookUpProfile() {
   generic.hidden = !data.needs_listing;
   line.textContent = data.needs_listing
     ? data.site + ' has no built-in profile: say which element is one listing, and preview it.'
-    : data.site + ' is read with the ' + data.profile + ' profile (' + (data.fetch === 'browser' ? 'in the browser' : 'over HTTP') + ').';
+    : data.site + ' is read with the ' + data.profile + ' profile' + (data.about ? ' — ' + data.about : '') + ' (' + ({ browser: 'in the browser', app: "through the app's request" }[data.fetch] || 'over HTTP') + ').';
   if (!addForm.elements.name.value.trim()) {
     try { addForm.elements.name.placeholder = new URL(url).hostname + new URL(url).pathname; } catch (_) { /* not a URL yet */ }
   }

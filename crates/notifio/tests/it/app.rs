@@ -811,3 +811,48 @@ async fn names_and_values_the_config_refuses_are_refused_from_the_page() {
     assert_eq!((e.line, e.key.as_str()), (2, "search[0].name"), "{e}");
     app.stop().await;
 }
+
+/// What "Add a search" says on entering a URL: the profile that reads its site, a file in
+/// `sites/` beside the config among them, and whether it needs a `listing`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_a_search_names_the_profile_a_url_is_read_with() {
+    let portal = Portal::start(vec![site()]).await.unwrap();
+    let app = start(&portal, None).await;
+    let profile = |url: String| {
+        let req = app
+            .http
+            .get(app.url("/api/profile"))
+            .query(&[("url", url)])
+            .send();
+        async move { json_of(req.await.unwrap()).await }
+    };
+    let other = portal.search_url("flats", "other");
+    let v = profile(other.clone()).await;
+    assert_eq!(
+        (&v["profile"], &v["needs_listing"]),
+        (&"generic".into(), &true.into()),
+        "{v}"
+    );
+    let v = profile("https://www.idealista.com/alquiler-viviendas/madrid/".into()).await;
+    assert_eq!(
+        (&v["profile"], &v["fetch"]),
+        (&"idealista".into(), &"browser".into()),
+        "{v}"
+    );
+
+    let host = portal
+        .base_url("flats")
+        .trim_start_matches("http://")
+        .to_owned();
+    std::fs::create_dir_all(app.dir.path().join("sites")).unwrap();
+    std::fs::write(
+        app.dir.path().join("sites/flats.toml"),
+        format!("name = \"flats\"\nabout = \"the test's flats\"\nhosts = [{host:?}]\n[listing]\nselector = \"article.listing\"\nid_attr = \"data-id\"\n"),
+    )
+    .unwrap();
+    let v = profile(other).await;
+    assert_eq!(v["profile"], "flats", "{v}");
+    assert_eq!(v["about"], "the test's flats");
+    assert_eq!(v["needs_listing"], false);
+    app.stop().await;
+}
