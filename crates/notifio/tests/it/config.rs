@@ -5,6 +5,7 @@
 use notifio::config::{
     self, Config, ConfigError, Environment, STARTER, WebhookFormat, parse_in, write_starter,
 };
+use notifio::extract::Catalog;
 use notifio::listing::{CardSpec, FieldSpec, ListingSpec};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -273,6 +274,26 @@ fn every_toml_block_in_the_docs_parses() {
             continue;
         }
         for (line, text) in toml_blocks(&path) {
+            // A block that starts with a profile's `name` is a profile file (docs/sites.md):
+            // it must load as one, from a `sites/` directory, under that name.
+            if text.starts_with("name = ") {
+                let dir = tempfile::tempdir().expect("temp dir");
+                std::fs::write(dir.path().join("doc.toml"), &text).expect("write profile");
+                let catalog = Catalog::with_user_dirs(&[dir.path().to_path_buf()])
+                    .unwrap_or_else(|e| panic!("{doc} block at line {line} is no profile:\n{e}"));
+                let name = text
+                    .lines()
+                    .next()
+                    .and_then(|l| l.split('"').nth(1))
+                    .unwrap_or_default();
+                let entry = catalog.by_name(name);
+                assert!(
+                    entry.is_some_and(|e| e.source != notifio::extract::catalog::Source::BuiltIn),
+                    "{doc} block at line {line}: profile {name:?} not loaded from the file"
+                );
+                checked += 1;
+                continue;
+            }
             // A block that shows one section gets a search so it is a whole config; a block
             // that already has searches must stand alone.
             let whole = if text.contains("[[search]]") {
