@@ -1,12 +1,14 @@
 //! Extraction time per page (criterion). Targets: ≤ 2 ms median for the 774 KB Idealista page,
-//! ≤ 0.7 ms per 300 KB generic page, ≤ 5 ms for a 2 MB Facebook-shaped page. scraper (a DOM
-//! parser) is measured on the Idealista page for comparison. Figures: docs/benchmarks/extract.md.
+//! ≤ 0.7 ms per 300 KB generic page, ≤ 5 ms for a 2 MB Facebook-shaped page; the portals read
+//! by profile files on their real page excerpts. scraper (a DOM parser) is measured on the
+//! Idealista page for comparison. Figures: docs/benchmarks/extract.md.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use notifio::extract::{Extraction, SiteProfile, profile_for};
+use notifio::extract::{Catalog, Extraction, ProfileCache, SiteProfile, profile_for};
 use notifio::listing::{CardSpec, ListingSpec};
 use notifio_policy::SiteKey;
 use std::hint::black_box;
+use std::path::Path;
 use std::sync::Arc;
 use url::Url;
 
@@ -145,6 +147,28 @@ fn benches(c: &mut Criterion) {
         });
         g.finish();
     }
+
+    // The portals read by built-in profile files, each on its real page excerpt
+    // (tests/fixtures/sites/, a few cards each: the per-card cost).
+    let sites = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sites"));
+    let catalog = Catalog::built_in();
+    let mut g = c.benchmark_group("portal_files");
+    for entry in catalog.entries().iter().filter(|e| e.code.is_none()) {
+        let Ok(page) = std::fs::read(sites.join(format!("{}.html", entry.name))) else {
+            continue;
+        };
+        let url = Url::parse(&format!("https://www.{}/search", entry.hosts[0])).unwrap();
+        let site = SiteKey::from_url(url.as_str()).unwrap();
+        let p = ProfileCache::new(catalog.clone())
+            .profile_for(&site, None, None)
+            .unwrap();
+        assert!(count(&p.extract(&page, &url)) > 0, "{}", entry.name);
+        let label = format!("{}_{}KB", entry.name, page.len() / 1000);
+        g.bench_function(label, |b| {
+            b.iter(|| black_box(p.extract(black_box(&page), &url)));
+        });
+    }
+    g.finish();
 
     let fb = "https://www.facebook.com/marketplace/madrid/propertyrentals";
     let page = facebook_page(2_000_000);

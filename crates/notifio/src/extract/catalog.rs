@@ -2,7 +2,8 @@
 //!
 //! A profile file says which sites it covers (`hosts`), how their result pages are fetched
 //! (`fetch`), how a card and its fields are found (`[listing]`, the same keys as a search's
-//! `listing`), and what the site's refusal pages look like (`[markers]`). The built-in files
+//! `listing`, or `[json]`: JSONPaths into a script's JSON, for pages that embed their results
+//! that way), and what the site's refusal pages look like (`[markers]`). The built-in files
 //! are embedded in the binary (`crates/notifio/sites/`); a user adds one, or overrides a
 //! built-in one by its `name`, by dropping a file into `sites/` beside the config. Where a
 //! site needs what only code can do (Idealista's project ads, ImmobilienScout24's app
@@ -13,6 +14,7 @@
 //! files are small and flat, and toml's errors already carry the line, column and key.
 
 use super::generic::Generic;
+use super::json_paths::{JsonReader, JsonTable};
 use super::{Extraction, ProfileError, SiteProfile};
 use crate::listing::{CardSpec, FieldSpec, ListingSpec};
 use notifio_policy::{Markers, SiteKey};
@@ -20,7 +22,8 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
-/// The profile files built into the binary: `(file name, text)`.
+/// The profile files built into the binary: `(file name, text)`; the code profiles, then the
+/// files in name order (fuzz/seed.sh seeds `extract_profiles` by a file's place in it).
 const BUILT_IN: &[(&str, &str)] = &[
     ("idealista.toml", include_str!("../../sites/idealista.toml")),
     (
@@ -28,6 +31,22 @@ const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../sites/immoscout24.toml"),
     ),
     ("facebook.toml", include_str!("../../sites/facebook.toml")),
+    (
+        "immobiliare.toml",
+        include_str!("../../sites/immobiliare.toml"),
+    ),
+    ("immowelt.toml", include_str!("../../sites/immowelt.toml")),
+    (
+        "kleinanzeigen.toml",
+        include_str!("../../sites/kleinanzeigen.toml"),
+    ),
+    ("rightmove.toml", include_str!("../../sites/rightmove.toml")),
+    ("subito.toml", include_str!("../../sites/subito.toml")),
+    (
+        "wg-gesucht.toml",
+        include_str!("../../sites/wg-gesucht.toml"),
+    ),
+    ("willhaben.toml", include_str!("../../sites/willhaben.toml")),
 ];
 
 /// The code profiles a file may name with `code = "…"`.
@@ -218,14 +237,23 @@ impl Catalog {
     }
 }
 
-/// A profile read from a file's `[listing]`: the generic reader with the file's name,
-/// markers and fetch mode.
+/// A profile read from a file's `[listing]` (the generic reader) or `[json]`, with the
+/// file's name, markers and fetch mode.
 #[derive(Debug)]
 pub struct Declared {
     name: String,
-    generic: Generic,
+    reader: Reader,
     markers: Markers,
     fetch: &'static str,
+}
+
+/// How a file's profile reads a page.
+#[derive(Debug)]
+enum Reader {
+    /// `[listing]`: cards in the HTML.
+    Cards(Generic),
+    /// `[json]`: the result list in a script's JSON.
+    Json(Box<JsonReader>),
 }
 
 impl SiteProfile for Declared {
@@ -238,15 +266,25 @@ impl SiteProfile for Declared {
     }
 
     fn extract(&self, body: &[u8], page_url: &url::Url) -> Extraction {
-        self.generic.extract(body, page_url)
+        match &self.reader {
+            Reader::Cards(g) => g.extract(body, page_url),
+            Reader::Json(j) => j.extract(body, page_url),
+        }
     }
 
     fn ready_selector(&self) -> Option<&str> {
-        self.generic.ready_selector()
+        match &self.reader {
+            Reader::Cards(g) => g.ready_selector(),
+            Reader::Json(j) => Some(j.ready_selector()),
+        }
     }
 
+    /// A `[json]` profile reads one page: its payloads carry no next page's URL.
     fn next_page(&self, body: &[u8], page_url: &url::Url, page: u32) -> Option<url::Url> {
-        self.generic.next_page(body, page_url, page)
+        match &self.reader {
+            Reader::Cards(g) => g.next_page(body, page_url, page),
+            Reader::Json(_) => None,
+        }
     }
 
     fn default_fetch(&self) -> &'static str {
@@ -265,6 +303,7 @@ struct ProfileFile {
     fetch: Option<String>,
     code: Option<String>,
     listing: Option<serde_spanned::Spanned<ListingTable>>,
+    json: Option<serde_spanned::Spanned<JsonTable>>,
     #[serde(default)]
     markers: MarkersTable,
 }
@@ -420,7 +459,37 @@ fn read_file(text: &str, source: Source) -> Result<Entry, CatalogError> {
             ));
         }
     };
-    let (code, declared) = match (&file.code, file.listing) {
+    let reader = match (file.listing, file.json) {
+        (Some(_), Some(_)) => {
+            return Err(error(
+                text,
+                key_offset(text, "json"),
+                "json",
+                "give `[listing]` or `[json]`, not both",
+            ));
+        }
+        (Some(listing), None) => {
+            let at = listing.span().start;
+            let spec =
+                listing_spec(listing.into_inner()).map_err(|m| error(text, at, "listing", m))?;
+            let generic = Generic::new(&spec)
+                .map_err(|e: ProfileError| error(text, at, "listing", e.to_string()))?;
+            Some(Reader::Cards(generic))
+        }
+        (None, Some(json)) => {
+            let at = json.span().start;
+            let reader = JsonReader::new(json.into_inner()).map_err(|(k, m)| {
+                let field = k.trim_start_matches("json.");
+                let offset = Some(key_offset(text, field))
+                    .filter(|o| *o > at)
+                    .unwrap_or(at);
+                error(text, offset, &k, m)
+            })?;
+            Some(Reader::Json(Box::new(reader)))
+        }
+        (None, None) => None,
+    };
+    let (code, declared) = match (&file.code, reader) {
         (Some(c), None) => {
             let Some(code) = CODE_PROFILES.iter().find(|p| **p == c.trim()) else {
                 return Err(error(
@@ -435,15 +504,10 @@ fn read_file(text: &str, source: Source) -> Result<Entry, CatalogError> {
             };
             (Some(*code), None)
         }
-        (None, Some(listing)) => {
-            let at = listing.span().start;
-            let spec =
-                listing_spec(listing.into_inner()).map_err(|m| error(text, at, "listing", m))?;
-            let generic = Generic::new(&spec)
-                .map_err(|e: ProfileError| error(text, at, "listing", e.to_string()))?;
+        (None, Some(reader)) => {
             let declared = Declared {
                 name: name.clone(),
-                generic,
+                reader,
                 markers: file.markers.markers(),
                 fetch,
             };
@@ -454,7 +518,7 @@ fn read_file(text: &str, source: Source) -> Result<Entry, CatalogError> {
                 text,
                 key_offset(text, "code"),
                 "code",
-                "give `code` or `[listing]`, not both",
+                "give `code` or `[listing]`/`[json]`, not both",
             ));
         }
         (None, None) => {
@@ -462,7 +526,7 @@ fn read_file(text: &str, source: Source) -> Result<Entry, CatalogError> {
                 text,
                 0,
                 "listing",
-                "missing `[listing]`: how a result card is found (see docs/sites.md#writing-a-profile)",
+                "missing `[listing]` (or `[json]`): how a result is found (see docs/sites.md#writing-a-profile)",
             ));
         }
     };
@@ -670,5 +734,41 @@ mod tests {
         );
         let e = bad("name = \"x\"\nhosts = [\"x.example\"]\n");
         assert_eq!(e.key, "listing");
+        let e = bad(
+            "name = \"x\"\nhosts = [\"x.example\"]\n[json]\nscript = \"d\"\nitems = \"$.r\"\nid = \"$.id\"\nprice = \"$.p[?\"\n",
+        );
+        assert_eq!(e.key, "json.price", "{e}");
+        assert!(e.text[e.offset..].starts_with("price = "), "{e}");
+        let e = bad(
+            "name = \"x\"\nhosts = [\"x.example\"]\n[json]\nscript = \"d\"\nitem = \"$.r\"\nid = \"$.id\"\n",
+        );
+        assert_eq!(e.key, "item", "{e}");
+        let e = bad(
+            "name = \"x\"\nhosts = [\"x.example\"]\n[listing]\nselector = \"li\"\n[json]\nscript = \"d\"\nitems = \"$.r\"\nid = \"$.id\"\n",
+        );
+        assert_eq!(e.key, "json", "{e}");
+    }
+
+    #[test]
+    fn a_json_profile_file_reads_its_script() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("j.toml"),
+            "name = \"j\"\nhosts = [\"j.example\"]\n[json]\nscript = \"data\"\nitems = \"$.ads\"\nid = \"$.n\"\ntitle = \"$.t\"\n",
+        )
+        .unwrap();
+        let c = Catalog::with_user_dirs(&[dir.path().to_owned()]).unwrap();
+        let p = c.declared("j").unwrap();
+        let url = url::Url::parse("https://j.example/s").unwrap();
+        let page = br#"<script id="data">{"ads":[{"n":4,"t":"Flat"}]}</script>"#;
+        let Extraction::Listings(l) = p.extract(page, &url) else {
+            panic!("no listings");
+        };
+        assert_eq!(
+            (l[0].id.as_str(), l[0].title.as_deref()),
+            ("4", Some("Flat"))
+        );
+        assert_eq!(p.ready_selector(), Some("script[id=\"data\"]"));
+        assert_eq!(p.next_page(page, &url, 1), None);
     }
 }

@@ -13,6 +13,7 @@ pub mod idealista;
 mod image;
 pub mod immoscout24;
 pub mod immoscout24_app;
+mod json_paths;
 mod parse;
 
 use crate::listing::{Listing, ListingSpec};
@@ -424,7 +425,7 @@ mod tests {
         let err = profile_for(&site, Some("zillow"), None).unwrap_err();
         assert!(
             err.to_string()
-                .contains("idealista, immoscout24, facebook, generic"),
+                .contains("idealista, immoscout24, facebook, immobiliare, immowelt, kleinanzeigen, rightmove, subito, wg-gesucht, willhaben, generic"),
             "{err}"
         );
         let err = profile_for(&site, None, None).unwrap_err();

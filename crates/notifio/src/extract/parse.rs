@@ -15,7 +15,7 @@ pub(crate) const FIELD_CAP: usize = 4 * 1024;
 // as soon as the text has a non-ASCII byte ("60 m²", "3ª planta"), which is most details.
 static ROOMS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)(\d+(?:[.,]\d+)?)\s*(?:habitaciones|habitación|habs?|dormitorios?|dorm|zimmer|zi|bedrooms?|beds?|bds?|rooms?|locali|camere|quartos?|pièces?|chambres?)(?-u:\b)",
+        r"(?i)(\d+(?:[.,]\d+)?)\+?\s*(?:habitaciones|habitación|habs?|dormitorios?|dorm|zimmer|zi|bedrooms?|beds?|bds?|rooms?|local[ei]|camer[ae]|quartos?|pièces?|chambres?)(?-u:\b)",
     )
     .unwrap_or_else(|e| unreachable!("static regex: {e}"))
 });
@@ -27,7 +27,7 @@ static TYPOLOGY: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static AREA: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(\d[\d.,]*)\s*(?:m²|m2|m\^2|qm|sqm)(?:[^\p{L}\p{N}]|$)")
+    Regex::new(r"(?i)(\d[\d.,]*)\s*(?:m²|m2|m\^2|qm|sqm|mq)(?:[^\p{L}\p{N}]|$)")
         .unwrap_or_else(|e| unreachable!("static regex: {e}"))
 });
 
@@ -309,6 +309,10 @@ mod tests {
             ("1 habitación", Some(1.0)),
             ("2,5 Zimmer", Some(2.5)),
             ("3 locali", Some(3.0)),
+            ("1 locale", Some(1.0)),
+            // "5+ locali": at least five, read as five (a `min_rooms = 5` filter keeps it).
+            ("5+ locali", Some(5.0)),
+            ("4+ bedrooms", Some(4.0)),
             ("T2", Some(2.0)),
             ("Apartamento T3 em Lisboa", Some(3.0)),
             ("3 Zimmer", Some(3.0)),
@@ -317,6 +321,7 @@ mod tests {
             ("Wohnung · 89 m² · 3 Zi. · Balkon", Some(3.0)),
             ("BT2 cable", None),
             ("3er WG", None),
+            ("5+", None),
             ("28 minutos", None),
             ("2ª planta exterior con ascensor", None),
             ("60 m²", None),
@@ -335,6 +340,7 @@ mod tests {
             ("38,48 m²", Some(38.48)),
             ("1.200 m²", Some(1200.0)),
             ("89 qm", Some(89.0)),
+            ("55 mq · 2 Locali · Piano T", Some(55.0)),
             ("147,7 m²", Some(147.7)),
             ("147.7 m²", Some(147.7)),
             ("Miete 800 €, 12,50 €/m², Fläche 64 m²", Some(64.0)),

@@ -839,6 +839,31 @@ async fn add_a_search_names_the_profile_a_url_is_read_with() {
         (&"idealista".into(), &"browser".into()),
         "{v}"
     );
+    // The portals read by profile files, by their hosts, with no `listing` to write.
+    for (url, name, fetch) in [
+        (
+            "https://www.wg-gesucht.de/wg-zimmer-in-Berlin.8.0.1.0.html",
+            "wg-gesucht",
+            "http",
+        ),
+        (
+            "https://www.immowelt.de/classified-search?locations=AD08DE8634",
+            "immowelt",
+            "browser",
+        ),
+        (
+            "https://www.willhaben.at/iad/immobilien/mietwohnungen/wien",
+            "willhaben",
+            "http",
+        ),
+    ] {
+        let v = profile(url.into()).await;
+        assert_eq!(
+            (&v["profile"], &v["fetch"], &v["needs_listing"]),
+            (&name.into(), &fetch.into(), &false.into()),
+            "{v}"
+        );
+    }
 
     let host = portal
         .base_url("flats")

@@ -536,7 +536,7 @@ fn profiles_are_checked_and_inherited_from_the_site() {
         "[[search]]\nname = \"a\"\nurl = \"https://a.com/\"\nprofile = \"idealsta\"\n",
         "notifio.toml:4:11: `search[0].profile`: unknown profile `idealsta`",
         Some(
-            "did you mean `idealista`? valid profiles: `idealista`, `immoscout24`, `facebook`, `generic`",
+            "did you mean `idealista`? valid profiles: `idealista`, `immoscout24`, `facebook`, `immobiliare`, `immowelt`, `kleinanzeigen`, `rightmove`, `subito`, `wg-gesucht`, `willhaben`, `generic`",
         ),
     );
     let c = ok(

@@ -179,3 +179,70 @@ fn a_bad_profile_file_stops_every_command_at_its_line_and_key() {
         assert!(err.contains("prize"), "{args:?}: {err}");
     }
 }
+
+/// Every built-in profile file (a portal's `crates/notifio/sites/<name>.toml`, not a code
+/// profile) is picked by its portal's host and reads that portal's real saved results page
+/// (`tests/fixtures/sites/<name>.html`, provenance in its README) field by field, as a person
+/// reads the cards (`<name>.json`): a field a card does not show is none.
+#[test]
+fn each_portal_profile_reads_its_real_results_page_field_by_field() {
+    use notifio::extract::{Catalog, Extraction, ProfileCache};
+    use notifio_policy::SiteKey;
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sites"));
+    let catalog = Catalog::built_in();
+    let portals: Vec<_> = catalog
+        .entries()
+        .iter()
+        .filter(|e| e.code.is_none())
+        .map(|e| e.name.clone())
+        .collect();
+    assert!(portals.len() >= 7, "portal profiles: {portals:?}");
+    for name in &portals {
+        let page = std::fs::read(dir.join(format!("{name}.html")))
+            .unwrap_or_else(|e| panic!("{name}: every portal profile has a real page: {e}"));
+        let expected: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap())
+                .unwrap_or_else(|e| panic!("{name}.json: {e}"));
+        let base = url::Url::parse(expected["base_url"].as_str().unwrap()).unwrap();
+        let site = SiteKey::from_url(base.as_str()).unwrap();
+        let profile = ProfileCache::new(catalog.clone())
+            .profile_for(&site, None, None)
+            .unwrap();
+        assert_eq!(
+            profile.name(),
+            name,
+            "{base} is read with its portal's profile"
+        );
+        let Extraction::Listings(got) = profile.extract(&page, &base) else {
+            panic!("{name}: no listings on its page");
+        };
+        let want = expected["listings"].as_array().unwrap();
+        assert_eq!(
+            got.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
+            want.iter()
+                .map(|l| l["id"].as_str().unwrap())
+                .collect::<Vec<_>>(),
+            "{name}: the cards' ids in page order"
+        );
+        for (l, w) in got.iter().zip(want) {
+            let at = format!("{name} listing {}", l.id);
+            let text = |k: &str| w[k].as_str().map(str::to_owned);
+            let num = |k: &str| w[k].as_f64();
+            let href = text("href").map(|h| base.join(&h).unwrap().to_string());
+            assert_eq!(l.url, href, "{at}: link");
+            assert_eq!(l.title, text("title"), "{at}: title");
+            assert_eq!(l.price, num("price"), "{at}: price");
+            assert_eq!(l.rooms, num("rooms"), "{at}: rooms");
+            assert_eq!(l.area_m2, num("area_m2"), "{at}: area");
+            let image = text("image").map(|i| base.join(&i).unwrap().to_string());
+            assert_eq!(l.image, image, "{at}: image");
+        }
+        if let Some(next) = expected["next"].as_str() {
+            assert_eq!(
+                profile.next_page(&page, &base, 1).map(|u| u.to_string()),
+                Some(base.join(next).unwrap().to_string()),
+                "{name}: next page"
+            );
+        }
+    }
+}
