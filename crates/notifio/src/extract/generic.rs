@@ -338,27 +338,36 @@ fn extract_links(body: &[u8], page_url: &url::Url, re: &Regex) -> Extraction {
     Extraction::Listings(out)
 }
 
-/// The bodies of the page's `<script type="application/ld+json">` blocks, found by a byte
-/// scan (these blocks hold raw JSON, so no HTML parser is needed to read them).
+/// The bodies of the page's `<script type="application/ld+json">` blocks.
 fn json_ld_blocks(body: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let finder = memmem::Finder::new(b"application/ld+json");
+    script_bodies(body, b"application/ld+json")
+}
+
+/// The bodies of the `<script>` elements whose start tag holds `attr` (`id="__NEXT_DATA__"`,
+/// `application/ld+json`), found by a byte scan: these blocks hold raw JSON, so no HTML parser
+/// is needed to read them. The same words elsewhere (in text, or in another script) may still
+/// yield a body that is not JSON: callers parse and pass over those.
+pub(super) fn script_bodies<'a>(body: &'a [u8], attr: &[u8]) -> impl Iterator<Item = &'a [u8]> {
+    let finder = memmem::Finder::new(attr).into_owned();
     let mut pos = 0;
     std::iter::from_fn(move || {
         loop {
             let hit = pos + finder.find(body.get(pos..)?)?;
+            pos = hit + 1;
             let open_end = hit + memchr::memchr(b'>', &body[hit..])? + 1;
+            // Only inside a script's start tag counts: `<script` before it, no `>` between.
+            let tag_start = memchr::memrchr(b'<', &body[..hit]).unwrap_or(0);
+            let tag = &body[tag_start..hit];
+            if !(tag.starts_with(b"<script") || tag.starts_with(b"<SCRIPT")) || tag.contains(&b'>')
+            {
+                continue;
+            }
             let rest = &body[open_end..];
             let close = memmem::find(rest, b"</script")
                 .or_else(|| memmem::find(rest, b"</SCRIPT"))
                 .unwrap_or(rest.len());
             pos = open_end + close;
-            // Only a `type=` attribute counts, not the phrase in some text.
-            let tag_start = memchr::memrchr(b'<', &body[..hit]).unwrap_or(0);
-            if body[tag_start..hit].starts_with(b"<script")
-                || body[tag_start..hit].starts_with(b"<SCRIPT")
-            {
-                return Some(&rest[..close]);
-            }
+            return Some(&rest[..close]);
         }
     })
 }
@@ -383,7 +392,8 @@ fn find_item_list(v: &Value) -> Option<&Value> {
     }
 }
 
-fn str_or_num(v: Option<&Value>) -> Option<String> {
+/// A JSON string (trimmed, not blank) or number as text.
+pub(super) fn str_or_num(v: Option<&Value>) -> Option<String> {
     match v? {
         Value::String(s) => Some(s.trim().to_owned()).filter(|s| !s.is_empty()),
         Value::Number(n) => Some(n.to_string()),

@@ -7,10 +7,10 @@
 //! home-made dotted syntax, because real payloads keep fields in lists of name/value pairs
 //! (`attributes.attribute[?@.name=='PRICE'].values[0]`), which needs filters.
 
+use super::generic::{script_bodies, str_or_num};
 use super::parse::{non_empty, parse_area_field, parse_price, parse_rooms_field, push_capped};
 use super::{Extraction, absolute};
 use crate::listing::Listing;
-use memchr::memmem;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json_path::JsonPath;
@@ -143,39 +143,16 @@ impl JsonReader {
         })
     }
 
-    /// The JSON of the `<script>` whose start tag carries `id="…"`: the first such tag whose
+    /// The JSON of the `<script>` whose start tag carries `id="…"`: the first such script whose
     /// text parses (the same words inside another script's string are passed over).
     fn script_json(&self, body: &[u8]) -> Option<Value> {
-        let finder = memmem::Finder::new(&self.id_attr);
-        let mut pos = 0;
-        loop {
-            let hit = pos + finder.find(body.get(pos..)?)?;
-            pos = hit + 1;
-            let tag_start = memchr::memrchr(b'<', &body[..hit])?;
-            let tag = &body[tag_start..hit];
-            if !(tag.starts_with(b"<script") || tag.starts_with(b"<SCRIPT")) || tag.contains(&b'>')
-            {
-                continue;
-            }
-            let open_end = hit + memchr::memchr(b'>', &body[hit..])? + 1;
-            let rest = &body[open_end..];
-            let close = memmem::find(rest, b"</script")
-                .or_else(|| memmem::find(rest, b"</SCRIPT"))
-                .unwrap_or(rest.len());
-            if let Ok(doc) = serde_json::from_slice(&rest[..close]) {
-                return Some(doc);
-            }
-        }
+        script_bodies(body, &self.id_attr).find_map(|t| serde_json::from_slice(t).ok())
     }
 }
 
 /// A string or a number as text; anything else (an object, a list, `null`) is no value.
 fn scalar(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.trim().to_owned()).filter(|s| !s.is_empty()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
+    str_or_num(Some(v))
 }
 
 /// Whitespace collapsed, cut at the field cap a card's text gets.
