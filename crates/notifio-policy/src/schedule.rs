@@ -112,6 +112,10 @@ pub struct Check {
     pub site: SiteIndex,
     /// Whether this is the single probe after a wait (use the `probe` request class).
     pub probe: bool,
+    /// With a request budget on its site: how many requests beyond its result pages this check
+    /// may send (retries, redirects) and still keep every window within the budget; `None`
+    /// without a budget. Each one is reported with [`Scheduler::handle_request_sent`].
+    pub spare: Option<u32>,
 }
 
 /// What changed on a site because of an outcome (for logs, the demo narrative and alerts).
@@ -341,12 +345,16 @@ impl Spent {
         }
     }
 
-    /// When a check that makes `requests` requests may start, at `now` or later: never so
-    /// that the budget's window holds more than its requests.
-    fn may_start(&mut self, requests: u32, now: u64) -> u64 {
+    /// Whether a check that makes `requests` requests may start at `now`: `Ok` with the
+    /// requests it may send beyond those (`None` without a budget), or `Err` with the time it
+    /// may start, so that no window of the budget holds more than its requests.
+    ///
+    /// Only one check of a site is out at a time, so the room counted at its start is room
+    /// no other request of the site can take before it ends.
+    fn may_start(&mut self, requests: u32, now: u64) -> Result<Option<u32>, u64> {
         self.prune(now);
         let Some(b) = self.budget else {
-            return now;
+            return Ok(None);
         };
         // The site counts requests as they arrive, and two requests can take different times
         // to get there: the window is kept a tenth longer (at most a second), so that no
@@ -363,11 +371,12 @@ impl Spent {
             .filter(|&t| t > window_start)
             .collect();
         if in_window.len() + need <= allowed {
-            return now;
+            let spare = allowed - in_window.len() - need;
+            return Ok(Some(u32::try_from(spare).unwrap_or(u32::MAX)));
         }
         // The request whose leaving the window makes room.
         let leaving = in_window.len() + need - allowed - 1;
-        in_window[leaving].saturating_add(per)
+        Err(in_window[leaving].saturating_add(per))
     }
 
     fn record(&mut self, at: u64) {
@@ -874,14 +883,17 @@ impl Scheduler {
             return None;
         }
         let requests = site.pages[usize::from(first.page.slot)].requests;
-        if let Some(spent) = self.sites[s].spent.as_mut() {
-            let may = spent.may_start(requests, now.0);
-            if may > now.0 {
-                // Its budget's window is full: the check waits for room, in order.
-                self.wake_at(s, may);
-                return None;
-            }
-        }
+        let spare = match self.sites[s].spent.as_mut() {
+            None => None,
+            Some(spent) => match spent.may_start(requests, now.0) {
+                Ok(spare) => spare,
+                Err(may) => {
+                    // Its budget's window is full: the check waits for room, in order.
+                    self.wake_at(s, may);
+                    return None;
+                }
+            },
+        };
         let site = &self.sites[s];
         let probe = match site.refused {
             false => false,
@@ -914,6 +926,7 @@ impl Scheduler {
             id,
             site: SiteIndex(s as u32),
             probe,
+            spare,
         })
     }
 
@@ -943,9 +956,10 @@ impl Scheduler {
     }
 
     /// Check `id`, still in flight, sent another request to its site at `now` (the next page
-    /// of its results): the site's next check starts no sooner than `now` plus its spacing,
-    /// as after a check of its own. Call it before [`Self::handle_outcome`]; an id not in
-    /// flight changes nothing.
+    /// of its results, a retry, a redirect): the site's next check starts no sooner than
+    /// `now` plus its spacing, as after a check of its own, and the request counts against the
+    /// site's budget. Call it once per request beyond the check's first, before
+    /// [`Self::handle_outcome`]; an id not in flight changes nothing.
     pub fn handle_request_sent(&mut self, id: CheckId, now: Timestamp) {
         let Some(site) = self.sites.get_mut(id.site()) else {
             return;

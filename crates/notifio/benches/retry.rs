@@ -74,6 +74,7 @@ async fn run(mode: &'static str, retries: bool, n: usize, conc: usize) -> Row {
                 ready: None,
                 markers: None,
                 outgoing: None,
+                spare: None,
             }
         })
         .collect();

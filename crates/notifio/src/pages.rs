@@ -4,8 +4,8 @@
 //! New listings are not always on page one (a site's default order is not by date), so a
 //! search may follow its result pages. Every page is a request to the site like any other: it
 //! waits the site's spacing after the previous page (start to start), and the scheduler hears
-//! of it ([`Read::last_sent`]) so the site's next check is spaced from the last page, not the
-//! first. The single probe after a wait is page 1, asked for with the `probe` request class
+//! of it ([`Read::sent`]) so the site's next check is spaced from the last page, not the
+//! first, and every request (each page, retry and redirect) counts against its budget. The single probe after a wait is page 1, asked for with the `probe` request class
 //! (no retries: it must say how the site is); once page 1 came back good the site has
 //! answered, and the same check reads the other pages under the spacing, as any check would.
 //! A refusal on page k ends the
@@ -62,9 +62,10 @@ pub(crate) struct Read {
     pub(crate) fingerprint: Option<String>,
     /// Page 1 was byte for byte the last good one and was not parsed again.
     pub(crate) same_page: bool,
-    /// When the last request after page 1 started, if there was one: the site's next check is
-    /// spaced from it ([`notifio_policy::Scheduler::handle_request_sent`]).
-    pub(crate) last_sent: Option<Timestamp>,
+    /// When each request after the check's first started (later pages; retries and redirects
+    /// are noted when their page ends): they count against the site's budget, and the next
+    /// check is spaced from the last ([`notifio_policy::Scheduler::handle_request_sent`]).
+    pub(crate) sent: Vec<Timestamp>,
 }
 
 /// `page_one` (a search's request, as built for its web URL) sent as the site's app sends it:
@@ -127,8 +128,9 @@ pub(crate) async fn read(
         fetched,
         fingerprint,
         same_page: same && outcome == Outcome::Ok,
-        last_sent: None,
+        sent: Vec::new(),
     };
+    note_extra_requests(&mut read.sent, &read.fetched);
     if one_page || outcome != Outcome::Ok {
         return Some(read);
     }
@@ -156,11 +158,12 @@ pub(crate) async fn read(
             ..request
         };
         started = tokio::time::Instant::now();
-        read.last_sent = Some(crate::clock::now());
+        read.sent.push(crate::clock::now());
         let fetched = fetcher.fetch(&request, cancel).await;
         if fetched.is_cancelled() {
             break;
         }
+        note_extra_requests(&mut read.sent, &fetched);
         let (outcome, listings) =
             judge(&fetched, how.profile, how.markers, how.has_session, false).await;
         if outcome.refusal_kind().is_some() || outcome == Outcome::SessionExpired {
@@ -187,6 +190,16 @@ pub(crate) async fn read(
     }
     read.listings = Some(all);
     Some(read)
+}
+
+/// The requests `fetched` sent beyond its first (retries, redirects), noted as sent now: a
+/// little later than they were, which only keeps them in the budget's window a little longer.
+fn note_extra_requests(sent: &mut Vec<Timestamp>, fetched: &Fetched) {
+    let extra = fetched.requests.saturating_sub(1) as usize;
+    if extra > 0 {
+        let now = crate::clock::now();
+        sent.extend(std::iter::repeat_n(now, extra));
+    }
 }
 
 /// The next result page after `fetched`, page `page` of its search, as its profile reads it.

@@ -173,6 +173,7 @@ mod tests {
         Fetched {
             requested_url: URL.into(),
             attempts,
+            requests: attempts,
             latency: Duration::ZERO,
             via: crate::fetch::FetchMode::Http,
             reply: Reply::Failure {

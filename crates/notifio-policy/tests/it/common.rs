@@ -43,6 +43,7 @@ pub(crate) struct Check {
     pub(crate) url: Arc<str>,
     pub(crate) searches: Arc<[SearchId]>,
     pub(crate) probe: bool,
+    pub(crate) spare: Option<u32>,
 }
 
 /// `poll_due` and `poll_due_into`, resolved.
@@ -64,6 +65,7 @@ fn resolve(s: &Scheduler, c: notifio_policy::Check) -> Check {
                 .expect("an issued check has searches"),
         ),
         probe: c.probe,
+        spare: c.spare,
     }
 }
 

@@ -216,6 +216,7 @@ impl Reference {
             id,
             site: SiteIndex(s as u32),
             probe,
+            spare: None,
         })
     }
 

@@ -33,6 +33,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -209,6 +210,30 @@ pub struct FetchRequest {
     /// Send this instead of a GET: a notification to a service ([`Self::notify`]). Takes
     /// precedence over `post_json`.
     pub outgoing: Option<Outgoing>,
+    /// With a request budget on the site: the retries and redirects the check may still
+    /// send; a retry or a redirect past it is not sent. `None`: no limit but the retry policy's.
+    pub spare: Option<Spare>,
+}
+
+/// The requests a check may send to its site beyond its result pages (retries, redirects),
+/// shared by the requests of all its pages: the room its site's request budget had when the
+/// check started ([`notifio_policy::Check::spare`]), so no window of the budget overflows.
+#[derive(Clone, Debug)]
+pub struct Spare(Arc<AtomicU32>);
+
+impl Spare {
+    /// Room for `requests` more.
+    #[must_use]
+    pub fn new(requests: u32) -> Self {
+        Self(Arc::new(AtomicU32::new(requests)))
+    }
+
+    /// Takes one request's room: `false` when none is left.
+    fn take(&self) -> bool {
+        self.0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
 }
 
 /// What a notification request sends: its method, headers and body.
@@ -259,6 +284,7 @@ impl FetchRequest {
             ready: None,
             markers: None,
             outgoing: None,
+            spare: None,
         }
     }
 
@@ -277,6 +303,7 @@ impl FetchRequest {
             ready: None,
             markers: None,
             outgoing: Some(outgoing),
+            spare: None,
         }
     }
 
@@ -305,6 +332,9 @@ pub struct Fetched {
     pub requested_url: String,
     /// Attempts made, including the first.
     pub attempts: u32,
+    /// Requests sent to the site: every attempt and every redirect it followed (a browser
+    /// attempt is its document's request). What counts against the site's request budget.
+    pub requests: u32,
     /// From the first attempt's start to the end (sleeps included).
     pub latency: Duration,
     /// How it was read. A browser's body is the rendered DOM, already UTF-8.
@@ -483,6 +513,7 @@ impl Fetched {
         Self {
             requested_url: req.url.clone(),
             attempts: 0,
+            requests: 0,
             latency: Duration::ZERO,
             via: req.via,
             reply: Reply::Failure {
@@ -735,20 +766,30 @@ impl Fetcher {
             .markers
             .as_deref()
             .unwrap_or(&self.inner.generic_markers);
+        let sent = &AtomicU32::new(0);
+        let no_room = &AtomicBool::new(false);
         let out = retry::run(
             policy,
             cancel,
             || lock(&self.inner.rng).random::<f64>(),
             || {
-                lock(&self.inner.budgets)
+                let retry = lock(&self.inner.budgets)
                     .entry(req.site.clone())
                     .or_insert_with(|| self.inner.cfg.budget.clone())
-                    .try_spend_retry()
+                    .try_spend_retry();
+                let room = !retry || req.spare.as_ref().is_none_or(Spare::take);
+                no_room.store(!room, Ordering::Relaxed);
+                retry && room
             },
             |n, timeout| async move {
                 let a = match req.via {
-                    FetchMode::Http | FetchMode::App => self.attempt(req, url, n, header).await,
-                    FetchMode::Browser => self.browser_attempt(req, n, header, timeout).await,
+                    FetchMode::Http | FetchMode::App => {
+                        self.attempt(req, url, n, header, sent).await
+                    }
+                    FetchMode::Browser => {
+                        sent.fetch_add(1, Ordering::Relaxed);
+                        self.browser_attempt(req, n, header, timeout).await
+                    }
                 };
                 let (result, retry_after) = attempt_result(&a, &req.url, markers);
                 (result, retry_after, a)
@@ -784,6 +825,7 @@ impl Fetcher {
         let fetched = Fetched {
             requested_url: req.url.clone(),
             attempts: out.attempts,
+            requests: sent.load(Ordering::Relaxed),
             latency,
             via: req.via,
             reply,
@@ -793,7 +835,10 @@ impl Fetcher {
             return fetched;
         }
         if out.budget_denied {
-            let note = " (retry skipped: the site's retry budget is spent)";
+            let note = match no_room.load(Ordering::Relaxed) {
+                true => " (retry skipped: the site's request budget has no room for it)",
+                false => " (retry skipped: the site's retry budget is spent)",
+            };
             match &mut fetched.reply {
                 Reply::Failure { error, .. } => error.push_str(note),
                 Reply::Response(Response {
@@ -975,9 +1020,35 @@ impl Fetcher {
     }
 
     /// One attempt: the request and its redirects, then the capped body.
-    async fn attempt(&self, req: &FetchRequest, url: &Url, retry_n: u32, header: bool) -> Attempt {
+    /// `sent` counts its requests.
+    async fn attempt(
+        &self,
+        req: &FetchRequest,
+        url: &Url,
+        retry_n: u32,
+        header: bool,
+        sent: &AtomicU32,
+    ) -> Attempt {
         let mut hop = Hop::first(req, url);
         loop {
+            if hop.redirects > 0 && req.spare.as_ref().is_some_and(|s| !s.take()) {
+                // Following it would overflow the site's request budget.
+                return Attempt {
+                    status: None,
+                    final_url: hop.url.to_string(),
+                    headers: Vec::new(),
+                    body: Bytes::new(),
+                    failure: Some(TransportFailure::TooManyRedirects),
+                    error: Some(
+                        "redirect not followed: the site's request budget has no room for it \
+                         (search the URL it redirects to)"
+                            .into(),
+                    ),
+                    held_at: None,
+                    retryable: false,
+                };
+            }
+            sent.fetch_add(1, Ordering::Relaxed);
             let (extra, sent_validators) = self.hop_headers(req, &hop, retry_n, header);
             let resp = match self.send(&hop, extra).await {
                 Ok(r) => r,

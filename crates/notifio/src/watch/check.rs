@@ -8,7 +8,7 @@
 
 use crate::extract::SiteProfile;
 use crate::extract::immoscout24_app::AppSearch;
-use crate::fetch::{FetchMode, FetchRequest, Fetched, Fetcher};
+use crate::fetch::{FetchMode, FetchRequest, Fetched, Fetcher, Spare};
 use crate::listing::Listing;
 use crate::pages;
 use notifio_policy::{
@@ -28,6 +28,8 @@ pub(super) struct Check {
     pub(super) url: Arc<str>,
     pub(super) searches: Arc<[SearchId]>,
     pub(super) probe: bool,
+    /// The requests beyond its pages its site's budget leaves it (retries, redirects).
+    pub(super) spare: Option<u32>,
 }
 
 impl Check {
@@ -39,6 +41,7 @@ impl Check {
             url: Arc::clone(scheduler.check_url(c.id)?),
             searches: Arc::clone(scheduler.check_searches(c.id)?),
             probe: c.probe,
+            spare: c.spare,
         })
     }
 }
@@ -58,8 +61,8 @@ pub(super) struct Done {
     pub(super) pages: u32,
     /// Where each page's listings end in `listings`.
     pub(super) page_ends: Vec<usize>,
-    /// When the check's last request after its first started, if it sent more than one.
-    pub(super) last_sent: Option<Timestamp>,
+    /// When each request after its first started (its other pages, retries, redirects).
+    pub(super) sent: Vec<Timestamp>,
 }
 
 /// Everything one check needs, owned, so it runs as a task of its own.
@@ -121,6 +124,7 @@ impl Task {
             },
             markers: Some(Arc::clone(&markers)),
             outgoing: None,
+            spare: check.spare.map(Spare::new),
         };
         let req = match &app {
             Some(app) => pages::app_request(app, req),
@@ -153,7 +157,7 @@ impl Task {
             same_page: read.same_page,
             pages: read.pages,
             page_ends: read.page_ends,
-            last_sent: read.last_sent,
+            sent: read.sent,
         })
     }
 }

@@ -31,8 +31,9 @@ impl Watcher {
         self.running.remove(&done.check.id);
         self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
         let t = now();
-        // A check that read several pages is spaced from its last request, not its first.
-        if let Some(at) = done.last_sent {
+        // Every request after the first counts against the site's budget, and a check that
+        // sent several is spaced from its last, not its first.
+        for &at in &done.sent {
             self.scheduler.handle_request_sent(done.check.id, at);
         }
         let reaction = self.scheduler.handle_outcome(

@@ -10,7 +10,7 @@ use crate::util::{RawServer, raw_response};
 use bytes::Bytes;
 use fake_portal::{Behaviour, ChallengeKind, Portal, RecordedRequest, SiteSpec};
 use notifio::fetch::cookies::{self, CookieJar};
-use notifio::fetch::{FetchConfig, FetchRequest, Fetched, Fetcher};
+use notifio::fetch::{FetchConfig, FetchRequest, Fetched, Fetcher, Spare};
 use notifio_policy::{
     Markers, Outcome, RequestClass, RetryBudget, RetryPolicy, SiteKey, TransportFailure, classify,
 };
@@ -74,6 +74,7 @@ fn search(p: &Portal, site: &str, class: RequestClass) -> FetchRequest {
         ready: None,
         markers: None,
         outgoing: None,
+        spare: None,
     }
 }
 
@@ -89,6 +90,7 @@ fn plain_search(url: &str) -> FetchRequest {
         ready: None,
         markers: None,
         outgoing: None,
+        spare: None,
     }
 }
 
@@ -156,6 +158,51 @@ async fn three_5xx_are_three_attempts_two_sleeps_then_a_final_failure() {
         (m.requests, m.retried, m.attempts, m.final_failures),
         (1, 1, 2, 1)
     );
+}
+
+/// A check's `spare` (what its site's request budget leaves it beyond its pages) bounds its
+/// retries and redirects, and `requests` counts every one sent: what the budget is charged.
+#[tokio::test]
+async fn retries_and_redirects_spend_the_checks_spare_and_are_counted() {
+    let p = portal().await;
+    let f = fetcher();
+    let cancel = CancellationToken::new();
+    p.set_behaviour("a", Behaviour::ServerError(503));
+    let no_room = FetchRequest {
+        spare: Some(Spare::new(0)),
+        ..search(&p, "a", RequestClass::Search)
+    };
+    let got = f.fetch(&no_room, &cancel).await;
+    assert_eq!((got.attempts, got.requests, seen(&p, "a").len()), (1, 1, 1));
+    assert!(
+        got.error()
+            .is_some_and(|e| e.contains("request budget has no room")),
+        "{:?}",
+        got.error()
+    );
+    let one_retry = FetchRequest {
+        spare: Some(Spare::new(1)),
+        ..search(&p, "a", RequestClass::Search)
+    };
+    let got = f.fetch(&one_retry, &cancel).await;
+    assert_eq!((got.attempts, got.requests, seen(&p, "a").len()), (2, 2, 3));
+    // Without a budget the retry policy alone decides: three attempts, three requests.
+    let got = get(&f, &p, "a").await;
+    assert_eq!((got.attempts, got.requests, seen(&p, "a").len()), (3, 3, 6));
+
+    p.set_behaviour("b", Behaviour::RedirectLoop);
+    let before = p.requests().len();
+    let two_hops = FetchRequest {
+        spare: Some(Spare::new(2)),
+        ..search(&p, "b", RequestClass::Search)
+    };
+    let got = f.fetch(&two_hops, &cancel).await;
+    assert_eq!(got.failure(), Some(TransportFailure::TooManyRedirects));
+    assert_eq!(
+        got.requests, 3,
+        "the page and the two redirects the spare allows"
+    );
+    assert_eq!(p.requests().len() - before, 3, "no request past the spare");
 }
 
 #[tokio::test]
@@ -818,6 +865,7 @@ async fn browser_headers_gzip_and_webhook_posts() {
         ready: None,
         markers: None,
         outgoing: None,
+        spare: None,
     };
     let got = f.fetch(&hook, &CancellationToken::new()).await;
     assert_eq!(got.attempts, 1, "a 4xx/405 is not retried");
