@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Seeds fuzz/corpus/<target>/ from the repo's examples and the shared fixtures (docs/fuzzing.md).
-# The fixtures are never committed; this script copies them into the (git-ignored) corpus.
+# Seeds fuzz/corpus/<target>/ from the repo's examples and, where they are, the real pages
+# (docs/fuzzing.md): $NOTIFIO_REAL_PAGES, else ../shared/fixtures beside the repository, as the
+# tests find them. The real pages are never committed; without them this says so and goes on.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=..
-FIX=$ROOT/../shared/fixtures
+FIX=${NOTIFIO_REAL_PAGES:-$ROOT/../shared/fixtures}
 OWN=$ROOT/crates/notifio/tests/fixtures
 c() { mkdir -p "corpus/$1"; }
 for t in parse_retry_after classify cookies_txt config extract_idealista extract_immoscout24 extract_facebook extract_generic extract_profiles; do c "$t"; done
@@ -21,9 +22,13 @@ m = re.search(r'pub const STARTER: &str = r#"(.*?)"#;', rs, re.S)
 if m:
     open("corpus/config/starter", "w").write(m.group(1))
 PY
-# extractors: the real pages and the hand-made edge cases.
-cp "$FIX/idealista_es_search.html" "$OWN/idealista_edge_cases.html" "$OWN/datadome_block.html" "$OWN/no_results.html" corpus/extract_idealista/
-cp "$FIX/immoscout24_block_geetest.html" "$FIX/immoscout24_resultlist_2020.json" "$OWN/is24_cards.html" "$OWN/no_results.html" corpus/extract_immoscout24/
+# extractors: the hand-made edge cases, and the real pages where they are.
+cp "$OWN/idealista_edge_cases.html" "$OWN/datadome_block.html" "$OWN/no_results.html" corpus/extract_idealista/
+cp "$OWN/is24_cards.html" "$OWN/no_results.html" corpus/extract_immoscout24/
+real() { if [ -e "$FIX/$1" ]; then cp "$FIX/$1" "corpus/$2/"; else echo "real page $1 not found in $FIX: not seeded"; fi; }
+real idealista_es_search.html extract_idealista
+real immoscout24_block_geetest.html extract_immoscout24
+real immoscout24_resultlist_2020.json extract_immoscout24
 cp "$OWN/fb_search.html" "$OWN/fb_logged_out.html" "$OWN/no_results.html" corpus/extract_facebook/
 # generic: first byte picks the spec (0 selector+id_attr, 1 selector+first link, 2 link, 3 JSON-LD).
 for m in 0 1; do { printf "\\x0$m"; cat "$OWN/generic_cards.html"; } > corpus/extract_generic/cards$m; done

@@ -301,16 +301,23 @@ pub fn heartbeat(
             let (checks, new, errors) = tx
                 .prepare_cached(
                     "SELECT COUNT(*), COALESCE(SUM(new_count), 0),
-                            COALESCE(SUM(outcome <> 'ok'), 0)
+                            COALESCE(SUM(outcome <> ?3), 0)
                      FROM checks WHERE at >= ?1 AND at < ?2",
                 )?
-                .query_row(params![to_i64(since), to_i64(now_ms)], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, i64>(2)?,
-                    ))
-                })?;
+                .query_row(
+                    params![
+                        to_i64(since),
+                        to_i64(now_ms),
+                        crate::store::ByName(notifio_policy::Outcome::Ok)
+                    ],
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, i64>(1)?,
+                            r.get::<_, i64>(2)?,
+                        ))
+                    },
+                )?;
             let n = Notification::Heartbeat {
                 checks: to_u64(checks),
                 new: to_u64(new),

@@ -653,9 +653,9 @@ impl Tx<'_> {
                     if &old_url != url {
                         // A changed URL is a different search: take a new silent baseline.
                         tx.execute(
-                            "UPDATE searches SET url = ?2, site = ?3, baseline_at = NULL, baseline_pages = NULL, state = 'ok', last_outcome = NULL,
+                            "UPDATE searches SET url = ?2, site = ?3, baseline_at = NULL, baseline_pages = NULL, state = ?4, last_outcome = NULL,
                              page_fingerprint = NULL, page_etag = NULL, page_last_modified = NULL WHERE id = ?1",
-                            params![id, url, site],
+                            params![id, url, site, ByName(SearchState::Ok)],
                         )?;
                     }
                     if old_rules.as_deref() != Some(rules.as_str()) {
@@ -669,8 +669,8 @@ impl Tx<'_> {
                 }
                 None => {
                     tx.execute(
-                        "INSERT INTO searches (name, url, site, state, rules) VALUES (?1, ?2, ?3, 'ok', ?4)",
-                        params![name, url, site, rules],
+                        "INSERT INTO searches (name, url, site, state, rules) VALUES (?1, ?2, ?3, ?5, ?4)",
+                        params![name, url, site, rules, ByName(SearchState::Ok)],
                     )?;
                     u32::try_from(tx.last_insert_rowid()).unwrap_or(u32::MAX)
                 }
