@@ -421,6 +421,61 @@ async fn a_dead_channel_costs_the_other_channels_nothing() {
     }
 }
 
+/// One HTTP service that never answers (its deadline 6 s) beside a webhook: each listing
+/// reaches the webhook well within that deadline, so the hanging service costs it nothing.
+/// A sender that waited for every channel in one pass would take about 6 s per listing here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_http_channel_costs_the_webhook_nothing() {
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let telegram = Fake::start(Answer {
+        delay: Duration::from_secs(120),
+        ..answer(200, "{\"ok\":true,\"result\":{}}")
+    })
+    .await;
+    let hook = Fake::start(answer(200, "{}")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut t = watch_section(&state, "300ms", "false");
+    t.push_str(&format!(
+        "[retry.notify]\ntimeout = \"3s\"\ndeadline = \"6s\"\n\n[notify]\n\
+         webhook = {{ url = \"{}/hook\" }}\n\
+         telegram = {{ token = \"1:x\", chat_id = \"1\", api = \"{}\" }}\n\n",
+        hook.url, telegram.url
+    ));
+    t.push_str(&search("Flats", &portal.search_url("flats", "s"), ""));
+    let path = crate::util::write_config(dir.path(), &t);
+    let mut watch = Notifio::start(dir.path(), &path, false, None);
+    wait_for(Duration::from_secs(10), "the baseline", || {
+        crate::util::all_baselined(&state, 1).then_some(())
+    })
+    .await;
+    for round in 0..3 {
+        let l = portal.add_listing("flats", Some("s"));
+        let start = Instant::now();
+        wait_for(
+            Duration::from_secs(2),
+            &format!("listing {round} on the webhook while telegram hangs"),
+            || {
+                hook.hits()
+                    .iter()
+                    .any(|h| h.body.contains(&l.url))
+                    .then_some(())
+            },
+        )
+        .await;
+        println!(
+            "listing {round}: on the webhook after {:?}",
+            start.elapsed()
+        );
+    }
+    assert!(
+        !telegram.hits().is_empty(),
+        "telegram was asked (and hangs)"
+    );
+    assert!(watch.alive(), "{}", watch.output());
+    assert_eq!(watch.terminate(), Some(0));
+}
+
 /// Add a search from the dashboard; its first check is a silent baseline; a new listing is
 /// announced once; after a restart nothing is announced twice and the next one is announced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
