@@ -585,6 +585,55 @@ async fn a_preview_shows_what_a_selector_finds_records_nothing_and_respects_a_wa
     app.stop().await;
 }
 
+/// The feeds and the inbox's exports are as private as the rest: with a token set, 401 without
+/// it (and no listing in the answer), 200 with it as a bearer token or as `?token=` (what a
+/// feed reader can be given).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feeds_and_exports_need_the_token() {
+    let portal = Portal::start(vec![site()]).await.unwrap();
+    let app = start(&portal, Some(TOKEN)).await;
+    for path in [
+        "/feed.atom",
+        "/feed/first.atom",
+        "/api/listings/export.csv",
+        "/api/listings/export.json",
+        "/api/listings",
+    ] {
+        let bare = app.http.get(app.url(path)).send().await.unwrap();
+        assert_eq!(bare.status().as_u16(), 401, "{path} without the token");
+        let body = bare.text().await.unwrap();
+        assert!(!body.contains("/listing/"), "{path} leaked: {body}");
+        let wrong = app
+            .http
+            .get(app.url(path))
+            .bearer_auth("not-it")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong.status().as_u16(), 401, "{path} with a wrong token");
+        let bearer = app
+            .http
+            .get(app.url(path))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            bearer.status().as_u16(),
+            200,
+            "{path} with the bearer token"
+        );
+        let query = app
+            .http
+            .get(app.url(&format!("{path}?token={TOKEN}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(query.status().as_u16(), 200, "{path}?token=");
+    }
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_is_refused_unless_json_from_the_dashboard_itself_with_the_token() {
     let portal = Portal::start(vec![site()]).await.unwrap();
