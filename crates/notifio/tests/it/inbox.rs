@@ -92,6 +92,45 @@ async fn listings_are_filtered_marked_announced_by_their_marks_fed_and_exported(
     let paged = app.listings("?per_page=3&page=3").await;
     assert_eq!((ids(&paged).len(), paged["total"].clone()), (1, json!(7)));
 
+    // Each filter, asked of the running server: one answer it must hold, one it must not.
+    let total = |q: String| {
+        let app = &app;
+        async move { app.listings(&q).await["total"].clone() }
+    };
+    assert_eq!(total(format!("?site={site}")).await, json!(7));
+    assert_eq!(total("?site=elsewhere.example".into()).await, json!(0));
+    assert_eq!(total("?search=Flats".into()).await, json!(7));
+    assert_eq!(total("?search=Houses".into()).await, json!(0));
+    assert_eq!(
+        total("?matched=true".into()).await,
+        json!(7),
+        "no filters: all match"
+    );
+    assert_eq!(total("?matched=false".into()).await, json!(0));
+    let price = v["listings"][0]["price"].as_f64().unwrap();
+    let around = app
+        .listings(&format!("?min_price={price}&max_price={price}"))
+        .await;
+    assert!(ids(&around).contains(&fresh.id), "{around}");
+    assert!(
+        around["listings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["price"].as_f64() == Some(price)),
+        "{around}"
+    );
+    let below = app.listings(&format!("?max_price={}", price - 1.0)).await;
+    assert!(!ids(&below).contains(&fresh.id), "{below}");
+    let above = app.listings(&format!("?min_price={}", price + 1.0)).await;
+    assert!(!ids(&above).contains(&fresh.id), "{above}");
+    let seen_at = v["listings"][0]["first_seen"].as_u64().unwrap();
+    let since = app.listings(&format!("?since={seen_at}")).await;
+    assert_eq!(ids(&since), std::slice::from_ref(&fresh.id), "{since}");
+    assert_eq!(total("?since=1h".into()).await, json!(7));
+    let (status, _, body) = app.get("/api/listings?since=yesterday-ish").await;
+    assert!(status == 400 && body.contains("since"), "{body}");
+
     // Marks: a favourite and a hidden one; a bad state and an unknown listing are refused.
     let all = ids(&v);
     let (fav, hid) = (all[1].clone(), all[2].clone());
