@@ -226,3 +226,91 @@ pub(super) fn marks_of(
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flat(site: &str, id: &str, title: &str, price: f64, first_seen: u64) -> InboxListing {
+        InboxListing {
+            site: site.into(),
+            listing: Listing {
+                id: id.into(),
+                title: Some(title.into()),
+                price: Some(price),
+                currency: Some("EUR".into()),
+                rooms: Some(2.0),
+                area_m2: Some(60.0),
+                url: Some(format!("https://{site}/{id}")),
+                ..Listing::default()
+            },
+            first_seen,
+            gone_at: None,
+            state: ListingState::New,
+            searches: vec!["Flats".into()],
+            matched: true,
+            prices: Vec::new(),
+            also_on: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_same_flat_on_two_sites_is_one_row_with_its_twin() {
+        let day = 24 * 3600 * 1000;
+        let got = group_twins(vec![
+            flat(
+                "a.example",
+                "1",
+                "Bright flat with balcony in Retiro",
+                1200.0,
+                30 * day,
+            ),
+            flat(
+                "b.example",
+                "x9",
+                "Bright flat with balcony, Retiro",
+                1210.0,
+                29 * day,
+            ),
+            // The same figures on the same site: another flat there, not a twin.
+            flat(
+                "a.example",
+                "2",
+                "Bright flat with balcony in Retiro",
+                1200.0,
+                28 * day,
+            ),
+            // Another site, other figures: another flat.
+            flat("c.example", "7", "Studio near the park", 700.0, 28 * day),
+            // The same flat, but seen long before the window: not folded.
+            flat(
+                "b.example",
+                "old",
+                "Bright flat with balcony in Retiro",
+                1200.0,
+                0,
+            ),
+        ]);
+        let rows: Vec<(&str, &str)> = got
+            .iter()
+            .map(|l| (l.site.as_str(), l.listing.id.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("a.example", "1"),
+                ("a.example", "2"),
+                ("c.example", "7"),
+                ("b.example", "old")
+            ]
+        );
+        let twins: Vec<(&str, &str)> = got[0]
+            .also_on
+            .iter()
+            .map(|t| (t.site.as_str(), t.id.as_str()))
+            .collect();
+        assert_eq!(twins, [("b.example", "x9")]);
+        assert_eq!(got[0].also_on[0].price, Some(1210.0));
+        assert!(got[1..].iter().all(|l| l.also_on.is_empty()));
+    }
+}
