@@ -341,6 +341,25 @@ async fn two_checks_at_once_send_each_message_once() {
     assert_eq!(hits.len(), added.len());
 }
 
+/// A Telegram API that takes every request and does not answer for two minutes.
+async fn hanging_telegram() -> Fake {
+    Fake::start(Answer {
+        delay: Duration::from_secs(120),
+        ..answer(200, "{\"ok\":true,\"result\":{}}")
+    })
+    .await
+}
+
+/// `watch` of the config at `path`, once its one search has its baseline.
+async fn watch_past_baseline(dir: &Path, path: &Path, state: &Path) -> Notifio {
+    let watch = Notifio::start(dir, path, false, None);
+    wait_for(Duration::from_secs(10), "the baseline", || {
+        crate::util::all_baselined(state, 1).then_some(())
+    })
+    .await;
+    watch
+}
+
 /// A silent SMTP server (it accepts and never answers) and a Telegram API that never answers:
 /// the webhook and the mailbox get every listing on time all the same, and `notify test`
 /// answers within the delivery deadline (issue 34.2, 34.3).
@@ -355,11 +374,7 @@ async fn a_dead_channel_costs_the_other_channels_nothing() {
             held.push(conn); // never a word
         }
     });
-    let telegram = Fake::start(Answer {
-        delay: Duration::from_secs(120),
-        ..answer(200, "{\"ok\":true,\"result\":{}}")
-    })
-    .await;
+    let telegram = hanging_telegram().await;
     let hook = Fake::start(answer(200, "{}")).await;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -375,11 +390,7 @@ async fn a_dead_channel_costs_the_other_channels_nothing() {
     let path = crate::util::write_config(dir.path(), &t);
     let mailbox = dir.path().join("out.mbox");
 
-    let mut watch = Notifio::start(dir.path(), &path, false, None);
-    wait_for(Duration::from_secs(10), "the baseline", || {
-        crate::util::all_baselined(&state, 1).then_some(())
-    })
-    .await;
+    let mut watch = watch_past_baseline(dir.path(), &path, &state).await;
     for round in 0..3 {
         let l = portal.add_listing("flats", Some("s"));
         let start = Instant::now();
@@ -427,11 +438,7 @@ async fn a_dead_channel_costs_the_other_channels_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_http_channel_costs_the_webhook_nothing() {
     let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
-    let telegram = Fake::start(Answer {
-        delay: Duration::from_secs(120),
-        ..answer(200, "{\"ok\":true,\"result\":{}}")
-    })
-    .await;
+    let telegram = hanging_telegram().await;
     let hook = Fake::start(answer(200, "{}")).await;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -444,11 +451,7 @@ async fn a_hanging_http_channel_costs_the_webhook_nothing() {
     ));
     t.push_str(&search("Flats", &portal.search_url("flats", "s"), ""));
     let path = crate::util::write_config(dir.path(), &t);
-    let mut watch = Notifio::start(dir.path(), &path, false, None);
-    wait_for(Duration::from_secs(10), "the baseline", || {
-        crate::util::all_baselined(&state, 1).then_some(())
-    })
-    .await;
+    let mut watch = watch_past_baseline(dir.path(), &path, &state).await;
     for round in 0..3 {
         let l = portal.add_listing("flats", Some("s"));
         let start = Instant::now();
