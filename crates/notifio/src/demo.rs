@@ -7,8 +7,9 @@
 //! one line, in the words `watch` uses ([`narrate`]). Each search has the filter its name
 //! promises, and one new flat is held back by one, so a newcomer sees filters at work. One
 //! flat is let (it leaves the site, and the inbox shows it gone), and a second channel, a
-//! webhook the portal receives, gets one digest a minute. What is the demo's own is here: the
-//! portal, its script, its config.
+//! webhook the portal receives, gets one digest a minute (a minute compressed by `--speed`,
+//! like every duration of the demo). What is the demo's own is here: the portal, its script,
+//! its config.
 //!
 //! [`runner`]: crate::runner
 //! [`narrate`]: crate::narrate
@@ -61,8 +62,14 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
     let config_path = state_dir.join("demo.toml");
     let toml = demo_config(&portal, &state_dir, dashboard_addr, speed, browser.is_ok());
     std::fs::write(&config_path, &toml)?;
-    let cfg = config::load(&config_path)
+    let mut cfg = config::load(&config_path)
         .map_err(|e| anyhow::anyhow!("the demo config is invalid (a bug): {e}"))?;
+    // A digest period is at least a minute in a config file; the demo compresses its minute
+    // like every other duration, so a digest arrives within a short run.
+    let digest = digest_period(speed);
+    if let Some(p) = cfg.notify.channel_pacing.get_mut(DIGEST_CHANNEL) {
+        p.digest = Some(digest);
+    }
     introduce(&portal, &browser, &config_path, &cfg, speed);
 
     script_refusals(&portal, speed);
@@ -70,7 +77,7 @@ pub async fn run(speed: f64, duration: Option<f64>, dashboard: &str) -> anyhow::
     let adder = spawn_new_listings(&portal, &cancel, s(12));
     let dropper = spawn_later(&portal, &cancel, s(30), price_drop);
     let letting = spawn_later(&portal, &cancel, s(40), let_one);
-    let digests = spawn_digest_reader(&portal, &cancel);
+    let digests = spawn_digest_reader(&portal, &cancel, digest);
     if let Some(secs) = duration {
         let stop = cancel.clone();
         tokio::spawn(async move {
@@ -206,8 +213,10 @@ fn introduce(
     );
     println!(
         "After {} a flat on rentals-demo is let and leaves the site: once 3 checks miss it, the \
-         dashboard's inbox shows it gone. The webhook channel gets one digest a minute.\n",
-        format_duration(s(40))
+         dashboard's inbox shows it gone. The webhook channel gets one digest every {} (the \
+         config's minute, compressed ×{speed}).\n",
+        format_duration(s(40)),
+        format_duration(digest_period(speed))
     );
 }
 
@@ -232,8 +241,8 @@ fn script_refusals(portal: &Portal, speed: f64) {
 }
 
 /// New listings appear over time, alternating between the sites. Each fits its search's
-/// filter, so each message names its search; the second one is a flat the first search's
-/// filter holds back.
+/// filter, so each message names its search; two more are held back by a filter: an interior
+/// studio by "Retiro with balcony" at first, then a duplex over the first search's budget.
 fn spawn_new_listings(
     portal: &Portal,
     cancel: &CancellationToken,
@@ -251,6 +260,13 @@ fn spawn_new_listings(
             let searches = demo_searches(&portal);
             let search = &searches[n % searches.len()];
             portal.add_listing_with(search.site, Some(search.slug), search.fit);
+            if n == 0 {
+                // Early, before idealista-demo starts refusing: one flat with a balcony that
+                // "Retiro with balcony" announces, one without that its filter holds back.
+                let retiro = &DEMO_SEARCHES[4];
+                portal.add_listing_with(retiro.site, Some(retiro.slug), retiro.fit);
+                portal.add_listing_with(retiro.site, Some(retiro.slug), no_balcony);
+            }
             if n == 1 {
                 let first = &searches[0];
                 portal.add_listing_with(first.site, Some(first.slug), too_dear_for_the_centre);
@@ -303,8 +319,17 @@ fn let_one(portal: &Portal) {
     }
 }
 
+/// The demo's digest period: the config's minute, compressed by `speed` (at least a second).
+fn digest_period(speed: f64) -> Duration {
+    scaled(Duration::from_secs(60), speed).max(Duration::from_secs(1))
+}
+
 /// Tells each digest the demo's webhook channel receives (its subject).
-fn spawn_digest_reader(portal: &Portal, cancel: &CancellationToken) -> JoinHandle<()> {
+fn spawn_digest_reader(
+    portal: &Portal,
+    cancel: &CancellationToken,
+    period: Duration,
+) -> JoinHandle<()> {
     let portal = portal.clone();
     let cancel = cancel.clone();
     tokio::spawn(async move {
@@ -320,13 +345,18 @@ fn spawn_digest_reader(portal: &Portal, cancel: &CancellationToken) -> JoinHandl
                     .ok()
                     .and_then(|v| v["subject"].as_str().map(str::to_owned))
                     .unwrap_or_else(|| "a message".to_owned());
-                println!("webhook channel (one digest a minute) got: {subject}");
+                println!(
+                    "webhook channel (one digest every {}) got: {subject}",
+                    format_duration(period)
+                );
             }
             told = bodies.len();
         }
     })
 }
 
+/// The channel that gets the demo's digests.
+const DIGEST_CHANNEL: &str = "webhook";
 /// The site whose `/hooks/…` the demo's webhook channel posts to, and the hook's name.
 const DIGEST_SITE: &str = "rentals-demo";
 const DIGEST_HOOK: &str = "digest";
@@ -378,6 +408,17 @@ fn too_dear_for_the_centre(l: &mut FakeListing) {
     l.rooms = 4;
     l.area = 150;
     l.price = 3150;
+}
+
+/// The title of the flat "Retiro with balcony" holds back.
+const NO_BALCONY_TITLE: &str = "Interior studio in Retiro";
+
+/// An interior studio in Retiro without a balcony: held back by "Retiro with balcony".
+fn no_balcony(l: &mut FakeListing) {
+    NO_BALCONY_TITLE.clone_into(&mut l.title);
+    l.rooms = 1;
+    l.area = 30;
+    l.description = "A quiet interior studio near the park, furnished, lift.".into();
 }
 
 /// The demo's five searches; three are on the refusing site.
@@ -464,7 +505,7 @@ fn demo_config(
         "# Notifio demo config: short ladders and intervals so the whole story fits in a few minutes.\n\
          [watch]\ninterval = {}\nspacing = {}\nconcurrency = 4\nstate_dir = {:?}\ndashboard = \"{dashboard}\"\n\n\
          [backoff]\nchallenge = [{}]\nrate_limited = [{}]\ndenied = [{}]\nerror = [{}]\nmax_wait = {}\n\n\
-         [notify]\nmailbox = {:?}\n         # A second channel, received by the fake portal: one digest a minute.\n         webhook = {{ url = {:?}, digest = \"1m\" }}\n\n",
+         [notify]\nmailbox = {:?}\n         # A second channel, received by the fake portal: one digest a minute (the demo compresses it).\n         webhook = {{ url = {:?}, digest = \"1m\" }}\n\n",
         s(8),
         s(1),
         state_dir.display().to_string(),
