@@ -179,8 +179,8 @@ pub struct SearchStatus {
     /// Its listings that are gone (missed by every search on `gone_after` good checks).
     #[serde(default)]
     pub gone: u32,
-    /// How long its gone listings stayed online, the median of the latest 50, in seconds
-    /// ("listings here stay online 6 h"); none before the first is gone.
+    /// How long its gone listings stayed online, the mean of the latest 50, in seconds
+    /// ("listings here stay online 6 h on average"); none before the first is gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stays_online_s: Option<u64>,
     /// How long each of those stayed online, in seconds, oldest first (the chart).

@@ -3,7 +3,8 @@
 //! One embed per listing (its title links to it), at most 10 embeds and 6,000 embed characters
 //! per message, `content` at most 2,000 characters; more listings become more messages. Mentions
 //! are switched off, so a listing titled "@everyone" pings nobody. A listing's photo is its
-//! embed's `image` (Discord fetches it when it shows the message); a message Discord refuses
+//! embed's `thumbnail`, beside the text, so a list of flats stays a list (Discord fetches it
+//! when it shows the message); a message Discord refuses
 //! with a 400 because of one is sent again without pictures. A 429 says how long to wait
 //! in its body's `retry_after` (seconds, fractional) and in `X-RateLimit-Reset-After`; 401/404
 //! (a deleted webhook) are permanent.
@@ -72,7 +73,7 @@ pub(crate) fn bodies(n: &Notification, msg: &Message) -> Vec<Value> {
         }
         if let Some(photo) = picture(l) {
             // One per embed, and at most MAX_EMBEDS embeds: never more than 10 per message.
-            e["image"] = json!({"url": photo});
+            e["thumbnail"] = json!({"url": photo});
         }
         chars += size;
         embeds.push(e);
@@ -102,7 +103,10 @@ fn without_pictures(body: &Value) -> Option<Value> {
         .into_iter()
         .flatten()
     {
-        removed |= e.as_object_mut().and_then(|o| o.remove("image")).is_some();
+        removed |= e
+            .as_object_mut()
+            .and_then(|o| o.remove("thumbnail"))
+            .is_some();
     }
     removed.then_some(plain)
 }
@@ -207,15 +211,18 @@ mod tests {
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter(|e| e.get("image").is_some())
+                .filter(|e| e.get("thumbnail").is_some())
                 .count()
         };
         assert_eq!(b.iter().map(photos).collect::<Vec<_>>(), [9, 2]);
         assert_eq!(
-            b[0]["embeds"][0]["image"]["url"],
+            b[0]["embeds"][0]["thumbnail"]["url"],
             "https://img.portal.example/0.jpg?w=640&h=480"
         );
-        assert!(b[0]["embeds"][3].get("image").is_none(), "not a web URL");
+        assert!(
+            b[0]["embeds"][3].get("thumbnail").is_none(),
+            "not a web URL"
+        );
         let plain = without_pictures(&b[0]).unwrap();
         assert_eq!(photos(&plain), 0);
         assert_eq!(plain["embeds"][0]["title"], "Flat 0");

@@ -1,8 +1,8 @@
 //! ntfy: a POST of the plain text to the topic URL (`https://ntfy.sh/my-flat-topic`), with the
 //! subject as `Title`, the first listing's link as `Click`, a `Tags` emoji and the first
-//! listing's photo as `Attach` (by URL: ntfy's apps load it, the server never fetches it;
-//! a server that refuses the header with a 400 gets the part again without it). A non-ASCII title is sent as an RFC 2047 encoded word,
-//! which ntfy decodes; an access token goes in `Authorization: Bearer`. A message over ntfy's
+//! listing's photo as `Attach` and `Icon` (by URL: ntfy's apps load it, the server never
+//! fetches it; a server that refuses them with a 400 gets the part again without them). A
+//! non-ASCII title is sent as an RFC 2047 encoded word, which ntfy decodes; an access token goes in `Authorization: Bearer`. A message over ntfy's
 //! 4,096 bytes would arrive as a file, so longer ones are split between listings.
 
 use super::http::{Call, Service};
@@ -131,9 +131,12 @@ impl Service for Ntfy {
                 match (i, &attach) {
                     (0, Some(photo)) => {
                         let mut pictured = outgoing.clone();
-                        pictured
-                            .headers
-                            .push((HeaderName::from_static("attach"), photo.clone()));
+                        // The photo as the attachment ntfy's apps show under the text, and
+                        // as the notification's icon, so the flat is seen in the list too.
+                        pictured.headers.extend([
+                            (HeaderName::from_static("attach"), photo.clone()),
+                            (HeaderName::from_static("icon"), photo.clone()),
+                        ]);
                         Call::new(self.url.clone(), pictured)
                             .or_without_pictures(Call::new(self.url.clone(), outgoing))
                     }

@@ -203,7 +203,7 @@ pub struct SearchLifecycle {
     pub new_per_day: Vec<u32>,
     /// Listings of this search that are gone (since lifecycles were followed).
     pub gone: u32,
-    /// The median time its gone listings stayed online (ms); `None` before the first is gone.
+    /// The mean time its latest gone listings stayed online (ms); `None` before the first is gone.
     pub stays_online_ms: Option<u64>,
     /// The time each of its latest gone listings stayed online (ms), newest last (at most
     /// [`Self::SAMPLES`]): the chart's second row.
@@ -213,7 +213,7 @@ pub struct SearchLifecycle {
 impl SearchLifecycle {
     /// Days in `new_per_day`.
     pub const DAYS: usize = 14;
-    /// Gone listings in `online_ms`, and in the median.
+    /// Gone listings in `online_ms`, and in the mean.
     pub const SAMPLES: usize = 50;
 }
 
@@ -265,33 +265,29 @@ pub(super) fn of_search(
     Ok(SearchLifecycle {
         new_per_day,
         gone,
-        stays_online_ms: median(&online_ms),
+        stays_online_ms: mean(&online_ms),
         online_ms,
     })
 }
 
-/// The middle value (the mean of the two middle ones for an even count).
-fn median(values: &[u64]) -> Option<u64> {
-    let mut v = values.to_vec();
-    v.sort_unstable();
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some(v[n / 2 - 1] / 2 + v[n / 2] / 2 + (v[n / 2 - 1] % 2 + v[n / 2] % 2) / 2),
-    }
+/// The mean ("listings stay online 6 h on average"), rounded to the nearest ms.
+fn mean(values: &[u64]) -> Option<u64> {
+    let n = u128::try_from(values.len()).ok().filter(|n| *n > 0)?;
+    let sum: u128 = values.iter().map(|v| u128::from(*v)).sum();
+    u64::try_from((sum + n / 2) / n).ok()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::median;
+    use super::mean;
 
     #[test]
-    fn the_median_is_the_middle_value() {
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[5]), Some(5));
-        assert_eq!(median(&[9, 1, 5]), Some(5));
-        assert_eq!(median(&[1, 3]), Some(2));
-        assert_eq!(median(&[u64::MAX, u64::MAX]), Some(u64::MAX));
+    fn the_average_is_the_mean() {
+        assert_eq!(mean(&[]), None);
+        assert_eq!(mean(&[5]), Some(5));
+        assert_eq!(mean(&[9, 1, 5]), Some(5));
+        assert_eq!(mean(&[1, 2]), Some(2), "rounded to the nearest");
+        assert_eq!(mean(&[1, 1, 10]), Some(4), "not the median (1)");
+        assert_eq!(mean(&[u64::MAX, u64::MAX]), Some(u64::MAX));
     }
 }

@@ -195,7 +195,7 @@ function lifecycleChart(s) {
   if (s.stays_online_s != null) {
     box.append(el('p', { class: 'muted', 'data-testid': 'stays-online' },
       bars(online.map((x) => Math.log1p(x)), 112, 24, 'online', 'time online of the latest gone listings'),
-      ' Listings here stay online ' + about(s.stays_online_s) + ' (median of ' + online.length + ' gone)'));
+      ' Listings here stay online ' + about(s.stays_online_s) + ' on average (' + online.length + ' gone)'));
   }
   return box;
 }

@@ -328,12 +328,7 @@ async fn dashboard_ticks_explains_and_updates_live() {
     let outcome = std::panic::AssertUnwindSafe(drive(&client, addr, &source))
         .catch_unwind()
         .await;
-    let _ = client.close().await;
-    cancel.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    close_and_report(&client, outcome, &cancel, server).await;
 }
 
 /// The app against a real watcher on the fake portal: a search added with the form shows its
@@ -378,12 +373,7 @@ async fn a_search_is_previewed_added_and_deleted_from_the_page() {
     let outcome = std::panic::AssertUnwindSafe(drive_app(&client, addr, &portal, &config))
         .catch_unwind()
         .await;
-    let _ = client.close().await;
-    cancel.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(10), watcher).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    close_and_report(&client, outcome, &cancel, watcher).await;
 }
 
 async fn drive_app(client: &Client, addr: SocketAddr, portal: &fake_portal::Portal, config: &Path) {
@@ -782,9 +772,20 @@ async fn listings_are_marked_with_clicks_and_keys_and_stay_marked_after_a_reload
     let outcome = std::panic::AssertUnwindSafe(drive_inbox(&client, addr, &portal))
         .catch_unwind()
         .await;
-    let _ = client.close().await;
+    close_and_report(&client, outcome, &cancel, watcher).await;
+}
+
+/// Always closes the session (so chromium exits) and stops the server or watcher, then
+/// reports what the test's drive found.
+async fn close_and_report(
+    client: &Client,
+    outcome: std::thread::Result<()>,
+    cancel: &CancellationToken,
+    stopped: impl Future,
+) {
+    let _ = client.clone().close().await;
     cancel.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(10), watcher).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), stopped).await;
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }
@@ -792,16 +793,28 @@ async fn listings_are_marked_with_clicks_and_keys_and_stay_marked_after_a_reload
 
 /// The rows of the inbox as (id, state), in order: read in one script, since the list is
 /// re-rendered under the test's feet.
-async fn inbox_rows(client: &Client) -> Vec<(String, String)> {
-    let v = client
-        .execute(
-            "return Array.from(document.querySelectorAll('[data-testid=inbox-listing]'))\
-             .map((li) => [li.dataset.id, li.dataset.state]);",
-            vec![],
-        )
-        .await
-        .unwrap();
-    serde_json::from_value(v).unwrap_or_default()
+const INBOX_ROWS: &str = "return Array.from(document.querySelectorAll('[data-testid=inbox-listing]'))\
+                          .map((li) => [li.dataset.id, li.dataset.state]);";
+
+/// Runs `script` in the page until what it returns satisfies `f`, for up to 20 s.
+async fn script_until(
+    client: &Client,
+    what: &str,
+    script: &str,
+    f: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let start = Instant::now();
+    loop {
+        let v = client.execute(script, vec![]).await.unwrap();
+        if f(&v) {
+            return v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits until the inbox's rows satisfy `f`.
@@ -810,18 +823,10 @@ async fn inbox_until(
     what: &str,
     f: impl Fn(&[(String, String)]) -> bool,
 ) -> Vec<(String, String)> {
-    let start = Instant::now();
-    loop {
-        let rows = inbox_rows(client).await;
-        if f(&rows) {
-            return rows;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "timed out waiting for {what}: {rows:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let rows = |v: &serde_json::Value| -> Vec<(String, String)> {
+        serde_json::from_value(v.clone()).unwrap_or_default()
+    };
+    rows(&script_until(client, what, INBOX_ROWS, |v| f(&rows(v))).await)
 }
 
 async fn drive_inbox(client: &Client, addr: SocketAddr, portal: &fake_portal::Portal) {
@@ -935,7 +940,7 @@ async fn drive_inbox(client: &Client, addr: SocketAddr, portal: &fake_portal::Po
             .unwrap();
         let text = text.as_str().unwrap_or_default().to_owned();
         if text.contains("stay online") {
-            assert!(text.contains("median of 1 gone"), "{text}");
+            assert!(text.contains("on average (1 gone)"), "{text}");
             break;
         }
         assert!(
@@ -952,4 +957,138 @@ async fn drive_inbox(client: &Client, addr: SocketAddr, portal: &fake_portal::Po
         .await
         .unwrap();
     assert!(bars.as_u64().unwrap_or(0) >= 2, "bars drawn: {bars}");
+}
+
+/// One flat on a page: a card with a photo, as a portal shows it.
+fn one_flat_page(id: &str, price: u32) -> Vec<u8> {
+    crate::util::raw_response(
+        "200 OK",
+        &[],
+        &format!(
+            "<!doctype html><html><body><main>\
+             <article class=\"listing\" data-id=\"{id}\"><a href=\"/listing/{id}\">\
+             <img src=\"/img/{id}.jpg\" width=\"320\" height=\"240\" alt=\"\">\
+             <h2 class=\"title\">Sunny 2-room flat in Lavapiés</h2></a>\
+             <span class=\"price\">{price} €</span><span class=\"rooms\">2 hab.</span>\
+             <span class=\"area\">64 m²</span><p>Bright, with a balcony.</p></article>\
+             </main></body></html>"
+        ),
+    )
+}
+
+/// The inbox row of one flat as the page draws it: its photo, its price history's sparkline
+/// after a drop, the twin on another site folded into its "also on", and its mark kept
+/// across a hand edit of the config that the watcher applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbox_row_shows_photo_price_history_and_twin_and_keeps_its_mark_across_an_edit() {
+    if browser_missing() {
+        return;
+    }
+    let first = crate::util::RawServer::start(one_flat_page("a1", 1200)).await;
+    let twin = crate::util::RawServer::start(one_flat_page("b7", 1200)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("notifio.toml");
+    let searches = |extra: &str| {
+        format!(
+            "[watch]\nspacing = \"100ms\"\nstate_dir = {:?}\ndashboard = \"127.0.0.1:0\"\n\n\
+             [[search]]\nname = \"Lavapiés\"\nurl = \"{}/flats\"\ninterval = \"1s\"\n\
+             listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n\
+             [[search]]\nname = \"Lavapiés elsewhere\"\nurl = \"{}/flats\"\ninterval = \"1s\"\n\
+             listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n{extra}",
+            dir.path().join("state").display().to_string(),
+            first.url,
+            twin.url,
+        )
+    };
+    std::fs::write(&config, searches("")).unwrap();
+    let cfg = notifio::config::load(&config).unwrap();
+    let (addr, cancel, watcher) = crate::util::run_app(cfg).await;
+    let (_driver, client, _profile) = open_browser().await;
+    let outcome = std::panic::AssertUnwindSafe(async {
+        client.goto(&format!("http://{addr}/")).await.unwrap();
+        const ROW: &str = "const li = document.querySelector('[data-testid=inbox-listing]');\
+             if (!li) return null;\
+             const img = li.querySelector('img.thumb');\
+             const spark = li.querySelector('svg.spark polyline');\
+             return { n: document.querySelectorAll('[data-testid=inbox-listing]').length,\
+               id: li.dataset.id, state: li.dataset.state,\
+               img: img ? img.getAttribute('src') : null,\
+               spark: spark ? spark.closest('svg').getAttribute('aria-label') : null,\
+               points: spark ? spark.getAttribute('points').split(' ').length : 0,\
+               also: Array.from(li.querySelectorAll('a.also')).map((a) => a.getAttribute('href')),\
+               found: li.querySelector('.found').textContent };";
+        let until = |what: &'static str, f: fn(&serde_json::Value) -> bool| {
+            script_until(&client, what, ROW, move |v| !v.is_null() && f(v))
+        };
+        // The same flat on two sites is one row, with its photo and the other site.
+        let v = until("one row for the flat and its twin", |v| {
+            v["n"] == 1 && v["also"].as_array().is_some_and(|a| a.len() == 1)
+        })
+        .await;
+        let (shown, other) = if v["id"] == "a1" {
+            (&first, &twin)
+        } else {
+            (&twin, &first)
+        };
+        assert_eq!(
+            v["img"].as_str(),
+            Some(format!("{}/img/{}.jpg", shown.url, v["id"].as_str().unwrap()).as_str()),
+            "the row's thumbnail is the card's photo: {v}"
+        );
+        assert!(
+            v["also"][0].as_str().unwrap().starts_with(&other.url),
+            "also on links the twin's page: {v}"
+        );
+        assert!(v["found"].as_str().unwrap().contains(" · also on "), "{v}");
+        assert!(v["spark"].is_null(), "one price is no history: {v}");
+        let shown_id = v["id"].clone();
+
+        // The flat gets cheaper on both sites: the row draws its price history.
+        first.answer(one_flat_page("a1", 1100));
+        twin.answer(one_flat_page("b7", 1100));
+        let v = until("the sparkline of the drop", |v| !v["spark"].is_null()).await;
+        assert_eq!(v["spark"], "price history: 1200 → 1100", "{v}");
+        assert_eq!(v["points"], 2, "{v}");
+        assert_eq!(v["n"], 1, "still one flat: {v}");
+
+        // Marked a favourite, then the config is edited by hand: a third search is added.
+        client
+            .find(Locator::Css(
+                "[data-testid=inbox-listing] button[data-mark=favourite]",
+            ))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        until("the favourite", |v| v["state"] == "favourite").await;
+        std::fs::write(
+            &config,
+            searches(&format!(
+                "\n[[search]]\nname = \"Lavapiés, 2+ rooms\"\nurl = \"{}/two-rooms\"\n\
+                 min_rooms = 2\nlisting = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
+                first.url
+            )),
+        )
+        .unwrap();
+        let start = Instant::now();
+        while !first
+            .request_lines()
+            .iter()
+            .any(|l| l.starts_with("GET /two-rooms"))
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the edit was never applied"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        client.refresh().await.unwrap();
+        let v = until("the row after the edit and a reload", |v| v["n"] == 1).await;
+        assert_eq!(v["state"], "favourite", "the mark survives the edit: {v}");
+        assert_eq!(v["id"], shown_id, "the same flat heads the row: {v}");
+    })
+    .catch_unwind()
+    .await;
+    close_and_report(&client, outcome, &cancel, watcher).await;
 }

@@ -198,7 +198,7 @@ matrix = {{ homeserver = "{mx}", room = "!room:example.org", token = "mx-secret"
     assert_eq!(j["embeds"][0]["url"], link);
     assert_eq!(j["embeds"][0]["description"], "1,150 € · 2 rooms · 64 m²");
     assert_eq!(
-        j["embeds"][0]["image"]["url"],
+        j["embeds"][0]["thumbnail"]["url"],
         "https://img.portal.example/101.jpg"
     );
     assert_eq!(j["allowed_mentions"]["parse"], serde_json::json!([]));
@@ -246,6 +246,11 @@ matrix = {{ homeserver = "{mx}", room = "!room:example.org", token = "mx-secret"
     assert_eq!(
         nh[0].header("attach"),
         Some("https://img.portal.example/101.jpg")
+    );
+    assert_eq!(
+        nh[0].header("icon"),
+        Some("https://img.portal.example/101.jpg"),
+        "the photo is the notification's icon too"
     );
     assert_eq!(nh[0].header("authorization"), Some("Bearer tk_ntfy"));
     assert!(nh[0].body.contains(&format!(
@@ -745,9 +750,9 @@ async fn discord_slack_and_ntfy_refusing_a_picture_get_the_message_without_it() 
 
     let d = dc.hits();
     assert_eq!(d.len(), 2);
-    assert_eq!(d[0].json()["embeds"][0]["image"]["url"], photo);
+    assert_eq!(d[0].json()["embeds"][0]["thumbnail"]["url"], photo);
     let plain = d[1].json();
-    assert!(plain["embeds"][0].get("image").is_none());
+    assert!(plain["embeds"][0].get("thumbnail").is_none());
     assert_eq!(plain["embeds"][0]["title"], "Sunny flat");
 
     let s = sl.hits();
@@ -760,7 +765,9 @@ async fn discord_slack_and_ntfy_refusing_a_picture_get_the_message_without_it() 
     let h = nt.hits();
     assert_eq!(h.len(), 2);
     assert_eq!(h[0].header("attach"), Some(photo));
+    assert_eq!(h[0].header("icon"), Some(photo));
     assert_eq!(h[1].header("attach"), None);
+    assert_eq!(h[1].header("icon"), None, "no picture at all in the retry");
     assert_eq!(h[1].body, h[0].body);
 }
 
