@@ -8,7 +8,8 @@
 //!   silently → `init_check_watch_status_checks_again_within_the_interval`
 //! - `check --force` beside `watch`, then a restart: status says what the watcher does, and the
 //!   restarted watcher keeps checking → `a_check_beside_watch_leaves_the_watchers_plan`
-//! - two `check --notify` at once: every message once → `two_checks_at_once_send_each_message_once`
+//! - two `check --notify` at once, alone and beside a running `watch`: every message once →
+//!   `two_checks_at_once_send_each_message_once`
 //! - one channel dead (a silent SMTP server, a service that never answers) while the others
 //!   deliver on time → `a_dead_channel_costs_the_other_channels_nothing`
 //! - dashboard add → first check → notification → restart → nothing twice →
@@ -20,8 +21,10 @@
 //!   file alone → `a_read_only_config_is_left_alone`
 //! - `status` before any run → `status_before_any_run_says_never_checked_and_no_watcher`, and
 //!   while the config is invalid mid-run → `status_with_the_config_broken_mid_run_shows_the_watcher`
-//! - `kill -9` of `check --notify` at random points, then `watch`: nothing lost →
-//!   `sigkills_of_check_notify_lose_nothing`
+//! - `kill -9` of `check --notify` (one mid-delivery, others at random points), then of
+//!   `watch` mid-delivery, then `watch` again: nothing lost →
+//!   `sigkills_across_check_and_watch_lose_nothing` (and `reliability.rs` kills `watch` at
+//!   random points while a site waits)
 
 use crate::util::{Answer, Fake, Notifio, answer, wait_for};
 use fake_portal::{Behaviour, Portal, SiteSpec};
@@ -235,8 +238,8 @@ async fn init_check_watch_status_checks_again_within_the_interval() {
     assert_eq!(watch.terminate(), Some(0));
 }
 
-/// `check --force` beside a running watcher reads a waiting site, and `status` still says
-/// what the watcher does: the site waits (issue 34.8). A restarted watcher keeps checking
+/// `check --force` beside a running watcher reads a waiting site, and `status` and the
+/// dashboard still say what the watcher does: the site waits (issue 34.8). A restarted watcher keeps checking
 /// (issue 34.1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_beside_watch_leaves_the_watchers_plan() {
@@ -246,7 +249,7 @@ async fn a_check_beside_watch_leaves_the_watchers_plan() {
     portal.set_behaviour("b", Behaviour::RateLimited { retry_after: None });
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let mut text_ = watch_section(&state, "500ms", "false");
+    let mut text_ = watch_section(&state, "500ms", "\"127.0.0.1:0\"");
     text_.push_str("[backoff]\nrate_limited = [\"1h\"]\njitter = 0\n\n");
     text_.push_str(&search("A", &portal.search_url("a", "s"), ""));
     text_.push_str(&search("B", &portal.search_url("b", "s"), ""));
@@ -254,6 +257,7 @@ async fn a_check_beside_watch_leaves_the_watchers_plan() {
     let b = site_key(&portal, "b");
 
     let watch = Notifio::start(dir.path(), &path, false, None);
+    let dashboard = dashboard_of(&watch).await;
     wait_for(Duration::from_secs(10), "site b to wait", || {
         crate::util::backoff(&state)
             .iter()
@@ -275,6 +279,11 @@ async fn a_check_beside_watch_leaves_the_watchers_plan() {
     let (_, view) = status(&path).await;
     assert_eq!(site_of(&view, &b)["state"], "waiting", "{view:#}");
     assert_eq!(search_of(&view, "B")["state"], "waiting", "{view:#}");
+    // The dashboard says the same.
+    let (code, shown) = api(&dashboard, reqwest::Method::GET, "/api/status", Value::Null).await;
+    assert_eq!(code, 200, "{shown}");
+    assert_eq!(site_of(&shown, &b)["state"], "waiting", "{shown:#}");
+    assert_eq!(search_of(&shown, "B")["state"], "waiting", "{shown:#}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("the watcher keeps its waits"),
         "{}",
@@ -297,8 +306,9 @@ async fn a_check_beside_watch_leaves_the_watchers_plan() {
     assert_eq!(watch.terminate(), Some(0));
 }
 
-/// Two `check --notify` at once, five rounds: each new listing's message reaches the webhook
-/// once (issue 34.4). The webhook answers slowly, which widens the window a second sender had.
+/// Two `check --notify` at once, five rounds, then five more beside a running `watch`: each
+/// new listing's message reaches the webhook once (issue 34.4). The webhook answers slowly,
+/// which widens the window a second sender had.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_checks_at_once_send_each_message_once() {
     let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
@@ -319,17 +329,37 @@ async fn two_checks_at_once_send_each_message_once() {
     let out = run(&["check"], &path).await;
     assert!(out.status.success(), "{}", text(&out));
 
-    let mut added = Vec::new();
-    for _ in 0..5 {
-        let l = portal.add_listing("flats", Some("s"));
-        added.push(l.url.clone());
-        let (one, two) = tokio::join!(
-            run(&["check", "--notify"], &path),
-            run(&["check", "--notify"], &path)
-        );
-        assert!(one.status.success(), "{}", text(&one));
-        assert!(two.status.success(), "{}", text(&two));
-    }
+    // Each round: a new listing, and two senders at once.
+    let rounds = || {
+        let (portal, path) = (portal.clone(), path.clone());
+        async move {
+            let mut mine = Vec::new();
+            for _ in 0..5 {
+                mine.push(portal.add_listing("flats", Some("s")).url);
+                let (one, two) = tokio::join!(
+                    run(&["check", "--notify"], &path),
+                    run(&["check", "--notify"], &path)
+                );
+                assert!(one.status.success(), "{}", text(&one));
+                assert!(two.status.success(), "{}", text(&two));
+            }
+            mine
+        }
+    };
+    let mut added = rounds().await;
+    // Then beside a running watcher, whose sender works the same outbox: two more senders a
+    // round, five rounds.
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    added.extend(rounds().await);
+    wait_for(Duration::from_secs(10), "every listing sent", || {
+        let hits = hook.hits();
+        added
+            .iter()
+            .all(|u| hits.iter().any(|h| h.body.contains(u.as_str())))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(watch.terminate(), Some(0));
     let hits = hook.hits();
     for url in &added {
         let n = hits
@@ -663,6 +693,18 @@ async fn hand_and_dashboard_edits_at_once_lose_nothing() {
         );
     }
     notifio::config::parse(&file, &path).unwrap();
+    // And the watcher watches what was written by hand, as what the dashboard added: each
+    // search's page is asked for.
+    wait_for(Duration::from_secs(20), "every search checked", || {
+        let asked: Vec<String> = portal.requests().into_iter().map(|r| r.path).collect();
+        let missing: Vec<String> = (0..6)
+            .flat_map(|i| [format!("h={i}"), format!("d={i}")])
+            .chain(["slow".to_owned(), "between".to_owned()])
+            .filter(|q| !asked.iter().any(|p| p.ends_with(&format!("?{q}"))))
+            .collect();
+        missing.is_empty().then_some(())
+    })
+    .await;
     assert_eq!(watch.terminate(), Some(0));
 }
 
@@ -855,15 +897,26 @@ async fn status_with_the_config_broken_mid_run_shows_the_watcher() {
         crate::util::all_baselined(&state, 1).then_some(())
     })
     .await;
-    std::fs::write(
-        &path,
-        t.replace("interval = \"500ms\"", "interval = \"soon\""),
-    )
-    .unwrap();
-    let view = wait_for(
-        Duration::from_secs(8),
-        "the watcher to see the mistake",
-        || {
+    // A bad value, then a TOML syntax error: each named at its line and column.
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    let line_of = |needle: &str| t.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let broken = [
+        (
+            "a bad value",
+            "interval = \"500ms\"",
+            "interval = \"soon\"",
+            "`watch.interval`",
+        ),
+        (
+            "a syntax error",
+            "name = \"Flats\"",
+            "name = \"Flats",
+            "invalid TOML",
+        ),
+    ];
+    for (what, good, bad, says) in broken {
+        std::fs::write(&path, t.replace(good, bad)).unwrap();
+        let view = wait_for(Duration::from_secs(8), what, || {
             let out = Command::new(env!("CARGO_BIN_EXE_notifio"))
                 .args(["status", "--json", "--config"])
                 .arg(&path)
@@ -871,26 +924,29 @@ async fn status_with_the_config_broken_mid_run_shows_the_watcher() {
                 .ok()?;
             let view: Value = serde_json::from_slice(&out.stdout).ok()?;
             (out.status.code() == Some(2) && !view["config"]["error"].is_null()).then_some(view)
-        },
-    )
-    .await;
-    let flats = search_of(&view, "Flats");
-    assert!(flats["next_check_at"].as_u64().is_some(), "{view:#}");
-    assert!(
-        view["config"]["error"]
-            .as_str()
-            .unwrap()
-            .contains("interval"),
-        "{view:#}"
-    );
-    assert_eq!(view["watcher"]["running"], true, "{view:#}");
-    let out = run(&["status"], &path).await;
-    let table = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        table.contains("Flats") && table.contains("config error"),
-        "{table}"
-    );
-    assert!(!table.contains("no watcher running"), "{table}");
+        })
+        .await;
+        let flats = search_of(&view, "Flats");
+        assert!(
+            flats["next_check_at"].as_u64().is_some(),
+            "{what}: {view:#}"
+        );
+        let error = view["config"]["error"].as_str().unwrap();
+        let at = format!("{name}:{}:", line_of(good));
+        assert!(
+            error.contains(&at) && error.contains(says),
+            "{what} at {at}: {error}"
+        );
+        assert_eq!(view["watcher"]["running"], true, "{what}: {view:#}");
+        let out = run(&["status"], &path).await;
+        let table = String::from_utf8_lossy(&out.stdout).into_owned();
+        println!("{what}:\n{table}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            table.contains("Flats") && table.contains("config error"),
+            "{what}: {table}"
+        );
+        assert!(!table.contains("no watcher running"), "{what}: {table}");
+    }
     // And the watcher goes on with the config it runs.
     let before = portal.request_count("flats");
     wait_for(
@@ -902,11 +958,22 @@ async fn status_with_the_config_broken_mid_run_shows_the_watcher() {
     assert_eq!(watch.terminate(), Some(0));
 }
 
-/// `check --notify` SIGKILLed at random points while it delivers to a slow webhook, three
-/// times, then `watch`: every search's message arrives, with at most one duplicate per kill,
-/// and a claim left by a killed sender does not hold the channel (its process is gone).
+/// Waits until the webhook has taken more than `seen` requests: the message it holds is
+/// mid-exchange for its 250 ms answer delay, so a kill now lands during a delivery.
+async fn until_a_delivery_is_in_flight(hook: &Fake, seen: usize) {
+    wait_for(Duration::from_secs(10), "a delivery in flight", || {
+        (hook.hits().len() > seen).then_some(())
+    })
+    .await;
+}
+
+/// `kill -9` across a journey: `check --notify` SIGKILLed three times while it delivers to a
+/// slow webhook (the first kill while a message is mid-exchange, the others at random points,
+/// each on a live process), then `watch`, SIGKILLed mid-delivery of new listings, then `watch`
+/// again: every listing's message arrives, with at most one duplicate per kill, and a claim
+/// left by a killed sender does not hold the channel (its process is gone).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkills_of_check_notify_lose_nothing() {
+async fn sigkills_across_check_and_watch_lose_nothing() {
     // Four sites: four first looks that announce what they find, four messages.
     let names: Vec<String> = (0..4).map(|i| format!("S{i}")).collect();
     let portal = Portal::start(names.iter().map(|n| SiteSpec::new(n)).collect())
@@ -929,8 +996,8 @@ async fn sigkills_of_check_notify_lose_nothing() {
         t.push_str(&search(n, &url, "notify_existing = true"));
     }
     let path = crate::util::write_config(dir.path(), &t);
-    let kills = 3;
-    for (k, ms) in offsets(kills).into_iter().enumerate() {
+    let check_kills = 3;
+    for (k, ms) in offsets(check_kills).into_iter().enumerate() {
         let mut child = notifio()
             .args(["check", "--notify", "--config"])
             .arg(&path)
@@ -938,14 +1005,25 @@ async fn sigkills_of_check_notify_lose_nothing() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(150 + ms * 60)).await;
+        if k == 0 {
+            until_a_delivery_is_in_flight(&hook, 0).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(150 + ms * 60)).await;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "kill {k} would land on a process that had already ended"
+        );
         let _ = child.kill();
         let _ = child.wait();
-        println!("kill {k} after {} ms", 150 + ms * 60);
+        println!(
+            "kill {k} of check --notify after {} hook hits",
+            hook.hits().len()
+        );
     }
     let start = Instant::now();
     let watch = Notifio::start(dir.path(), &path, false, None);
-    wait_for(Duration::from_secs(10), "every message delivered", || {
+    let pending = || {
         let db = crate::util::db(&state)?;
         let pending: i64 = db
             .query_row(
@@ -957,6 +1035,10 @@ async fn sigkills_of_check_notify_lose_nothing() {
         let rows: i64 = db
             .query_row("SELECT COUNT(*) FROM outbox", [], |r| r.get(0))
             .ok()?;
+        Some((rows, pending))
+    };
+    wait_for(Duration::from_secs(10), "every message delivered", || {
+        let (rows, pending) = pending()?;
         (rows >= names.len() as i64 && pending == 0).then_some(())
     })
     .await;
@@ -965,14 +1047,35 @@ async fn sigkills_of_check_notify_lose_nothing() {
         start.elapsed() < Duration::from_secs(8),
         "a dead sender's claim held the channel for its whole lease"
     );
-    // Up and checking (a SIGTERM before its handlers are set is the default: the end).
-    let before: usize = names.iter().map(|n| portal.request_count(n)).sum();
-    wait_for(Duration::from_secs(5), "the watcher's checks", || {
-        let now: usize = names.iter().map(|n| portal.request_count(n)).sum();
-        (now > before).then_some(())
+
+    // New flats while `watch` runs; it is SIGKILLed while it delivers one of them.
+    let seen = hook.hits().len();
+    let new: Vec<String> = names
+        .iter()
+        .map(|n| portal.add_listing(n, Some("s")).url)
+        .collect();
+    until_a_delivery_is_in_flight(&hook, seen).await;
+    let mut watch = watch;
+    assert!(watch.alive(), "the watcher was running when it was killed");
+    watch.kill();
+    let (rows, left) = pending().expect("the state database");
+    println!("watch killed mid-delivery: {left} of {rows} outbox rows pending");
+    assert!(left > 0, "the kill landed before every message was sent");
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    wait_for(Duration::from_secs(15), "the new flats delivered", || {
+        let hits = hook.hits();
+        new.iter()
+            .all(|u| hits.iter().any(|h| h.body.contains(u.as_str())))
+            .then_some(())
+    })
+    .await;
+    wait_for(Duration::from_secs(10), "nothing pending", || {
+        (pending()?.1 == 0).then_some(())
     })
     .await;
     assert_eq!(watch.terminate(), Some(0));
+
+    let kills = check_kills + 1;
     let hits = hook.hits();
     for n in &names {
         let got = hits
@@ -983,7 +1086,19 @@ async fn sigkills_of_check_notify_lose_nothing() {
                     .is_some_and(|s| s.iter().any(|x| x == n.as_str()))
             })
             .count();
-        assert!((1..=1 + kills).contains(&got), "{n}: {got} messages");
+        // Its first look, and its new flat (together, or apart).
+        assert!((1..=2 + kills).contains(&got), "{n}: {got} messages");
     }
-    assert!(hits.len() <= names.len() + kills, "{} messages", hits.len());
+    for u in &new {
+        let got = hits.iter().filter(|h| h.body.contains(u.as_str())).count();
+        assert!(
+            (1..=2).contains(&got),
+            "{u}: {got} messages after one kill of watch"
+        );
+    }
+    assert!(
+        hits.len() <= 2 * names.len() + kills,
+        "{} messages after {kills} kills",
+        hits.len()
+    );
 }
