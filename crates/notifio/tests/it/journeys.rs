@@ -1,6 +1,7 @@
 //! Journeys: the paths users take across commands and processes, with the real `notifio`
-//! binary, the fake portal, fakes of the services' HTTP APIs and a silent SMTP server, all on
-//! 127.0.0.1. Each journey is a seam where two features meet and a user once lost listings
+//! binary (the test build; CI runs them again with the packaged `dist` build, named by
+//! `NOTIFIO_TEST_BIN`), the fake portal, fakes of the services' HTTP APIs and a silent SMTP
+//! server, all on 127.0.0.1. Each journey is a seam where two features meet and a user once lost listings
 //! (docs/reliability.md names the guarantee each one holds):
 //!
 //! - `init` → `check` → `watch` → `status`: the searches are checked again within their
@@ -36,7 +37,7 @@ use std::time::{Duration, Instant};
 const LISTING: &str = "listing = { selector = \"article.listing\", id_attr = \"data-id\" }";
 
 fn notifio() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_notifio"));
+    let mut cmd = Command::new(crate::util::binary());
     cmd.env_remove("RUST_LOG")
         .env_remove("NOTIFIO_CONFIG")
         .env_remove("NOTIFIO_DASHBOARD_TOKEN")
@@ -917,7 +918,7 @@ async fn status_with_the_config_broken_mid_run_shows_the_watcher() {
     for (what, good, bad, says) in broken {
         std::fs::write(&path, t.replace(good, bad)).unwrap();
         let view = wait_for(Duration::from_secs(8), what, || {
-            let out = Command::new(env!("CARGO_BIN_EXE_notifio"))
+            let out = Command::new(crate::util::binary())
                 .args(["status", "--json", "--config"])
                 .arg(&path)
                 .output()

@@ -781,6 +781,17 @@ pub(crate) fn can_run(program: &str, args: &[&str], package: &str) -> bool {
 
 /// A running `notifio watch` child. Its stdout and stderr go to files (so a chatty `-vv` run can
 /// never block on a full pipe). Dropping it SIGKILLs it.
+/// The `notifio` binary black-box tests run: the one `cargo test` built, or the one
+/// `NOTIFIO_TEST_BIN` names (CI runs the journeys again with the packaged `dist` build).
+pub(crate) fn binary() -> PathBuf {
+    std::env::var_os("NOTIFIO_TEST_BIN")
+        .filter(|p| !p.is_empty())
+        .map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_notifio")),
+            PathBuf::from,
+        )
+}
+
 pub(crate) struct Notifio {
     child: Child,
     /// Where stdout and stderr are appended.
@@ -796,7 +807,7 @@ impl Notifio {
         let out = dir.join("run.out");
         let err = dir.join("run.err");
         let open = |p: &Path| File::options().create(true).append(true).open(p).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_notifio"));
+        let mut cmd = Command::new(binary());
         if verbose {
             cmd.arg("-vv");
         }
