@@ -81,6 +81,16 @@ impl Outcome {
         }
     }
 
+    /// The outcome as it is reported (one of [`Self::REPORTED`]): `Unchanged` and `Held`
+    /// are `Ok`.
+    #[must_use]
+    pub const fn reported(self) -> Self {
+        match self {
+            Self::Unchanged | Self::Held => Self::Ok,
+            other => other,
+        }
+    }
+
     /// Parses [`Self::as_str`] back (`ok` → `Ok`).
     #[must_use]
     pub fn parse(s: &str) -> Option<Self> {

@@ -98,6 +98,56 @@ pub struct Message {
     pub channels: Vec<ChannelName>,
 }
 
+/// Where one search stands before a check, as the store knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BaselineSoFar {
+    /// The result pages its baseline covers; `None` before its first good look.
+    pub pages: Option<u32>,
+    /// `notify_existing`: its first look announces what it finds.
+    pub notify_existing: bool,
+}
+
+/// Who hears a check's news, decided before its listings are looked at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Audience {
+    /// The searches (indexes into the check's searches) that announce: all but those
+    /// taking a silent baseline now.
+    pub searches: Vec<usize>,
+    /// The searches whose first look this is (their baseline is written now).
+    pub first_looks: Vec<usize>,
+    /// The result pages (1, 2, …) whose new listings are news to some search that
+    /// announces: a page a search reads for the first time (after raising `pages`) is part
+    /// of its baseline, not news. `usize::MAX`: every page.
+    pub covered: usize,
+}
+
+/// Who of a check's `searches` (in its order) hears its news.
+#[must_use]
+pub fn audience(searches: &[BaselineSoFar]) -> Audience {
+    let mut out = Audience::default();
+    for (i, s) in searches.iter().enumerate() {
+        match s.pages {
+            None => {
+                out.first_looks.push(i);
+                if s.notify_existing {
+                    out.searches.push(i);
+                    out.covered = usize::MAX;
+                }
+            }
+            Some(known) => {
+                out.searches.push(i);
+                let reach = if s.notify_existing {
+                    usize::MAX
+                } else {
+                    known as usize
+                };
+                out.covered = out.covered.max(reach);
+            }
+        }
+    }
+    out
+}
+
 /// Decides what `news` announces, and to whom.
 #[must_use]
 pub fn decide(news: &CheckNews<'_>) -> Decision {
@@ -290,6 +340,42 @@ fn group(groups: &mut Vec<Group>, searches: Vec<usize>, kind: Kind) -> &mut Grou
 
 #[cfg(test)]
 mod tests {
+    use super::{Audience, BaselineSoFar, audience};
+
+    #[test]
+    fn a_first_look_is_silent_unless_it_notifies_existing_and_new_pages_are_baseline() {
+        let first = BaselineSoFar {
+            pages: None,
+            notify_existing: false,
+        };
+        let known = |pages| BaselineSoFar {
+            pages: Some(pages),
+            notify_existing: false,
+        };
+        assert_eq!(
+            audience(&[first, known(2), known(1)]),
+            Audience {
+                searches: vec![1, 2],
+                first_looks: vec![0],
+                covered: 2,
+            }
+        );
+        let loud = BaselineSoFar {
+            notify_existing: true,
+            ..first
+        };
+        assert_eq!(
+            audience(&[loud, known(1)]),
+            Audience {
+                searches: vec![0, 1],
+                first_looks: vec![0],
+                covered: usize::MAX,
+            }
+        );
+        assert_eq!(audience(&[first]).searches, Vec::<usize>::new());
+        assert_eq!(audience(&[first]).covered, 0, "nothing is news");
+    }
+
     use super::*;
     use crate::filter::Filters;
 

@@ -347,35 +347,8 @@ fn one_thread_runtime() -> Result<tokio::runtime::Runtime, Failure> {
 /// See [`Failure`].
 pub fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Profiles { json } => {
-            let path = cli.config.unwrap_or_else(config::default_path);
-            let env = config::Environment::from_process();
-            let dirs = crate::extract::catalog::user_dirs(&path, env.config_dir.as_deref());
-            let catalog = crate::extract::Catalog::with_user_dirs(&dirs).map_err(|e| {
-                Failure::from(ConfigError::at(
-                    &e.path, &e.text, e.offset, &e.key, e.message,
-                ))
-            })?;
-            write_out(&if json {
-                format!("{}\n", crate::extract::catalog::listing_json(&catalog))
-            } else {
-                crate::extract::catalog::listing_text(&catalog)
-            })
-        }
-        Command::Ladders { json } => {
-            let (backoff, retry) = match cli.config {
-                Some(p) => {
-                    let c = config::load(&p)?;
-                    (c.backoff, c.retry)
-                }
-                None => (BackoffPolicy::default(), RetryPolicies::default()),
-            };
-            if json {
-                write_out(&format!("{}\n", ladders_json(&backoff, &retry)))
-            } else {
-                write_out(&ladders_text(&backoff, &retry))
-            }
-        }
+        Command::Profiles { json } => profiles(cli.config, json),
+        Command::Ladders { json } => ladders(cli.config, json),
         Command::Init { path } => {
             let path = path.unwrap_or_else(|| PathBuf::from("notifio.toml"));
             config::write_starter(&path)?;
@@ -385,52 +358,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                 path.display()
             ))
         }
-        Command::Status { json } => {
-            let path = cli.config.unwrap_or_else(config::default_path);
-            // A config with a mistake still names a state directory: status shows what the
-            // running watcher does, and the mistake.
-            let (cfg, mistake) = match load_config(Some(path.clone())) {
-                Ok(cfg) => (Some(cfg), None),
-                Err(Failure::Config(e)) if e.line > 0 => (None, Some(e)),
-                Err(e) => return Err(e),
-            };
-            let state_dir = match &cfg {
-                Some(c) => c.watch.state_dir.clone(),
-                None => config::state_dir_despite_errors(&path).ok_or_else(|| {
-                    Failure::Usage(
-                        "this system has no data directory for notifio; set state_dir in [watch]"
-                            .to_owned(),
-                    )
-                })?,
-            };
-            let backoff = cfg.as_ref().map(|c| c.backoff.clone()).unwrap_or_default();
-            let mut view = status::build_from_dir(&state_dir, &backoff, cfg.as_ref())
-                .map_err(|e| Failure::Runtime(e.into()))?;
-            if !view.watcher.running {
-                // What a previous watcher said of its file and planned is stale.
-                view.config = status::ConfigStatus::default();
-                for q in &mut view.searches {
-                    (q.checks_per_hour, q.expected_delay_s) = (None, None);
-                }
-                for site in &mut view.sites {
-                    (site.requests_last_hour, site.hint) = (None, None);
-                }
-            }
-            if let Some(e) = &mistake
-                && view.config.error.is_none()
-            {
-                view.config.error = Some(e.to_string());
-            }
-            if json {
-                let text =
-                    serde_json::to_string_pretty(&view).map_err(|e| Failure::Runtime(e.into()))?;
-                write_out(&format!("{text}\n"))?;
-            } else {
-                write_out(&status::render_table(&view))?;
-            }
-            // The view is shown; the exit code still says the file needs fixing.
-            mistake.map_or(Ok(()), |e| Err(Failure::Config(e)))
-        }
+        Command::Status { json } => status_command(cli.config, json),
         Command::Check {
             json,
             notify,
@@ -459,32 +387,8 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             let page = crate::generate::man_page().map_err(|e| Failure::Runtime(e.into()))?;
             write_out(&String::from_utf8_lossy(&page))
         }
-        Command::Man { dir: Some(dir) } => {
-            let written = crate::generate::man_pages_to(&dir).map_err(|e| {
-                Failure::Runtime(
-                    anyhow::Error::new(e)
-                        .context(format!("writing the man pages into {}", dir.display())),
-                )
-            })?;
-            let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
-            write_out(&format!("{}\n", names.join("\n")))
-        }
-        Command::Watch { quiet } => {
-            let cfg = load_config(cli.config)?;
-            // The same lines the demo narrates, with the sites by their own names.
-            let hooks = Hooks {
-                narrator: Some(crate::narrate::narrator(crate::narrate::Narration {
-                    quiet,
-                    ..crate::narrate::Narration::default()
-                })),
-                on_dashboard: None,
-            };
-            on_workers(runtime()?, async move {
-                crate::runner::run(cfg, CancellationToken::new(), hooks)
-                    .await
-                    .map_err(run_failure)
-            })
-        }
+        Command::Man { dir: Some(dir) } => man_pages_into(&dir),
+        Command::Watch { quiet } => watch(cli.config, quiet),
         Command::Demo {
             speed,
             duration,
@@ -498,6 +402,115 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                 })
         }),
     }
+}
+
+/// `notifio profiles`: the site profiles this machine knows, built in and the user's own.
+fn profiles(config_path: Option<PathBuf>, json: bool) -> Result<(), Failure> {
+    let path = config_path.unwrap_or_else(config::default_path);
+    let env = config::Environment::from_process();
+    let dirs = crate::extract::catalog::user_dirs(&path, env.config_dir.as_deref());
+    let catalog = crate::extract::Catalog::with_user_dirs(&dirs).map_err(|e| {
+        Failure::from(ConfigError::at(
+            &e.path, &e.text, e.offset, &e.key, e.message,
+        ))
+    })?;
+    write_out(&if json {
+        format!("{}\n", crate::extract::catalog::listing_json(&catalog))
+    } else {
+        crate::extract::catalog::listing_text(&catalog)
+    })
+}
+
+/// `notifio ladders`: the waits after each refusal, for the config's ladders or the defaults.
+fn ladders(config_path: Option<PathBuf>, json: bool) -> Result<(), Failure> {
+    let (backoff, retry) = match config_path {
+        Some(p) => {
+            let c = config::load(&p)?;
+            (c.backoff, c.retry)
+        }
+        None => (BackoffPolicy::default(), RetryPolicies::default()),
+    };
+    if json {
+        write_out(&format!("{}\n", ladders_json(&backoff, &retry)))
+    } else {
+        write_out(&ladders_text(&backoff, &retry))
+    }
+}
+
+/// `notifio status`: what the running watcher does (or the last one did), even while the
+/// config has a mistake, which it names (and exits 2 for).
+fn status_command(config_path: Option<PathBuf>, json: bool) -> Result<(), Failure> {
+    let path = config_path.unwrap_or_else(config::default_path);
+    // A config with a mistake still names a state directory: status shows what the
+    // running watcher does, and the mistake.
+    let (cfg, mistake) = match load_config(Some(path.clone())) {
+        Ok(cfg) => (Some(cfg), None),
+        Err(Failure::Config(e)) if e.line > 0 => (None, Some(e)),
+        Err(e) => return Err(e),
+    };
+    let state_dir = match &cfg {
+        Some(c) => c.watch.state_dir.clone(),
+        None => config::state_dir_despite_errors(&path).ok_or_else(|| {
+            Failure::Usage(
+                "this system has no data directory for notifio; set state_dir in [watch]"
+                    .to_owned(),
+            )
+        })?,
+    };
+    let backoff = cfg.as_ref().map(|c| c.backoff.clone()).unwrap_or_default();
+    let mut view = status::build_from_dir(&state_dir, &backoff, cfg.as_ref())
+        .map_err(|e| Failure::Runtime(e.into()))?;
+    if !view.watcher.running {
+        // What a previous watcher said of its file and planned is stale.
+        view.config = status::ConfigStatus::default();
+        for q in &mut view.searches {
+            (q.checks_per_hour, q.expected_delay_s) = (None, None);
+        }
+        for site in &mut view.sites {
+            (site.requests_last_hour, site.hint) = (None, None);
+        }
+    }
+    if let Some(e) = &mistake
+        && view.config.error.is_none()
+    {
+        view.config.error = Some(e.to_string());
+    }
+    if json {
+        let text = serde_json::to_string_pretty(&view).map_err(|e| Failure::Runtime(e.into()))?;
+        write_out(&format!("{text}\n"))?;
+    } else {
+        write_out(&status::render_table(&view))?;
+    }
+    // The view is shown; the exit code still says the file needs fixing.
+    mistake.map_or(Ok(()), |e| Err(Failure::Config(e)))
+}
+
+/// `notifio man DIR`: one page per command, written into `dir`.
+fn man_pages_into(dir: &std::path::Path) -> Result<(), Failure> {
+    let written = crate::generate::man_pages_to(dir).map_err(|e| {
+        Failure::Runtime(
+            anyhow::Error::new(e).context(format!("writing the man pages into {}", dir.display())),
+        )
+    })?;
+    let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    write_out(&format!("{}\n", names.join("\n")))
+}
+
+/// `notifio watch`: the runner, narrating as the demo does (sites by their own names).
+fn watch(config_path: Option<PathBuf>, quiet: bool) -> Result<(), Failure> {
+    let cfg = load_config(config_path)?;
+    let hooks = Hooks {
+        narrator: Some(crate::narrate::narrator(crate::narrate::Narration {
+            quiet,
+            ..crate::narrate::Narration::default()
+        })),
+        on_dashboard: None,
+    };
+    on_workers(runtime()?, async move {
+        crate::runner::run(cfg, CancellationToken::new(), hooks)
+            .await
+            .map_err(run_failure)
+    })
 }
 
 /// `notifio service install | uninstall | status`.

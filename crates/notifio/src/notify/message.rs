@@ -55,7 +55,7 @@ pub fn render(n: &Notification) -> Message {
             kind,
             since,
             searches,
-        } => site_blocked(site, kind, *since, searches),
+        } => site_blocked(site, *kind, *since, searches),
         Notification::SessionExpired {
             site,
             cookies_path,
@@ -499,13 +499,12 @@ fn grouped(v: f64) -> String {
     if neg { format!("-{out}") } else { out }
 }
 
-fn site_blocked(site: &str, kind: &str, since: u64, searches: &[String]) -> Message {
-    let why = match RefusalKind::parse(kind) {
-        Some(RefusalKind::Challenge) => "challenge pages".to_string(),
-        Some(RefusalKind::RateLimited) => "rate limiting, HTTP 429".to_string(),
-        Some(RefusalKind::Denied) => "access denied, HTTP 401/403".to_string(),
-        Some(RefusalKind::Error) => "server or network errors".to_string(),
-        None => kind.to_string(),
+fn site_blocked(site: &str, kind: RefusalKind, since: u64, searches: &[String]) -> Message {
+    let why = match kind {
+        RefusalKind::Challenge => "challenge pages",
+        RefusalKind::RateLimited => "rate limiting, HTTP 429",
+        RefusalKind::Denied => "access denied, HTTP 401/403",
+        RefusalKind::Error => "server or network errors",
     };
     let when = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(since));
     let subject = format!("Cannot check {site} ({why})");
@@ -834,7 +833,7 @@ mod tests {
     fn site_events() {
         let m = render(&Notification::SiteBlocked {
             site: "idealista.com".into(),
-            kind: "challenge".into(),
+            kind: RefusalKind::Challenge,
             since: 1_700_000_000_000,
             searches: vec!["Madrid".into()],
         });

@@ -92,8 +92,9 @@ pub enum Notification {
     SiteBlocked {
         /// Site key.
         site: String,
-        /// Refusal kind (`challenge`, `rate_limited`, `denied`, `error`).
-        kind: String,
+        /// What the site's refusals are (`challenge`, `rate_limited`, `denied`, `error` in
+        /// JSON).
+        kind: notifio_policy::RefusalKind,
         /// Start of the episode (epoch ms).
         since: u64,
         /// Searches on that site that cannot run.

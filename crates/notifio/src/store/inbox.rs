@@ -219,9 +219,10 @@ pub(super) fn marks_of(
     let ids = serde_json::to_string(ids)?;
     let mut stmt = tx.prepare_cached(
         "SELECT listing_id, state FROM listings WHERE site = ?1
-         AND listing_id IN (SELECT value FROM json_each(?2)) AND state IN ('hidden', 'favourite')",
+         AND listing_id IN (SELECT value FROM json_each(?2)) AND state IN (?3, ?4)",
     )?;
-    let rows = stmt.query_map(rusqlite::params![site, ids], |r| {
+    let marks = [ListingState::Hidden, ListingState::Favourite].map(ByName);
+    let rows = stmt.query_map(rusqlite::params![site, ids, marks[0], marks[1]], |r| {
         Ok((r.get(0)?, r.get::<_, ByName<ListingState>>(1)?.0))
     })?;
     Ok(rows.collect::<Result<_, _>>()?)

@@ -906,173 +906,18 @@ impl Tx<'_> {
     }
 }
 
-/// [`Store::record_check`]'s body, inside the transaction.
+/// [`Store::record_check`]'s body, inside the transaction: who hears the check, what of its
+/// listings is new, what is gone, what got cheaper, what is announced, and each search's
+/// history row.
 fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, StoreError> {
     let mut out = Recorded::default();
-
-    let site = rec.site.as_str();
     if let Some(listings) = rec.listings {
         let pages_read = u32::try_from(rec.pages.len().max(1)).unwrap_or(u32::MAX);
-        // The page (1, 2, …) listing `i` was found on.
-        let page_of = |i: usize| rec.pages.iter().take_while(|end| i >= **end).count() + 1;
-        // The searches that announce (all but those taking a silent baseline).
-        let mut audience = Vec::new();
-        // The pages whose new listings are news to some search being announced to: a page a
-        // search reads for the first time (after raising `pages`) is a baseline too.
-        let mut covered: usize = 0;
-        for (i, (id, _, notify_existing)) in rec.searches.iter().enumerate() {
-            let (baseline_at, baseline_pages): (Option<u64>, Option<u32>) = tx
-                .prepare_cached("SELECT baseline_at, baseline_pages FROM searches WHERE id = ?1")?
-                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            if baseline_at.is_none() {
-                tx.prepare_cached(
-                    "UPDATE searches SET baseline_at = ?2, baseline_pages = ?3 WHERE id = ?1",
-                )?
-                .execute(params![id, rec.now, pages_read])?;
-                out.baseline = true;
-                if *notify_existing {
-                    audience.push(i);
-                    covered = usize::MAX;
-                }
-            } else {
-                let known = baseline_pages.unwrap_or(1);
-                audience.push(i);
-                covered = covered.max(if *notify_existing {
-                    usize::MAX
-                } else {
-                    known as usize
-                });
-                if pages_read > known {
-                    tx.prepare_cached("UPDATE searches SET baseline_pages = ?2 WHERE id = ?1")?
-                        .execute(params![id, pages_read])?;
-                }
-            }
-        }
-        let mut news: Vec<Listing> = Vec::new();
-        {
-            let mut insert_listing = tx.prepare_cached(
-                "INSERT OR IGNORE INTO listings (site, listing_id, first_seen, title, price, currency, rooms, area_m2, url, image)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )?;
-            let mut link = tx.prepare_cached("INSERT OR IGNORE INTO search_listings (search_id, site, listing_id, first_seen, seen_page, seen_rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
-            // Which of the page's listings each search already has: one indexed lookup per
-            // search instead of two INSERT OR IGNOREs per listing (a changed page usually
-            // differs by one listing). A search's listing is always in `listings` too: both
-            // rows are written in the same transaction and neither is ever deleted.
-            let page_ids =
-                serde_json::to_string(&listings.iter().map(|l| l.id.as_str()).collect::<Vec<_>>())?;
-            let mut known_stmt = tx.prepare_cached(
-                "SELECT listing_id, seen_page, misses, first_seen, seen_rank FROM search_listings WHERE search_id = ?1 AND listing_id IN (SELECT value FROM json_each(?2))",
-            )?;
-            // A listing with a new id is still not new if the site showed its link before under
-            // another id: changing `id_attr`, or a profile reading ids differently, would
-            // otherwise announce the whole page. Only a link that no other listing on this page
-            // shares counts (cards that all link to one contact page say nothing).
-            let mut links: HashMap<&str, usize> = HashMap::new();
-            for url in listings.iter().filter_map(|l| l.url.as_deref()) {
-                *links.entry(url).or_default() += 1;
-            }
-            let mut seen_link = tx.prepare_cached(
-                "SELECT MIN(first_seen) FROM listings WHERE site = ?1 AND url = ?2 AND listing_id <> ?3",
-            )?;
-            let mut keep_first_seen = tx.prepare_cached(
-                "UPDATE listings SET first_seen = ?3 WHERE site = ?1 AND listing_id = ?2",
-            )?;
-            // And where each stands in its lifecycle (the page it was last seen on, its misses).
-            let mut known: Vec<HashMap<String, lifecycle::Followed>> = Vec::new();
-            for (id, _, _) in rec.searches {
-                known.push(
-                    known_stmt
-                        .query_map(params![id, page_ids], |r| {
-                            Ok((
-                                r.get(0)?,
-                                lifecycle::Followed {
-                                    page: r.get(1)?,
-                                    misses: r.get(2)?,
-                                    age: lifecycle::Age {
-                                        first_seen: r.get(3)?,
-                                        rank: std::cmp::Reverse(r.get(4)?),
-                                    },
-                                },
-                            ))
-                        })?
-                        .collect::<Result<_, _>>()?,
-                );
-            }
-            // The oldest listing each search found now (a new one's age is this check).
-            let mut oldest: Vec<Option<lifecycle::Age>> = vec![None; rec.searches.len()];
-            for (i, l) in listings.iter().enumerate() {
-                let page = u32::try_from(page_of(i)).unwrap_or(u32::MAX);
-                let rank = u32::try_from(i).unwrap_or(u32::MAX);
-                let mut missing: Vec<u32> = Vec::new();
-                for (((id, _, _), k), old) in rec.searches.iter().zip(&known).zip(&mut oldest) {
-                    let age = match k.get(&l.id) {
-                        Some(was) => {
-                            lifecycle::seen(tx, *id, (site, &l.id), (page, rank), *was)?;
-                            was.age
-                        }
-                        None => {
-                            missing.push(*id);
-                            lifecycle::Age {
-                                first_seen: rec.now,
-                                rank: std::cmp::Reverse(rank),
-                            }
-                        }
-                    };
-                    *old = Some(old.map_or(age, |o| o.min(age)));
-                }
-                if missing.is_empty() {
-                    continue;
-                }
-                let fresh = insert_listing.execute(params![
-                    site, l.id, rec.now, l.title, l.price, l.currency, l.rooms, l.area_m2, l.url,
-                    l.image
-                ])? == 1;
-                for id in missing {
-                    link.execute(params![id, site, l.id, rec.now, page, rank])?;
-                }
-                if !fresh {
-                    continue;
-                }
-                let first_seen = match l.url.as_deref() {
-                    Some(url) if links.get(url) == Some(&1) => seen_link
-                        .query_row(params![site, url, l.id], |r| r.get::<_, Option<u64>>(0))?,
-                    _ => None,
-                };
-                match first_seen {
-                    Some(first_seen) => {
-                        // Known since then: "recent listings" keep their place.
-                        keep_first_seen.execute(params![site, l.id, first_seen])?;
-                        out.rekeyed += 1;
-                    }
-                    None => {
-                        if page_of(i) <= covered {
-                            news.push(l.clone());
-                        }
-                        out.new.push(l.clone());
-                    }
-                }
-            }
-            // A check that read all it set out to (no refusal cut it short) tells which of
-            // the listings it read before are missing now.
-            if rec.outcome == Outcome::Ok {
-                for ((id, _, _), oldest) in rec.searches.iter().zip(oldest) {
-                    // What its check before found (`found` is written after this).
-                    let found_before: Option<usize> = tx
-                        .prepare_cached("SELECT found FROM searches WHERE id = ?1")?
-                        .query_row([id], |r| r.get(0))?;
-                    let read = lifecycle::Window {
-                        pages: pages_read,
-                        ids: &page_ids,
-                        oldest,
-                        shrank: found_before.is_some_and(|n| listings.len() < n),
-                    };
-                    out.gone += lifecycle::missed(tx, *id, read, rec.now, rec.gone_after)?;
-                }
-            }
-        }
-        out.changes = prices::record(tx, site, listings, rec.now)?;
-        out.enqueued = news::announce(tx, rec, &audience, listings, &news, &out.changes)?;
+        let audience = take_baselines(tx, rec, pages_read)?;
+        out.baseline = !audience.first_looks.is_empty();
+        let news = record_listings(tx, rec, listings, pages_read, audience.covered, &mut out)?;
+        out.changes = prices::record(tx, rec.site.as_str(), listings, rec.now)?;
+        out.enqueued = news::announce(tx, rec, &audience.searches, listings, &news, &out.changes)?;
     }
     for (id, _, _) in rec.searches {
         write_history(
@@ -1088,6 +933,191 @@ fn record_check_in(tx: &Connection, rec: &CheckRecord<'_>) -> Result<Recorded, S
         )?;
     }
     Ok(out)
+}
+
+/// Reads where each search stands on its baseline, lets [`announce::audience`] decide who
+/// hears this check, and writes the baselines it takes and the pages it adds to them.
+fn take_baselines(
+    tx: &Connection,
+    rec: &CheckRecord<'_>,
+    pages_read: u32,
+) -> Result<crate::announce::Audience, StoreError> {
+    let mut so_far = Vec::with_capacity(rec.searches.len());
+    for (id, _, notify_existing) in rec.searches {
+        let pages: Option<u32> = tx
+            .prepare_cached(
+                "SELECT CASE WHEN baseline_at IS NULL THEN NULL
+                        ELSE COALESCE(baseline_pages, 1) END FROM searches WHERE id = ?1",
+            )?
+            .query_row([id], |r| r.get(0))?;
+        so_far.push(crate::announce::BaselineSoFar {
+            pages,
+            notify_existing: *notify_existing,
+        });
+    }
+    let audience = crate::announce::audience(&so_far);
+    for ((id, _, _), s) in rec.searches.iter().zip(&so_far) {
+        match s.pages {
+            None => tx
+                .prepare_cached(
+                    "UPDATE searches SET baseline_at = ?2, baseline_pages = ?3 WHERE id = ?1",
+                )?
+                .execute(params![id, rec.now, pages_read])?,
+            Some(known) if pages_read > known => tx
+                .prepare_cached("UPDATE searches SET baseline_pages = ?2 WHERE id = ?1")?
+                .execute(params![id, pages_read])?,
+            Some(_) => 0,
+        };
+    }
+    Ok(audience)
+}
+
+/// Which of the page's listings each search already has, and where each stands in its
+/// lifecycle (the page it was last seen on, its misses): one indexed lookup per search
+/// instead of two INSERT OR IGNOREs per listing (a changed page usually differs by one
+/// listing). A search's listing is always in `listings` too: both rows are written in the
+/// same transaction and neither is ever deleted.
+fn known_listings(
+    tx: &Connection,
+    rec: &CheckRecord<'_>,
+    page_ids: &str,
+) -> Result<Vec<HashMap<String, lifecycle::Followed>>, StoreError> {
+    let mut known_stmt = tx.prepare_cached(
+        "SELECT listing_id, seen_page, misses, first_seen, seen_rank FROM search_listings WHERE search_id = ?1 AND listing_id IN (SELECT value FROM json_each(?2))",
+    )?;
+    let mut known = Vec::with_capacity(rec.searches.len());
+    for (id, _, _) in rec.searches {
+        known.push(
+            known_stmt
+                .query_map(params![id, page_ids], |r| {
+                    Ok((
+                        r.get(0)?,
+                        lifecycle::Followed {
+                            page: r.get(1)?,
+                            misses: r.get(2)?,
+                            age: lifecycle::Age {
+                                first_seen: r.get(3)?,
+                                rank: std::cmp::Reverse(r.get(4)?),
+                            },
+                        },
+                    ))
+                })?
+                .collect::<Result<_, _>>()?,
+        );
+    }
+    Ok(known)
+}
+
+/// Writes the check's listings: each search's link to the ones it did not have, the ones the
+/// site never showed before (in `out.new`), what each search has seen again, and, after a
+/// check that read all it set out to, what is missing now. Returns the new listings on the
+/// pages `covered` (the news).
+fn record_listings(
+    tx: &Connection,
+    rec: &CheckRecord<'_>,
+    listings: &[Listing],
+    pages_read: u32,
+    covered: usize,
+    out: &mut Recorded,
+) -> Result<Vec<Listing>, StoreError> {
+    let site = rec.site.as_str();
+    // The page (1, 2, …) listing `i` was found on.
+    let page_of = |i: usize| rec.pages.iter().take_while(|end| i >= **end).count() + 1;
+    let mut news: Vec<Listing> = Vec::new();
+    let mut insert_listing = tx.prepare_cached(
+        "INSERT OR IGNORE INTO listings (site, listing_id, first_seen, title, price, currency, rooms, area_m2, url, image)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?;
+    let mut link = tx.prepare_cached("INSERT OR IGNORE INTO search_listings (search_id, site, listing_id, first_seen, seen_page, seen_rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
+    let page_ids =
+        serde_json::to_string(&listings.iter().map(|l| l.id.as_str()).collect::<Vec<_>>())?;
+    let known = known_listings(tx, rec, &page_ids)?;
+    // A listing with a new id is still not new if the site showed its link before under
+    // another id: changing `id_attr`, or a profile reading ids differently, would otherwise
+    // announce the whole page. Only a link that no other listing on this page shares counts
+    // (cards that all link to one contact page say nothing).
+    let mut links: HashMap<&str, usize> = HashMap::new();
+    for url in listings.iter().filter_map(|l| l.url.as_deref()) {
+        *links.entry(url).or_default() += 1;
+    }
+    let mut seen_link = tx.prepare_cached(
+        "SELECT MIN(first_seen) FROM listings WHERE site = ?1 AND url = ?2 AND listing_id <> ?3",
+    )?;
+    let mut keep_first_seen = tx.prepare_cached(
+        "UPDATE listings SET first_seen = ?3 WHERE site = ?1 AND listing_id = ?2",
+    )?;
+    // The oldest listing each search found now (a new one's age is this check).
+    let mut oldest: Vec<Option<lifecycle::Age>> = vec![None; rec.searches.len()];
+    for (i, l) in listings.iter().enumerate() {
+        let page = u32::try_from(page_of(i)).unwrap_or(u32::MAX);
+        let rank = u32::try_from(i).unwrap_or(u32::MAX);
+        let mut missing: Vec<u32> = Vec::new();
+        for (((id, _, _), k), old) in rec.searches.iter().zip(&known).zip(&mut oldest) {
+            let age = match k.get(&l.id) {
+                Some(was) => {
+                    lifecycle::seen(tx, *id, (site, &l.id), (page, rank), *was)?;
+                    was.age
+                }
+                None => {
+                    missing.push(*id);
+                    lifecycle::Age {
+                        first_seen: rec.now,
+                        rank: std::cmp::Reverse(rank),
+                    }
+                }
+            };
+            *old = Some(old.map_or(age, |o| o.min(age)));
+        }
+        if missing.is_empty() {
+            continue;
+        }
+        let fresh = insert_listing.execute(params![
+            site, l.id, rec.now, l.title, l.price, l.currency, l.rooms, l.area_m2, l.url, l.image
+        ])? == 1;
+        for id in missing {
+            link.execute(params![id, site, l.id, rec.now, page, rank])?;
+        }
+        if !fresh {
+            continue;
+        }
+        let first_seen = match l.url.as_deref() {
+            Some(url) if links.get(url) == Some(&1) => {
+                seen_link.query_row(params![site, url, l.id], |r| r.get::<_, Option<u64>>(0))?
+            }
+            _ => None,
+        };
+        match first_seen {
+            Some(first_seen) => {
+                // Known since then: "recent listings" keep their place.
+                keep_first_seen.execute(params![site, l.id, first_seen])?;
+                out.rekeyed += 1;
+            }
+            None => {
+                if page_of(i) <= covered {
+                    news.push(l.clone());
+                }
+                out.new.push(l.clone());
+            }
+        }
+    }
+    // A check that read all it set out to (no refusal cut it short) tells which of the
+    // listings it read before are missing now.
+    if rec.outcome == Outcome::Ok {
+        for ((id, _, _), oldest) in rec.searches.iter().zip(oldest) {
+            // What its check before found (`found` is written after this).
+            let found_before: Option<usize> = tx
+                .prepare_cached("SELECT found FROM searches WHERE id = ?1")?
+                .query_row([id], |r| r.get(0))?;
+            let read = lifecycle::Window {
+                pages: pages_read,
+                ids: &page_ids,
+                oldest,
+                shrank: found_before.is_some_and(|n| listings.len() < n),
+            };
+            out.gone += lifecycle::missed(tx, *id, read, rec.now, rec.gone_after)?;
+        }
+    }
+    Ok(news)
 }
 
 /// One search's check-history row, its last check and outcome, and the pruning to the last

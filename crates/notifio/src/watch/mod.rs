@@ -93,8 +93,8 @@ pub enum WatchEvent {
 /// Counters the dashboard's `/metrics` shows beside the fetcher's.
 #[derive(Debug, Default)]
 pub struct AppMetrics {
-    /// Checks by outcome name.
-    pub checks: std::sync::Mutex<HashMap<&'static str, u64>>,
+    /// Checks by outcome, as reported (`Unchanged` and `Held` count as `Ok`).
+    pub checks: std::sync::Mutex<HashMap<Outcome, u64>>,
     /// New listings found.
     pub listings_found: AtomicU64,
     /// Checks in flight.
@@ -138,7 +138,7 @@ impl prometheus_client::collector::Collector for AppCollector {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             Outcome::REPORTED
                 .iter()
-                .map(|o| (o.as_str(), map.get(o.as_str()).copied().unwrap_or(0)))
+                .map(|o| (o.as_str(), map.get(o).copied().unwrap_or(0)))
                 .collect()
         };
         let mut family = encoder.encode_descriptor(

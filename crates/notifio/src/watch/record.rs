@@ -252,7 +252,7 @@ impl Watcher {
     /// The `/metrics` counters, and a note when listings came back under new ids.
     fn count(&self, done: &Done, recorded: &Recorded) {
         if let Ok(mut m) = self.metrics.checks.lock() {
-            *m.entry(done.outcome.as_str()).or_default() += 1;
+            *m.entry(done.outcome.reported()).or_default() += 1;
         }
         self.metrics
             .listings_found
@@ -369,7 +369,7 @@ fn site_news(
         {
             let news = Notification::SiteBlocked {
                 site: site.to_string(),
-                kind: entry.kind.as_str().to_owned(),
+                kind: entry.kind,
                 since: entry.since.as_millis(),
                 searches: searches.names(searches.on_site(site)),
             };
