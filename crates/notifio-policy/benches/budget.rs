@@ -24,8 +24,9 @@
 //! minute); about a minute.
 
 use notifio_policy::{
-    ArrivalRates, BackoffPolicy, Demand, LocalOffset, Outcome, Registry, RequestBudget, Scheduler,
-    SchedulerConfig, SearchId, SearchSpec, Share, SiteKey, SiteRhythm, Timestamp, allocate, price,
+    ArrivalRates, BackoffPolicy, Demand, LocalOffset, Outcome, Planned, Registry, RequestBudget,
+    Scheduler, SchedulerConfig, SearchId, SearchSpec, Share, SiteKey, Timestamp, allocate,
+    plan_site, price, site_price,
 };
 use std::time::Duration;
 
@@ -39,8 +40,6 @@ const START: u64 = MONDAY + 8 * HOUR;
 const END: u64 = START + WEEK;
 const DAY_RATES: [f64; 5] = [6.0, 2.0, 1.0, 0.3, 0.1];
 const NIGHT_FACTOR: f64 = 0.1;
-/// The rate a search with no history is assumed to have: the watcher's.
-const PRIOR: f64 = notifio_policy::rates::DEFAULT_PRIOR;
 const FASTEST: Duration = Duration::from_secs(30);
 const SLOWEST: Duration = Duration::from_secs(15 * 60);
 
@@ -172,35 +171,43 @@ fn run(
             let Some((budget, knowing)) = plan else {
                 continue;
             };
-            let rhythm = SiteRhythm::of(&models);
-            let learnt = |m: &ArrivalRates, h: usize| m.rate_in_hour(h, PRIOR, rhythm.shape(h));
-            // The week's busiest hour sets the price; worked out again every 10 minutes.
-            if now >= k_at {
-                let peak = match knowing {
-                    Knowing::Truth => DAY_RATES.iter().map(|r| r.sqrt()).sum(),
-                    Knowing::Learnt => (0..168)
-                        .map(|h| models.iter().map(|m| learnt(m, h).sqrt()).sum::<f64>())
-                        .fold(0.0, f64::max),
-                };
-                k = price(budget, peak);
-                k_at = now + 600_000;
-            }
             let h = offset.hour_of_week(Timestamp(now));
-            let demands: Vec<Demand> = models
+            // Learning, the plan is the watcher's own (notifio_policy::plan); knowing the
+            // true rates, the same rule is fed them instead.
+            let planned: Vec<Planned<'_>> = models
                 .iter()
-                .enumerate()
-                .map(|(i, m)| Demand {
-                    rate: match knowing {
-                        Knowing::Learnt => learnt(m, h),
-                        Knowing::Truth => rate(i, now),
-                    },
+                .map(|m| Planned {
+                    model: m,
                     pages: 1,
                     page_size: 25,
                     fastest: FASTEST,
                     slowest: SLOWEST,
+                    resting: false,
                 })
                 .collect();
-            let shares = allocate(&demands, budget, k);
+            // The week's busiest hour sets the price; worked out again every 10 minutes.
+            if now >= k_at {
+                k = match knowing {
+                    Knowing::Truth => price(budget, DAY_RATES.iter().map(|r| r.sqrt()).sum()),
+                    Knowing::Learnt => site_price(&planned, budget),
+                };
+                k_at = now + 600_000;
+            }
+            let shares = match knowing {
+                Knowing::Learnt => plan_site(&planned, budget, k, h),
+                Knowing::Truth => {
+                    let demands: Vec<Demand> = (0..models.len())
+                        .map(|i| Demand {
+                            rate: rate(i, now),
+                            pages: 1,
+                            page_size: 25,
+                            fastest: FASTEST,
+                            slowest: SLOWEST,
+                        })
+                        .collect();
+                    allocate(&demands, budget, k)
+                }
+            };
             for (i, share) in shares.iter().enumerate() {
                 let id = SearchId(i as u32);
                 s.set_interval(id, share.interval);

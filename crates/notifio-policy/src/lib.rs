@@ -19,6 +19,7 @@ pub mod backoff;
 pub mod budget;
 pub mod classify;
 pub mod jitter;
+pub mod plan;
 pub mod rates;
 pub mod registry;
 pub mod retry;
@@ -32,6 +33,7 @@ pub use allocate::{Demand, RequestBudget, Share, allocate, price};
 pub use backoff::{BackoffConfigError, BackoffPolicy, Ladders, MAX_WAIT, RefusalKind};
 pub use budget::RetryBudget;
 pub use classify::{Markers, Outcome, ResponseFacts, TransportFailure, classify};
+pub use plan::{Planned, plan_site, site_price};
 pub use rates::{ActiveHours, ArrivalRates, LocalOffset, SiteRhythm};
 pub use registry::{Admission, Entry, Registry};
 pub use retry::{

@@ -2,7 +2,7 @@
 //! check teaches about how often its searches get new listings, and, on a site with a budget,
 //! each search's interval from what was learnt.
 //!
-//! The decisions are the policy crate's (`notifio_policy::rates`, `notifio_policy::allocate`):
+//! The decisions are the policy crate's (`notifio_policy::rates`, `notifio_policy::plan`):
 //! this module keeps each search's model, asks for the site's plan after each of its checks,
 //! hands the intervals to the scheduler (which also holds every check to the budget's window),
 //! keeps the models in the store so a restart does not forget a week of watching, and says
@@ -13,8 +13,8 @@ use super::setup::Searches;
 use crate::config::Config;
 use crate::store::{StoreError, Tx};
 use notifio_policy::{
-    ArrivalRates, Demand, LocalOffset, RequestBudget, Scheduler, SearchId, Share, SiteKey,
-    SiteRhythm, Timestamp, allocate, price, rates::DEFAULT_PRIOR,
+    ArrivalRates, LocalOffset, Planned, RequestBudget, Scheduler, SearchId, Share, SiteKey,
+    Timestamp, plan_site, site_price,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -185,51 +185,36 @@ impl Plans {
             return;
         };
         let offset = self.offset(now);
-        let h = offset.hour_of_week(now);
         let infos: Vec<_> = ids
             .iter()
             .filter_map(|id| searches.get(id).map(|i| (*id, i)))
             .collect();
-        let models: Vec<&ArrivalRates> = infos
+        let planned: Vec<Planned<'_>> = infos
             .iter()
-            .map(|(id, _)| self.learnt.get(&id.0).map(|l| &l.rates))
-            .map(|m| m.unwrap_or(&EMPTY))
+            .map(|(id, info)| {
+                let learnt = self.learnt.get(&id.0);
+                Planned {
+                    model: learnt.map_or(&*EMPTY, |l| &l.rates),
+                    pages: info.pages,
+                    page_size: learnt.map_or(0, |l| l.page_size),
+                    fastest: info.interval,
+                    slowest: info.max_interval,
+                    resting: info
+                        .active_hours
+                        .is_some_and(|hours| !hours.contains(now, offset)),
+                }
+            })
             .collect();
-        let rhythm = SiteRhythm::of(models.iter().copied());
-        let rate = |m: &ArrivalRates, h: usize| m.rate_in_hour(h, DEFAULT_PRIOR, rhythm.shape(h));
         let stale = self
             .prices
             .get(site)
             .is_none_or(|p| now.saturating_since(p.at) >= REPRICE_EVERY);
         if stale {
-            let peak = (0..notifio_policy::rates::HOURS_PER_WEEK)
-                .map(|h| {
-                    infos
-                        .iter()
-                        .zip(&models)
-                        .map(|((_, info), m)| f64::from(info.pages.max(1)) * rate(m, h).sqrt())
-                        .sum::<f64>()
-                })
-                .fold(0.0, f64::max);
-            let k = price(budget, peak);
+            let k = site_price(&planned, budget);
             self.prices.insert(site.clone(), Price { k, at: now });
         }
         let k = self.prices.get(site).map_or(0.0, |p| p.k);
-        let demands: Vec<Demand> = infos
-            .iter()
-            .zip(&models)
-            .map(|((id, info), m)| Demand {
-                rate: match info.active_hours {
-                    Some(hours) if !hours.contains(now, offset) => 0.0,
-                    _ => rate(m, h),
-                },
-                pages: info.pages.max(1),
-                page_size: self.learnt.get(&id.0).map_or(0, |l| l.page_size),
-                fastest: info.interval,
-                slowest: info.max_interval,
-            })
-            .collect();
-        let shares = allocate(&demands, budget, k);
+        let shares = plan_site(&planned, budget, k, offset.hour_of_week(now));
         for ((id, _), share) in infos.iter().zip(shares) {
             let l = self.learnt.entry(id.0).or_default();
             let was = l.share.map(|s| s.interval);
