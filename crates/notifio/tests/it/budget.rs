@@ -8,6 +8,9 @@
 //!   → `a_budget_is_spent_where_listings_appear_and_never_exceeded`
 //! - a refusal still sends the site down its ladder → same test, at its end
 //! - a budget the searches cannot fit is refused at its key → `a_budget_too_small_is_refused_at_its_key`
+//! - a search outside its `active_hours` gets only its `max_interval`, the plan lines read the
+//!   same in `status` and the dashboard, and a site with two searches and no budget gets the
+//!   suggestion → `active_hours_rest_a_search_and_the_plan_is_shown_everywhere`
 
 use crate::util::{Notifio, wait_for, write_config};
 use fake_portal::{Behaviour, Portal, SiteSpec};
@@ -23,6 +26,15 @@ fn status(config: &std::path::Path) -> Value {
         .output()
         .unwrap();
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+/// Search `name` in a status view.
+fn search_named(view: &Value, name: &str) -> Value {
+    view["searches"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == name))
+        .unwrap_or_else(|| panic!("no search {name}: {view:#}"))
+        .clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,16 +130,7 @@ async fn a_budget_is_spent_where_listings_appear_and_never_exceeded() {
         }
     }
     let view = status(&path);
-    let plan = |name: &str| {
-        view["searches"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == name)
-            .unwrap()
-            .clone()
-    };
-    let (b, q) = (plan("busy"), plan("quiet"));
+    let (b, q) = (search_named(&view, "busy"), search_named(&view, "quiet"));
     println!(
         "busy: {}, quiet: {}",
         b["checks_per_hour"], q["checks_per_hour"]
@@ -158,6 +161,143 @@ async fn a_budget_is_spent_where_listings_appear_and_never_exceeded() {
         .filter(|r| r.at > refused_at + 100)
         .count();
     assert_eq!(during, 0, "a budget never asks a waiting site");
+    assert_eq!(watch.terminate(), Some(0));
+}
+
+/// `HH:00-HH:00`, an hour-long window starting `ahead` hours from now, local time.
+fn hours_from_now(ahead: u64) -> String {
+    let now = notifio::clock::now();
+    let offset = notifio::clock::local_offset(now).0;
+    let local_s = (i64::try_from(now.as_millis() / 1000).unwrap() + i64::from(offset)).max(0);
+    let hour = u64::try_from(local_s).unwrap() / 3600 % 24;
+    let (from, to) = ((hour + ahead) % 24, (hour + ahead + 1) % 24);
+    format!("{from:02}:00-{to:02}:00")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_hours_rest_a_search_and_the_plan_is_shown_everywhere() {
+    let portal = Portal::start(vec![SiteSpec::new("flats"), SiteSpec::new("rooms")])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let key = |name: &str| {
+        portal
+            .base_url(name)
+            .trim_start_matches("http://")
+            .to_owned()
+    };
+    let (flats, rooms) = (key("flats"), key("rooms"));
+    let mut t = format!(
+        "[watch]\ninterval = \"100ms\"\nspacing = \"50ms\"\nmax_interval = \"2s\"\nstate_dir = {:?}\n\
+         dashboard = \"127.0.0.1:0\"\n\n[site.{flats:?}]\nbudget = \"4/s\"\n\n",
+        state.display().to_string()
+    );
+    // "asleep" listens only in an hour that starts two hours from now.
+    let resting = format!("active_hours = \"{}\"\n", hours_from_now(2));
+    for (name, site, extra) in [
+        ("awake", "flats", String::new()),
+        ("asleep", "flats", resting),
+        ("r1", "rooms", "interval = \"1s\"\n".to_owned()),
+        ("r2", "rooms", "interval = \"1s\"\n".to_owned()),
+    ] {
+        t.push_str(&format!(
+            "[[search]]\nname = {name:?}\nurl = {:?}\n{extra}{LISTING}\n\n",
+            portal.search_url(site, name)
+        ));
+    }
+    let path = write_config(dir.path(), &t);
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    let dashboard = crate::journeys::dashboard_of(&watch).await;
+    let view = wait_for(Duration::from_secs(10), "the plans", || {
+        let view = status(&path);
+        let planned = view["searches"]
+            .as_array()?
+            .iter()
+            .all(|s| s["checks_per_hour"].is_number() && s["last_checked_at"].is_number());
+        planned.then_some(view)
+    })
+    .await;
+    let plan = search_named;
+    let (awake, asleep) = (plan(&view, "awake"), plan(&view, "asleep"));
+    // Resting, a search gets its floor: `max_interval` planned at 85 % of itself.
+    let floor = 3600.0 / (2.0 * notifio_policy::allocate::SLOWEST_PLANNED);
+    let per_hour = |s: &Value| s["checks_per_hour"].as_f64().unwrap();
+    assert!(
+        (per_hour(&asleep) - floor).abs() < floor * 0.01,
+        "asleep gets only max_interval: {asleep:#}"
+    );
+    assert!(
+        per_hour(&awake) > 2.0 * per_hour(&asleep),
+        "awake: {awake:#}\nasleep: {asleep:#}"
+    );
+    // And the watcher does it: over a few seconds, asleep is asked about every 1.7 s.
+    let from = notifio::clock::now().as_millis();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let asked = |name: &str| {
+        portal
+            .requests()
+            .iter()
+            .filter(|r| r.at >= from && r.path.ends_with(&format!("/{name}")))
+            .count()
+    };
+    let (a, z) = (asked("awake"), asked("asleep"));
+    println!("in 4 s: awake {a} requests, asleep {z}");
+    assert!((1..=4).contains(&z), "asleep: {z} requests in 4 s");
+    assert!(a > z, "awake {a}, asleep {z}");
+
+    // The same plan in the table, in words, and in the dashboard's view.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_notifio"))
+        .args(["status", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    println!("{table}");
+    assert!(
+        table.contains("checked about every 2 s now · typically notified within 1 s"),
+        "asleep's plan line: {table}"
+    );
+    assert!(
+        table.contains(&format!("{flats:<22}")) && table.contains("4/s, "),
+        "{table}"
+    );
+    let hint = format!("hint: 2 searches on {rooms}: a budget (`budget = \"4/min\"`");
+    assert!(table.contains(&hint), "the suggestion for rooms: {table}");
+    assert_eq!(
+        table.matches("hint: ").count(),
+        1,
+        "none for the site with a budget: {table}"
+    );
+    let answer = crate::util::api_client()
+        .get(format!("http://{dashboard}/api/status"))
+        .send()
+        .await
+        .unwrap();
+    let shown: Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+    let site_of = |site: &str| {
+        shown["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["site"] == site)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(site_of(&flats)["budget"], "4/s", "{shown:#}");
+    assert!(site_of(&flats)["hint"].is_null(), "{shown:#}");
+    assert!(
+        site_of(&rooms)["hint"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("2 searches on ")),
+        "{shown:#}"
+    );
+    let asleep_shown = plan(&shown, "asleep");
+    assert!(
+        (per_hour(&asleep_shown) - floor).abs() < floor * 0.01,
+        "{asleep_shown:#}"
+    );
+    assert!(per_hour(&plan(&shown, "r1")) > 0.0, "{shown:#}");
     assert_eq!(watch.terminate(), Some(0));
 }
 

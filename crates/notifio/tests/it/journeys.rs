@@ -141,7 +141,7 @@ fn mbox(path: &Path) -> Vec<String> {
 }
 
 /// The dashboard's address, once the watcher printed it.
-async fn dashboard_of(child: &Notifio) -> String {
+pub(crate) async fn dashboard_of(child: &Notifio) -> String {
     wait_for(Duration::from_secs(10), "the dashboard's address", || {
         let out = child.output();
         let at = out.find("dashboard: http://")?;
