@@ -353,7 +353,10 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             let path = path.unwrap_or_else(|| PathBuf::from("notifio.toml"));
             config::write_starter(&path)?;
             write_out(&format!(
-                "wrote {} — edit the [[search]] entries, then run `notifio watch --config {}`\n",
+                "wrote {} — edit the [[search]] entries, then run `notifio watch --config {}`\n\
+                 Two or more searches on one site? Give the site a request budget (`budget = \
+                 \"4/min\"` under [site.\"…\"], commented in the file): it spends the site's \
+                 requests where listings appear (docs/policy.md#a-request-budget-per-site).\n",
                 path.display(),
                 path.display()
             ))
@@ -696,6 +699,7 @@ async fn check(
     force: bool,
     fresh: bool,
 ) -> Result<(), Failure> {
+    let hints = crate::watch::budget_hints(&cfg);
     let senders = if notify {
         Some(
             crate::notify::Channels::from_config(&cfg)
@@ -783,7 +787,10 @@ async fn check(
             write_out(&pass_result_text(r))?;
         }
     }
-    let notes = pass_notes(&results, notify, guest, force);
+    let mut notes = pass_notes(&results, notify, guest, force);
+    for hint in hints {
+        notes.push_str(&format!("hint: {hint}\n"));
+    }
     if !notes.is_empty() {
         // With --json, stdout holds only the JSON lines.
         if json {

@@ -104,6 +104,37 @@ pub fn budget_text(b: RequestBudget) -> String {
     format!("{}/{unit}", b.requests)
 }
 
+/// The suggestion for a site with `searches` searches and no budget (two or more), as
+/// `status`, the dashboard and `check` say it.
+#[must_use]
+pub(super) fn budget_hint(config: &Config, site: &SiteKey, searches: usize) -> Option<String> {
+    (config.budget_for(site).is_none() && searches >= 2).then(|| {
+        format!(
+            "{searches} searches on {site}: a budget (`budget = \"4/min\"` under [site.\"{site}\"]) spends its requests where listings appear (docs/policy.md)"
+        )
+    })
+}
+
+/// Every suggestion [`budget_hint`] makes for `config`'s sites, in the order of their
+/// first search.
+#[must_use]
+pub fn budget_hints(config: &Config) -> Vec<String> {
+    let mut sites: Vec<&SiteKey> = Vec::new();
+    let active = || config.searches.iter().filter(|s| !s.paused);
+    for s in active() {
+        if !sites.contains(&&s.site) {
+            sites.push(&s.site);
+        }
+    }
+    sites
+        .into_iter()
+        .filter_map(|site| {
+            let n = active().filter(|s| &s.site == site).count();
+            budget_hint(config, site, n)
+        })
+        .collect()
+}
+
 impl Plans {
     /// The models the store keeps.
     pub(super) fn load(stored: Vec<(u32, ArrivalRates, Option<u64>)>, now: Timestamp) -> Self {
@@ -290,12 +321,7 @@ impl Plans {
         let hour_ago = Timestamp(now.as_millis().saturating_sub(3_600_000));
         for site in searches.sites() {
             let budget = config.budget_for(site);
-            let n = searches.on_site(site).len();
-            let hint = (budget.is_none() && n >= 2).then(|| {
-                format!(
-                    "{n} searches on {site}: a budget (`budget = \"4/min\"` under [site.\"{site}\"]) spends its requests where listings appear (docs/policy.md)"
-                )
-            });
+            let hint = budget_hint(config, site, searches.on_site(site).len());
             view.sites.insert(
                 site.to_string(),
                 SitePlan {

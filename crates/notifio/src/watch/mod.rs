@@ -27,7 +27,7 @@ mod record;
 mod setup;
 
 pub use apply::{PreviewResult, Request, field_of};
-pub use budget::{PLAN_META, PlanView, SearchPlan, SitePlan, budget_text};
+pub use budget::{PLAN_META, PlanView, SearchPlan, SitePlan, budget_hints, budget_text};
 pub use setup::browser_for;
 
 use crate::config::Config;

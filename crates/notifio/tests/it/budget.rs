@@ -301,6 +301,49 @@ async fn active_hours_rest_a_search_and_the_plan_is_shown_everywhere() {
     assert_eq!(watch.terminate(), Some(0));
 }
 
+/// `init` says what a budget is for, and `check` suggests one for a site with two searches,
+/// until the site has one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_and_check_suggest_a_budget_for_a_site_with_two_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        crate::util::stdout_of_success(
+            std::process::Command::new(env!("CARGO_BIN_EXE_notifio")).args(args),
+        )
+    };
+    let starter = dir.path().join("starter.toml");
+    let said = run(&["init", starter.to_str().unwrap()]);
+    assert!(
+        said.contains("request budget")
+            && said.contains("docs/policy.md#a-request-budget-per-site"),
+        "{said}"
+    );
+    let portal = Portal::start(vec![SiteSpec::new("rooms")]).await.unwrap();
+    let site = portal
+        .base_url("rooms")
+        .trim_start_matches("http://")
+        .to_owned();
+    let mut t = format!(
+        "[watch]\nstate_dir = {:?}\ndashboard = false\n\n",
+        dir.path().join("state").display().to_string()
+    );
+    for name in ["r1", "r2"] {
+        t.push_str(&format!(
+            "[[search]]\nname = {name:?}\nurl = {:?}\n{LISTING}\n\n",
+            portal.search_url("rooms", name)
+        ));
+    }
+    let path = write_config(dir.path(), &t);
+    let said = run(&["check", "--config", path.to_str().unwrap()]);
+    assert!(
+        said.contains(&format!("hint: 2 searches on {site}: a budget")),
+        "{said}"
+    );
+    std::fs::write(&path, format!("{t}[site.{site:?}]\nbudget = \"4/min\"\n")).unwrap();
+    let said = run(&["check", "--config", path.to_str().unwrap()]);
+    assert!(!said.contains("hint:"), "the site has a budget now: {said}");
+}
+
 #[test]
 fn a_budget_too_small_is_refused_at_its_key() {
     let dir = tempfile::tempdir().unwrap();

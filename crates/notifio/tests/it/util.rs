@@ -781,6 +781,14 @@ pub(crate) fn can_run(program: &str, args: &[&str], package: &str) -> bool {
 
 /// A running `notifio watch` child. Its stdout and stderr go to files (so a chatty `-vv` run can
 /// never block on a full pipe). Dropping it SIGKILLs it.
+/// Runs `cmd`, which must succeed (else its stderr is the panic), and returns its stdout.
+pub(crate) fn stdout_of_success(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{cmd:?}: {err}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The `notifio` binary black-box tests run: the one `cargo test` built, or the one
 /// `NOTIFIO_TEST_BIN` names (CI runs the journeys again with the packaged `dist` build).
 pub(crate) fn binary() -> PathBuf {
