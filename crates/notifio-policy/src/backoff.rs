@@ -1,4 +1,5 @@
-//! The four ladders: how long to leave a site alone after it refused us (seed 000).
+//! The four ladders: how long to leave a site alone after it refused us
+//! (docs/policy.md#four-ladders).
 //!
 //! One ladder per *kind* of refusal rather than one pessimistic ladder for everything. The last
 //! rung is the ceiling, so a ladder is a list and not a formula. Jitter (±15% by default) matters
@@ -77,7 +78,7 @@ impl fmt::Display for RefusalKind {
     }
 }
 
-/// The four ladders. Defaults are the seed's.
+/// The four ladders. Defaults are those of docs/policy.md#four-ladders.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ladders {
     /// Anti-bot pages. Default `1m → 3m → 8m → 15m → 30m`.
@@ -176,7 +177,8 @@ pub enum BackoffConfigError {
     ZeroMaxWait,
 }
 
-/// Ladders, jitter and the ceiling, validated. `Default` is the seed's policy.
+/// Ladders, jitter and the ceiling, validated. `Default` is the documented policy
+/// (docs/policy.md#four-ladders, docs/policy.md#the-formula).
 ///
 /// # Default
 /// - ladders: see [`Ladders::default`]
@@ -260,10 +262,10 @@ impl BackoffPolicy {
         self.max_wait
     }
 
-    /// How long to wait after the `failures`-th consecutive refusal of `kind` (seed 000's
-    /// `delayFor`): the rung for `failures` (the last rung once past the end), jittered by
-    /// `random` in `[0, 1)` (0.5 returns the rung exactly), lengthened by `retry_after` if the
-    /// site asked for longer, and capped at `max_wait`.
+    /// How long to wait after the `failures`-th consecutive refusal of `kind`
+    /// (docs/policy.md#the-formula): the rung for `failures` (the last rung once past the end),
+    /// jittered by `random` in `[0, 1)` (0.5 returns the rung exactly), lengthened by `retry_after`
+    /// if the site asked for longer, and capped at `max_wait`.
     #[must_use]
     pub fn delay_for(
         &self,
@@ -274,7 +276,7 @@ impl BackoffPolicy {
     ) -> Duration {
         let ladder = self.ladders.get(kind);
         let rung = (failures.max(1) as usize - 1).min(ladder.len() - 1);
-        // Half up, as the seed's JS Math.round does for positive values.
+        // Half up, as JS Math.round does for positive values (docs/policy.md#the-formula).
         Jitter::new(self.jitter)
             .apply(ladder[rung], random)
             .max(retry_after.unwrap_or(Duration::ZERO))

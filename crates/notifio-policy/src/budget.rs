@@ -1,5 +1,7 @@
-//! A per-site retry budget, beyond the ADR: when a site keeps failing, its retries stop and
-//! failures go straight to the error ladder, so a sick site never sees 3× its normal load.
+//! A per-site retry budget, beyond request-level retry
+//! (docs/policy.md#request-level-retry-and-why-the-probe-never-retries): when a site keeps failing,
+//! its retries stop and failures go straight to the error ladder, so a sick site never sees 3× its
+//! normal load.
 //!
 //! Shaped after the AWS SDK's standard-mode retry quota and Google SRE's "retries ≤ 10% of
 //! requests": a bucket of 500 tokens, a retry costs 5, a first-try success returns 1, a

@@ -1,5 +1,5 @@
-//! The per-site backoff registry (seed 000): one entry, one counter, one `next_retry_at` per
-//! site, shared by every search on it.
+//! The per-site backoff registry (docs/policy.md#keyed-by-site-not-by-search): one entry, one
+//! counter, one `next_retry_at` per site, shared by every search on it.
 //!
 //! Keyed by site, not by search URL. A refusal comes from the site, so it applies to every
 //! search on it. Keying by URL meant five searches on one site each kept their own counter, and
@@ -169,8 +169,9 @@ impl Registry {
         answer
     }
 
-    /// When the next waiting site comes due, or `None` if none are waiting (the seed's
-    /// `soonest()`). Sites with a probe out are not waiting: they are being tried.
+    /// When the next waiting site comes due, or `None` if none are waiting (`soonest()` in
+    /// docs/policy.md#the-single-probe). Sites with a probe out are not waiting: they are being
+    /// tried.
     #[must_use]
     pub fn soonest(&self) -> Option<Timestamp> {
         self.entries

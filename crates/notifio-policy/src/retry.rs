@@ -1,18 +1,18 @@
-//! Request-level retry (the ADR): exponential backoff with ±25% jitter, for 5xx and
-//! timeouts/connection failures only.
+//! Request-level retry (docs/policy.md#request-level-retry-and-why-the-probe-never-retries):
+//! exponential backoff with ±25% jitter, for 5xx and timeouts/connection failures only.
 //!
 //! A 4xx is the site telling us something (it is the registry's business, not a blip), a
 //! 2xx/3xx succeeded, and a page we cannot parse will not parse better a moment later — none of
 //! these are retried. Each request class has its own policy: `probe` never retries, because a
-//! probe must reflect the site's real state, like the ADR's health check.
+//! probe must reflect the site's real state, like a health check.
 //!
 //! A 5xx that is really a refusal is not retried either: an anti-bot page served with 503
 //! (challenge markers in its headers or body) is the site saying "not you", and a 5xx whose
 //! `Retry-After` asks for longer than the next sleep is the site asking for that wait, which
 //! the registry's ladder then honours ([`RetryPolicy::decide`]).
 //!
-//! With 3 attempts there are exactly two sleeps, 100ms then 300ms (±25%). The ADR's "~1.3s"
-//! counts a 900ms sleep that a 3-attempt budget never takes; we document that and do not
+//! With 3 attempts there are exactly two sleeps, 100ms then 300ms (±25%). The retry policy's
+//! "~1.3s" counts a 900ms sleep that a 3-attempt budget never takes; we document that and do not
 //! implement it. The decision is pure ([`RetryPolicy::decide`]); sleeping is the shell's job.
 
 use crate::classify::{Markers, ResponseFacts, TransportFailure, challenge_marker};
@@ -142,7 +142,9 @@ pub enum RetryConfigError {
 
 /// One request class's retry policy.
 ///
-/// # Default (the ADR's, for `search`, `detail` and `notify`)
+/// # Default (for `search`, `detail` and `notify`)
+///
+/// As in docs/policy.md#request-level-retry-and-why-the-probe-never-retries:
 /// - attempts: 3 (1 initial + 2 retries)
 /// - initial: 100ms, multiplier: 3 → sleeps 100ms, 300ms
 /// - jitter: 0.25 (±25%)
@@ -298,12 +300,13 @@ impl RetryPolicy {
         }
     }
 
-    /// After attempt number `attempts_made` (1-based) ended with `result` and the response's
-    /// parsed `Retry-After` (if any), `elapsed` since the first attempt started: retry after a
-    /// jittered sleep, or stop. Gives up at once when the sleep would end past the deadline
-    /// (google-cloud-rust's retry loop does the same), and when `Retry-After` asks for longer
-    /// than the sleep: a quick retry would knock before the time the site gave (our reading of
-    /// the ADR, docs/policy.md); the registry then waits the longer of its rung and that time.
+    /// After attempt number `attempts_made` (1-based) ended with `result` and the response's parsed
+    /// `Retry-After` (if any), `elapsed` since the first attempt started: retry after a jittered
+    /// sleep, or stop. Gives up at once when the sleep would end past the deadline
+    /// (google-cloud-rust's retry loop does the same), and when `Retry-After` asks for longer than
+    /// the sleep: a quick retry would knock before the time the site gave (our reading of the retry
+    /// rules, docs/policy.md#request-level-retry-and-why-the-probe-never-retries); the registry
+    /// then waits the longer of its rung and that time.
     #[must_use]
     pub fn decide(
         &self,

@@ -1,11 +1,12 @@
 //! The registry's key: the *site*, not the search.
 //!
-//! A refusal comes from the site, so it applies to every search on it (seed 000). The key is the
-//! registrable domain (eTLD+1 from the public suffix list, including its private section),
-//! lower-cased, IDNA/punycode, no trailing dot, no port: `www.idealista.com` and
-//! `m.idealista.com` share one entry. An IP literal or `localhost` has no registrable domain; its
-//! key is `host:port` (distinct ports are distinct services, which is also what lets tests run
-//! several sites on loopback). A host that is itself a public suffix (`github.io`) keys as itself.
+//! A refusal comes from the site, so it applies to every search on it
+//! (docs/policy.md#keyed-by-site-not-by-search). The key is the registrable domain (eTLD+1 from the
+//! public suffix list, including its private section), lower-cased, IDNA/punycode, no trailing dot,
+//! no port: `www.idealista.com` and `m.idealista.com` share one entry. An IP literal or `localhost`
+//! has no registrable domain; its key is `host:port` (distinct ports are distinct services, which
+//! is also what lets tests run several sites on loopback). A host that is itself a public suffix
+//! (`github.io`) keys as itself.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

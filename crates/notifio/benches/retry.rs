@@ -1,7 +1,8 @@
-//! The ADR's promise, measured: against the fake portal with 20 ms service latency and 10%
-//! injected 5xx, request-level retry should lift the success rate to ≥ 99.8% (theory:
-//! 1 − 0.1³ = 99.9%) while keeping p95 latency ≤ 500 ms. The same load without retries is the
-//! baseline. Bounded: a few thousand requests per mode over loopback.
+//! The promise of request-level retry
+//! (docs/policy.md#request-level-retry-and-why-the-probe-never-retries), measured: against the fake
+//! portal with 20 ms service latency and 10% injected 5xx, request-level retry should lift the
+//! success rate to ≥ 99.8% (theory: 1 − 0.1³ = 99.9%) while keeping p95 latency ≤ 500 ms. The same
+//! load without retries is the baseline. Bounded: a few thousand requests per mode over loopback.
 //!
 //! Run: `cargo bench -p notifio --bench retry` (env `RETRY_BENCH_REQUESTS`, default 3000;
 //! `RETRY_BENCH_CONCURRENCY`, default 16). Figures go to `docs/benchmarks/fetch.md`.

@@ -1,12 +1,15 @@
-//! Every rule of the two seeds, run rather than reasoned about: seed 000 (the per-site backoff
-//! registry) and the ADR's Configuration and Retry Conditions sections (request-level retry),
-//! plus docs/policy.md's and docs/architecture.md's readings of them. Each sentence maps to a test that fails if the rule
-//! is broken.
+//! Every rule of the two designs, run rather than reasoned about: the per-site backoff registry
+//! and the configuration and retry conditions of request-level retry (both restated in
+//! docs/policy.md), plus docs/policy.md's and docs/architecture.md's readings of them. Each
+//! sentence maps to a test that fails if the rule is broken.
 //!
-//! Seed 000 (backoff registry):
+//! The backoff registry (docs/policy.md#four-ladders, with
+//! docs/policy.md#keyed-by-site-not-by-search, docs/policy.md#the-formula and
+//! docs/policy.md#the-single-probe):
 //! - "Keyed by host, not by search URL. A refusal comes from the site, so it applies to every
 //!   search on it." → `a_refusal_applies_to_every_search_on_the_site`,
-//!   `site_keys_follow_the_registrable_domain` (and `scheduler::five_searches_on_one_refusing_site_see_one_request_per_rung`)
+//!   `site_keys_follow_the_registrable_domain` (and
+//!   `scheduler::five_searches_on_one_refusing_site_see_one_request_per_rung`)
 //! - "one entry, one counter, one nextRetryAt, one shared decision for every search on that
 //!   domain" → `a_refusal_applies_to_every_search_on_the_site`
 //! - the four `LADDERS` → `ladders_step_by_step_with_mid_range_jitter` (prints them first)
@@ -15,7 +18,8 @@
 //!   === kind ? failures + 1 : 1` → `same_kind_climbs_a_rung`, `kind_change_resets_the_count`
 //! - "a host that refused us three times and then had a dropped connection would be handed the
 //!   fourth rung of the error ladder" → `a_network_blip_after_three_refusals_gets_error_rung_one`
-//! - `step = ladder[min(max(failures, 1) - 1, len - 1)]` → `zero_failures_counts_as_the_first_rung`,
+//! - `step = ladder[min(max(failures, 1) - 1, len - 1)]` →
+//!   `zero_failures_counts_as_the_first_rung`,
 //!   `the_last_rung_is_the_ceiling`
 //! - `Math.round(step * (0.85 + random() * 0.3))` → `jitter_bounds_are_0_85_and_1_15`,
 //!   `jitter_rounds_half_up_like_math_round`
@@ -35,25 +39,32 @@
 //! - "a host coming out of a wait can be given a single probe search instead of all five at
 //!   once" → `the_probe_gate_admits_one_and_only_one`, `clear_then_refuse_starts_at_rung_one`
 //! - "testable files … may not import electron" (purity) → `the_policy_crate_stays_pure`
-//! - docs/policy.md#four-ladders: overrides → `backoff_policy_rejects_bad_overrides`, `overridden_ladders_are_used`
+//! - docs/policy.md#four-ladders: overrides → `backoff_policy_rejects_bad_overrides`,
+//!   `overridden_ladders_are_used`
 //!
-//! ADR 001 — Configuration:
+//! Request-level retry — configuration
+//! (docs/policy.md#request-level-retry-and-why-the-probe-never-retries):
 //! - "maxAttempts: 3 // Total 3 attempts (1 initial + 2 retries)" →
 //!   `three_attempts_mean_exactly_two_sleeps`
 //! - "initialDelayMs: 100" and "backoffMultiplier: 3 (100ms → 300ms → 900ms)" →
 //!   `retry_delays_are_100_then_300_ms`, `the_multiplier_would_give_900_ms_on_a_fourth_attempt`
 //! - "jitter: true // ±25% randomization" → `retry_jitter_is_25_percent`
-//! - docs/policy.md#request-level-retry-and-why-the-probe-never-retries: probe class = 1 attempt → `probe_never_retries`
-//! - docs/policy.md#request-level-retry-and-why-the-probe-never-retries: overall deadline → `the_deadline_cuts_retries_short`, `attempt_timeout_respects_the_deadline`
-//! - docs/policy.md#request-level-retry-and-why-the-probe-never-retries: overrides → `retry_policy_rejects_bad_overrides`
+//! - docs/policy.md#request-level-retry-and-why-the-probe-never-retries: probe class =
+//!   1 attempt → `probe_never_retries`
+//! - docs/policy.md#request-level-retry-and-why-the-probe-never-retries: overall deadline
+//!   → `the_deadline_cuts_retries_short`, `attempt_timeout_respects_the_deadline`
+//! - docs/policy.md#request-level-retry-and-why-the-probe-never-retries: overrides →
+//!   `retry_policy_rejects_bad_overrides`
 //!
-//! ADR 001 — Retry Conditions:
+//! Request-level retry — retry conditions
+//! (docs/policy.md#request-level-retry-and-why-the-probe-never-retries):
 //! - "HTTP 5xx server errors (500-599)" → `every_5xx_is_retried`
 //! - "Timeout errors (AbortError from fetch timeout)" (+ connection failures, docs/policy.md) →
 //!   `timeouts_and_connect_failures_are_retried`
 //! - "HTTP 4xx client errors (400-499)" → `no_4xx_is_retried`
 //! - "Successful responses (2xx, 3xx)" → `no_2xx_or_3xx_is_retried`
-//! - "Validation errors (our own schema validation failures)" → `validation_failures_are_not_retried`
+//! - "Validation errors (our own schema validation failures)" →
+//!   `validation_failures_are_not_retried`
 //!
 //! docs/architecture.md#classifying-a-response's table → the `classify_*` tests, one per row.
 
@@ -85,12 +96,12 @@ fn site(s: &str) -> SiteKey {
     SiteKey::from_url(s).unwrap()
 }
 
-// ---------------------------------------------------------------- seed 000: the ladders
+// ------------------------------------------------ the ladders (docs/policy.md#four-ladders)
 
 #[test]
 fn ladders_step_by_step_with_mid_range_jitter() {
     let p = BackoffPolicy::default();
-    // The seed's habit: print the ladders before asserting anything.
+    // Print the ladders before asserting anything (docs/policy.md: they come first).
     for kind in RefusalKind::ALL {
         println!("{:>12}: {}", kind.as_str(), p.describe_ladder(kind));
     }
@@ -573,7 +584,7 @@ fn site_key_errors_say_what_is_wrong() {
     assert!(e.contains("only http:// and https://"), "{e}");
 }
 
-// ---------------------------------------------------------------- ADR: configuration
+// ------------------------------------------------------------ request-level retry: configuration
 
 #[test]
 fn three_attempts_mean_exactly_two_sleeps() {
@@ -727,7 +738,7 @@ fn retry_policy_rejects_bad_overrides() {
     assert!(new(1, 1.0, 0.0, secs(1), secs(1)).is_ok());
 }
 
-// ---------------------------------------------------------------- ADR: retry conditions
+// --------------------------------------------------------- request-level retry: retry conditions
 
 #[test]
 fn every_5xx_is_retried() {
@@ -773,7 +784,7 @@ fn validation_failures_are_not_retried() {
     assert!(!RetryPolicy::should_retry(&AttemptResult::Invalid));
 }
 
-// ---------------------------------------------------------------- classification (docs/architecture.md#classifying-a-response)
+// ---------------------------------------- classification (docs/architecture.md#classifying-a-response)
 
 fn facts<'a>(
     status: Option<u16>,

@@ -1,5 +1,6 @@
-//! Retry metrics (docs/policy.md#request-level-retry-and-why-the-probe-never-retries, "mitigation strategies"): counters and latency
-//! histograms in Prometheus text, plus the hourly warnings the dashboard shows.
+//! Retry metrics (docs/policy.md#request-level-retry-and-why-the-probe-never-retries, "mitigation
+//! strategies"): counters and latency histograms in Prometheus text, plus the hourly warnings the
+//! dashboard shows.
 //!
 //! Counters and histograms are prometheus-client's; `/metrics` registers them with the app's own
 //! counters in one registry ([`FetchMetrics::register`]), so the page is one exposition with
@@ -25,10 +26,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The ADR's alert threshold on the retry rate.
+/// The retry policy's alert threshold on the retry rate.
 pub const RETRY_RATE_WARN: f64 = 0.05;
-/// The ADR's latency budget for critical paths (the `search` class p95), for a page read over
-/// HTTP (or the app's request).
+/// The retry policy's latency budget for critical paths (the `search` class p95), for a page read
+/// over HTTP (or the app's request).
 pub const SEARCH_P95_WARN: Duration = Duration::from_millis(500);
 /// The same budget for a search page read in the browser: besides the request, the page is
 /// rendered and read only once its cards are in the DOM (polled every 50 ms, two polls alike)
@@ -430,7 +431,7 @@ impl FetchMetrics {
     }
 
     /// Current warnings: the last hour's retry rate above 5%, or the `search` class p95 above
-    /// 500 ms (the ADR's alerts).
+    /// 500 ms (the retry policy's alerts).
     #[must_use]
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();

@@ -49,7 +49,8 @@ pub const DEFAULT_ACCEPT_LANGUAGE: &str = "es-ES,es;q=0.9,en;q=0.8,de;q=0.7";
 const ACCEPT: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
 /// Bound on remembered ETag/Last-Modified pairs (one per watched URL in practice).
 const MAX_VALIDATORS: usize = 10_000;
-/// The retry header of the ADR (`x-retry-count: n` on the n-th retry, when the class sends it).
+/// The retry header of request-level retry (`x-retry-count: n` on the n-th retry, when the class
+/// sends it; docs/policy.md#request-level-retry-and-why-the-probe-never-retries).
 const RETRY_COUNT: header::HeaderName = header::HeaderName::from_static("x-retry-count");
 /// Seeds the body-size key of a host (the fallback for a URL never read before: a site's
 /// pages tend to be alike in size), so that a host's key is not a URL's key.
@@ -122,9 +123,10 @@ impl std::fmt::Display for FetchMode {
 /// How the fetcher talks to sites.
 ///
 /// # Default
-/// a desktop Chrome User-Agent, `es-ES,es;q=0.9,en;q=0.8,de;q=0.7`, a 10 MiB body cap,
-/// at most 5 redirects, the ADR's retry policies (`probe`: one attempt), a per-site retry
-/// budget of 500 tokens (retry 5, success refund 1), jitter seeded from the OS.
+/// a desktop Chrome User-Agent, `es-ES,es;q=0.9,en;q=0.8,de;q=0.7`, a 10 MiB body cap, at most 5
+/// redirects, the retry policies of
+/// docs/policy.md#request-level-retry-and-why-the-probe-never-retries (`probe`: one attempt), a
+/// per-site retry budget of 500 tokens (retry 5, success refund 1), jitter seeded from the OS.
 #[derive(Clone, Debug)]
 pub struct FetchConfig {
     /// `User-Agent` header.

@@ -1,13 +1,15 @@
-//! The request-level retry loop (docs/policy.md#request-level-retry-and-why-the-probe-never-retries): attempts, cancellable sleeps, deadline.
+//! The request-level retry loop
+//! (docs/policy.md#request-level-retry-and-why-the-probe-never-retries): attempts, cancellable
+//! sleeps, deadline.
 //!
-//! Hand-written because no crate has all of the ADR's pieces at once (symmetric ±25% jitter,
-//! 5xx/timeouts only, a per-attempt timeout that shrinks to the time left before one overall
-//! deadline, a per-attempt header, per-class policies, a per-site budget, metrics hooks). Its
-//! shape follows google-cloud-rust's `src/gax/src/retry_loop_internal.rs`: each attempt gets
-//! `min(attempt timeout, time left)`, and the loop gives up at once when the next sleep would
-//! end past the deadline. Every *decision* is `notifio_policy::RetryPolicy::decide`; this file
-//! only sleeps and counts. Sleeps race the cancellation token inside `select!`, so cancelling
-//! drops the timer with the future: no task or timer outlives the call.
+//! Hand-written because no crate has all of the retry policy's pieces at once (symmetric ±25%
+//! jitter, 5xx/timeouts only, a per-attempt timeout that shrinks to the time left before one
+//! overall deadline, a per-attempt header, per-class policies, a per-site budget, metrics hooks).
+//! Its shape follows google-cloud-rust's `src/gax/src/retry_loop_internal.rs`: each attempt gets
+//! `min(attempt timeout, time left)`, and the loop gives up at once when the next sleep would end
+//! past the deadline. Every *decision* is `notifio_policy::RetryPolicy::decide`; this file only
+//! sleeps and counts. Sleeps race the cancellation token inside `select!`, so cancelling drops the
+//! timer with the future: no task or timer outlives the call.
 
 use notifio_policy::retry::GiveUp;
 use notifio_policy::{AttemptResult, RetryDecision, RetryPolicy};

@@ -422,9 +422,10 @@ fn reading(e: &std::io::Error) -> BodyError {
 /// How a failure of the transport reads to the fetcher.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Broken {
-    /// The response arrived but is not HTTP (a control character in a header value, a broken
-    /// status line, a head over [`READ_BUF_MAX`]) or its body does not decode: malformed,
-    /// which the ADR does not retry.
+    /// The response arrived but is not HTTP (a control character in a header value, a broken status
+    /// line, a head over [`READ_BUF_MAX`]) or its body does not decode: malformed, which
+    /// request-level retry never retries
+    /// (docs/policy.md#request-level-retry-and-why-the-probe-never-retries).
     Malformed,
     /// Connecting failed or the connection broke (refused, reset, closed mid-body): retried.
     Connection,

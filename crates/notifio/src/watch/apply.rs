@@ -398,13 +398,9 @@ impl Watcher {
         profiles_for(config).map_err(|e| e.to_string())
     }
 
-    /// The spacing in force for a site ([`Config::spacing_for`]), from its searches' profiles.
+    /// The spacing in force for a site ([`Searches::spacing_of`](super::setup::Searches::spacing_of)).
     fn spacing_of(&self, site: &SiteKey) -> std::time::Duration {
-        let searches = self.searches.on_site(site).iter();
-        let profiles = searches
-            .filter_map(|id| self.searches.get(id))
-            .map(|i| i.profile.as_ref());
-        self.config.spacing_for(site, profile_spacing(profiles))
+        self.searches.spacing_of(site, &self.config)
     }
 
     /// Takes a search out of the schedule (removed or paused); its rows stay in the store.
@@ -540,6 +536,8 @@ impl Watcher {
             .is_some_and(|x| x.cookies.is_some());
         let info = SearchInfo::new(&s, 0, shared, &[], has_cookies);
         if self.scheduler.site_index(&s.site).is_none() {
+            // A site no search is on yet: the rule of `Searches::spacing_of`, with the preview
+            // as its only search.
             let spacing = self
                 .config
                 .spacing_for(&s.site, profile_spacing([info.profile.as_ref()]));

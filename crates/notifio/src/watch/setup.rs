@@ -161,6 +161,18 @@ impl Searches {
         self.by_site.get(site).map_or(&[], Vec::as_slice)
     }
 
+    /// The spacing in force for `site` ([`Config::spacing_for`]): the first of its searches'
+    /// profiles that asks for one, in the order they were added. Every caller (start, a
+    /// config applied live) asks here.
+    pub(super) fn spacing_of(&self, site: &SiteKey, config: &Config) -> Duration {
+        let profiles = self
+            .on_site(site)
+            .iter()
+            .filter_map(|id| self.get(id))
+            .map(|i| i.profile.as_ref());
+        config.spacing_for(site, profile_spacing(profiles))
+    }
+
     /// The names of `ids`, for events and notifications.
     pub(super) fn names(&self, ids: &[SearchId]) -> Vec<String> {
         ids.iter()
@@ -219,8 +231,11 @@ impl Watcher {
         let sessions = load_cookies(&config, &fetcher)?;
         let profiles = profiles_for(&config)?;
         let ids = store.sync_searches(&sync_rows(&config.searches, &profiles))?;
-        let site_spacing = site_spacing(&config, &profiles);
         let searches = searches(&config, &ids, profiles, &sessions, channels)?;
+        let site_spacing = searches
+            .sites()
+            .map(|site| (site.clone(), searches.spacing_of(site, &config)))
+            .collect();
 
         let mut registry = Registry::new(config.backoff.clone());
         if !force {
@@ -402,21 +417,6 @@ pub(super) fn profiles_for(config: &Config) -> Result<Vec<SharedProfile>, WatchE
                 })
         })
         .collect()
-}
-
-/// Each site's spacing ([`Config::spacing_for`]), its profile's the first its searches ask for.
-fn site_spacing(config: &Config, profiles: &[SharedProfile]) -> HashMap<SiteKey, Duration> {
-    let mut spacing = HashMap::new();
-    for s in &config.searches {
-        spacing.entry(s.site.clone()).or_insert_with(|| {
-            let on_site = config.searches.iter().zip(profiles);
-            let profile = on_site
-                .filter(|(o, _)| o.site == s.site)
-                .map(|(_, p)| p.profile.as_ref());
-            config.spacing_for(&s.site, profile_spacing(profile))
-        });
-    }
-    spacing
 }
 
 /// The spacing a site's profile asks for: the first of its searches' profiles that asks.

@@ -112,7 +112,7 @@ concurrency = 4
 state_dir = "~/.local/share/notifio"
 dashboard = "127.0.0.1:7878"   # false to disable
 
-[backoff]                 # overrides; defaults are §2
+[backoff]                 # overrides; defaults are in docs/policy.md
 challenge = ["1m", "3m", "8m", "15m", "30m"]
 rate_limited = ["2m", "5m", "15m", "30m"]
 denied = ["5m", "15m", "30m", "1h"]

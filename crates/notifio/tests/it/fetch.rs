@@ -1,10 +1,11 @@
-//! The fetcher against the fake portal over real loopback HTTP: every rule of the retry ADR
-//! (docs/policy.md#request-level-retry-and-why-the-probe-never-retries), the hostile-response limits, cookies and conditional requests.
+//! The fetcher against the fake portal over real loopback HTTP: every rule of request-level retry
+//! (docs/policy.md#request-level-retry-and-why-the-probe-never-retries), the hostile-response
+//! limits, cookies and conditional requests.
 //!
 //! Real time is the subject here (real sockets, the portal's own request timestamps), so these
 //! tests do not pause the clock; the retry loop's exact virtual-time schedule is unit-tested in
-//! `src/fetch/retry.rs`. Timing bounds are the ADR's ±25% below and generous above (a loaded
-//! 2-core machine can only make things later).
+//! `src/fetch/retry.rs`. Timing bounds are the retry policy's ±25% below and generous above (a
+//! loaded 2-core machine can only make things later).
 
 use crate::util::{RawServer, raw_response};
 use bytes::Bytes;
@@ -117,7 +118,7 @@ fn outcome(f: &Fetched) -> Outcome {
     classify(&f.facts(false).unwrap(), &Markers::generic())
 }
 
-// ---- the ADR's rules -------------------------------------------------------------------
+// ---- the retry rules (docs/policy.md#request-level-retry-and-why-the-probe-never-retries) ----
 
 #[tokio::test]
 async fn a_5xx_then_200_is_two_attempts_about_100ms_apart() {
@@ -1021,7 +1022,7 @@ async fn a_challenge_served_with_503_is_one_request_then_the_challenge_ladder() 
     assert_eq!(got.attempts, 1);
     assert_eq!(seen(&p, "a").len(), 1, "one request, no retries");
     assert_eq!(outcome(&got), Outcome::Challenge);
-    // A plain 503 still gets the ADR's retries.
+    // A plain 503 still gets request-level retries.
     p.set_behaviour("a", Behaviour::ServerError(503));
     let got = get(&f, &p, "a").await;
     assert_eq!(got.attempts, 3);
