@@ -2,8 +2,8 @@
 //!
 //! This crate is deterministic and performs no I/O: no networking, no database, no timestamps
 //! from the OS and no OS randomness. Time comes in as a `now` parameter ([`Timestamp`]) and
-//! randomness as a sample in `[0, 1)` or a seed, so every rule of the two seed documents (the
-//! per-site backoff registry and request-level retry) can be checked by running it with a fixed
+//! randomness as a sample in `[0, 1)` or a seed, so every rule of the politeness policy
+//! (docs/policy.md: the per-site backoff registry and request-level retry) can be checked by running it with a fixed
 //! clock and a fixed random, rather than by reasoning about it. The application crate drives it
 //! (quinn-proto / quinn are the model: the core says *what* to do, the shell does it).
 //!

@@ -54,8 +54,8 @@ impl fmt::Display for Timestamp {
     }
 }
 
-/// Formats a duration in the largest unit that represents it exactly, as the seed prints
-/// ladders: `1m`, `30s`, `1h`, `100ms`, `90s`. Zero is `0s`.
+/// Formats a duration in the largest unit that represents it exactly, as docs/policy.md
+/// prints ladders: `1m`, `30s`, `1h`, `100ms`, `90s`. Zero is `0s`.
 #[must_use]
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();

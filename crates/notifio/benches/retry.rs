@@ -141,7 +141,7 @@ fn main() {
         "| mode | requests | success | p50 | p95 | p99 | max | retry attempts | retry rate (metrics) | wall |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    for (mode, retries) in [("ADR retry (3 attempts)", true), ("no retry", false)] {
+    for (mode, retries) in [("retry (3 attempts)", true), ("no retry", false)] {
         let r = rt.block_on(run(mode, retries, n, conc));
         println!(
             "| {} | {} | {:.2}% ({} failed) | {} ms | {} ms | {} ms | {} ms | {} | {:.1}% | {:.1} s |",

@@ -2,7 +2,8 @@
 //! `now` to `poll_timeout()`, feed outcomes back. No real time passes.
 //!
 //! Rules → tests:
-//! - the seed's bug (five searches on one site each earning their own rung) →
+//! - the bug a per-search backoff has (five searches on one site each earning their own rung,
+//!   docs/policy.md#keyed-by-site-not-by-search) →
 //!   `five_searches_on_one_refusing_site_see_one_request_per_rung`
 //! - "when a block clears, only one search goes back in" → `exactly_one_probe_when_a_wait_expires`,
 //!   `a_failed_probe_climbs_the_ladder_and_keeps_the_siblings_parked`

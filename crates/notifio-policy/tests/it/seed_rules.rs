@@ -784,7 +784,7 @@ fn validation_failures_are_not_retried() {
     assert!(!RetryPolicy::should_retry(&AttemptResult::Invalid));
 }
 
-// ---------------------------------------- classification (docs/architecture.md#classifying-a-response)
+// ------------------------------------ classification (docs/architecture.md#classifying-a-response)
 
 fn facts<'a>(
     status: Option<u16>,
