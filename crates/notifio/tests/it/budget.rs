@@ -11,6 +11,8 @@
 //! - a search outside its `active_hours` gets only its `max_interval`, the plan lines read the
 //!   same in `status` and the dashboard, and a site with two searches and no budget gets the
 //!   suggestion → `active_hours_rest_a_search_and_the_plan_is_shown_everywhere`
+//! - hours whose history shows no listings drop to `max_interval`: the watcher plans with what
+//!   the store kept → `learnt_quiet_hours_drop_to_max_interval`
 
 use crate::util::{Notifio, wait_for, write_config};
 use fake_portal::{Behaviour, Portal, SiteSpec};
@@ -301,6 +303,100 @@ async fn active_hours_rest_a_search_and_the_plan_is_shown_everywhere() {
     assert_eq!(watch.terminate(), Some(0));
 }
 
+/// Two weeks of history in the store (kept as a watcher keeps it) say that listings come
+/// all day but not at night, and it is night now (seven hours around this one): the watcher,
+/// started on it, checks both searches only every `max_interval` (planned at 85 % of it),
+/// where an empty history would have had them checked more than twice as often.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learnt_quiet_hours_drop_to_max_interval() {
+    use notifio_policy::{ArrivalRates, Timestamp};
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let key = portal.base_url("flats");
+    let site = key.trim_start_matches("http://");
+    let mut t = format!(
+        "[watch]\ninterval = \"100ms\"\nspacing = \"50ms\"\nmax_interval = \"2s\"\n\
+         state_dir = {:?}\ndashboard = false\n\n[site.{site:?}]\nbudget = \"4/s\"\n\n",
+        state.display().to_string()
+    );
+    for name in ["north", "south"] {
+        t.push_str(&format!(
+            "[[search]]\nname = {name:?}\nurl = {:?}\n{LISTING}\n\n",
+            portal.search_url("flats", name)
+        ));
+    }
+    let path = write_config(dir.path(), &t);
+    // A first pass makes the searches' rows (and their baselines).
+    crate::util::stdout_of_success(
+        std::process::Command::new(env!("CARGO_BIN_EXE_notifio"))
+            .args(["check", "--config"])
+            .arg(&path),
+    );
+    let now = notifio::clock::now();
+    let offset = notifio::clock::local_offset(now);
+    // The site's night is now: no listings from three hours before this hour of the day to
+    // three after, day after day.
+    let here = offset.hour_of_week(now) % 24;
+    let night = |h: usize| (h + 24 - here) % 24 <= 3 || (here + 24 - h) % 24 <= 3;
+    let hour = 3_600_000;
+    let mut model = ArrivalRates::new();
+    let from = now.as_millis() / hour * hour - 14 * 24 * hour;
+    for i in 0..14 * 24 {
+        let (a, b) = (from + i * hour, from + (i + 1) * hour);
+        let new = if night(offset.hour_of_week(Timestamp(a)) % 24) {
+            0
+        } else {
+            20
+        };
+        model.observe(Timestamp(a), Timestamp(b), new, offset);
+    }
+    let ids: Vec<u32> = {
+        let db = crate::util::db(&state).unwrap();
+        let mut stmt = db.prepare("SELECT id FROM searches").unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert_eq!(ids.len(), 2);
+    let mut store = notifio::store::Store::open(&state).unwrap();
+    store
+        .transaction(|tx| {
+            ids.iter()
+                .try_for_each(|id| tx.save_arrival_rates(*id, &model, Some(now.as_millis())))
+        })
+        .map_err(|e: notifio::store::StoreError| e)
+        .unwrap();
+    drop(store);
+
+    // The pass wrote its plan too (from an empty history): the watcher's replaces it at its
+    // first checks.
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    let floor = 3600.0 / (2.0 * notifio_policy::allocate::SLOWEST_PLANNED);
+    let at_floor = |s: &Value| {
+        s["checks_per_hour"]
+            .as_f64()
+            .is_some_and(|n| (n - floor).abs() < floor * 0.01)
+    };
+    let start = std::time::Instant::now();
+    loop {
+        let view = status(&path);
+        if ["north", "south"]
+            .iter()
+            .all(|n| at_floor(&search_named(&view, n)))
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "in their quiet hour both get only max_interval ({floor:.0}/h): {view:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(watch.terminate(), Some(0));
+}
+
 /// `init` says what a budget is for, and `check` suggests one for a site with two searches,
 /// until the site has one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -385,27 +481,25 @@ fn a_budget_too_small_is_refused_at_its_key() {
     assert!(err.contains("reads 3 pages"), "{err}");
 }
 
-/// The benchmark of docs/BENCHMARKS.md ("budget, black box"), not a test: two `notifio watch`
-/// side by side, each on its own fake portal, the same listings arriving at the same moments
-/// (four searches, Poisson at 12, 4, 1.2 and 0.4 a minute, seeded), one with a budget of
-/// 30/min, the other with every search at the interval that spends what the budget plans at
-/// its peak (80 %: every 10 s). Four minutes; each listing's time to notify is from its
-/// arrival on the portal to its webhook message. Prints both runs' requests and mean time to
-/// notify, and the ratio at equal requests (a periodic check's mean wait is half its
-/// interval, so the fixed run's mean is scaled by its requests over the budget's).
+/// The benchmark of docs/BENCHMARKS.md ("budget, black box"), not a test: `notifio watch`
+/// with a budget of 30/min beside one with every search at a fixed interval, each on its own
+/// fake portal, the same listings arriving at the same moments (four searches, Poisson at 12,
+/// 4, 1.2 and 0.4 a minute, seeded). Four minutes and a half a round; each listing's time to
+/// notify is from its arrival on the portal to its webhook message. A first round runs the
+/// budget alone and counts its requests; the second runs it again beside fixed intervals
+/// that send that many requests, and prints both runs' requests and mean time to notify.
 ///
 /// `cargo test --release -p notifio --test it -- --ignored budget::bench --nocapture`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a benchmark of four minutes"]
+#[ignore = "a benchmark of nine minutes"]
 async fn bench_a_budget_against_fixed_intervals_side_by_side() {
-    use crate::util::{Fake, answer};
     let secs: u64 = std::env::var("NOTIFIO_BENCH_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(240);
     let rates_per_min = [12.0, 4.0, 1.2, 0.4];
     let names = ["a", "b", "c", "d"];
-    // The arrivals: one schedule for both portals.
+    // The arrivals: one schedule for every portal.
     let mut x: u64 = 0x5eed_2026;
     let mut uniform = move || {
         x ^= x << 13;
@@ -425,6 +519,28 @@ async fn bench_a_budget_against_fixed_intervals_side_by_side() {
         }
     }
     schedule.sort_unstable();
+    let first = race(&schedule, &names, &[None]).await;
+    // Requests are counted from the baselines to 30 s after the last arrival.
+    let window_ms = (secs + 30) * 1000;
+    let fixed_ms = (window_ms as f64 * names.len() as f64 / first[0].0).round() as u64;
+    println!(
+        "round 1: the budget sent {} requests; fixed intervals of {fixed_ms} ms send as many",
+        first[0].0
+    );
+    let second = race(&schedule, &names, &[None, Some(fixed_ms)]).await;
+    let ((br, bm), (fr, fm)) = (second[0], second[1]);
+    println!(
+        "round 2, side by side: budget {bm:.2} s at {br} requests, fixed {fm:.2} s at {fr} requests: ratio of mean times to notify {:.2} (requests {:.2})",
+        bm / fm,
+        br / fr
+    );
+}
+
+/// Runs one `notifio watch` per entry of `modes` at once (`None`: the budget of 30/min,
+/// `Some(ms)`: every search at that interval), each on its own portal, through `schedule`'s
+/// arrivals; returns each run's requests and mean time to notify (s).
+async fn race(schedule: &[(u64, usize)], names: &[&str], modes: &[Option<u64>]) -> Vec<(f64, f64)> {
+    use crate::util::{Fake, answer};
     let spec = || SiteSpec {
         page_bytes: 20_000,
         listings: 10,
@@ -432,19 +548,22 @@ async fn bench_a_budget_against_fixed_intervals_side_by_side() {
     };
     let dir = tempfile::tempdir().unwrap();
     let mut runs = Vec::new();
-    for (label, budget) in [("budget", true), ("fixed", false)] {
+    for (k, mode) in modes.iter().enumerate() {
+        let label = format!("{k}-{}", if mode.is_some() { "fixed" } else { "budget" });
         let portal = Portal::start(vec![spec()]).await.unwrap();
         let hook = Fake::start(answer(200, "{}")).await;
-        let run_dir = dir.path().join(label);
+        let run_dir = dir.path().join(&label);
         std::fs::create_dir_all(&run_dir).unwrap();
         let site = portal
             .base_url("flats")
             .trim_start_matches("http://")
             .to_owned();
-        let (interval, site_table) = if budget {
-            ("1s", format!("[site.{site:?}]\nbudget = \"30/min\"\n\n"))
-        } else {
-            ("10s", String::new())
+        let (interval, site_table) = match mode {
+            None => (
+                "1s".to_owned(),
+                format!("[site.{site:?}]\nbudget = \"30/min\"\n\n"),
+            ),
+            Some(ms) => (format!("{ms}ms"), String::new()),
         };
         let mut t = format!(
             "[watch]\ninterval = {interval:?}\nspacing = \"100ms\"\nmax_interval = \"60s\"\nstate_dir = {:?}\ndashboard = false\n\n\
@@ -469,7 +588,7 @@ async fn bench_a_budget_against_fixed_intervals_side_by_side() {
     let start = std::time::Instant::now();
     let mut added: Vec<(String, u64)> = Vec::new();
     let before: Vec<usize> = runs.iter().map(|r| r.1.request_count("flats")).collect();
-    for (at, i) in &schedule {
+    for (at, i) in schedule {
         let wait = Duration::from_millis(*at).saturating_sub(start.elapsed());
         tokio::time::sleep(wait).await;
         let now = start.elapsed().as_millis() as u64;
@@ -502,15 +621,9 @@ async fn bench_a_budget_against_fixed_intervals_side_by_side() {
         );
         figures.push((requests as f64, mean));
     }
-    let (br, bm) = figures[0];
-    let (fr, fm) = figures[1];
-    let at_equal = fm * fr / br;
-    println!(
-        "ratio of mean times to notify at equal requests: {:.2} (budget {bm:.2} s; fixed {fm:.2} s at {fr} requests, {at_equal:.2} s at the budget's {br})",
-        bm / at_equal
-    );
     for (_, portal, _, child, _) in runs {
         assert_eq!(child.terminate(), Some(0));
         portal.shutdown().await;
     }
+    figures
 }
