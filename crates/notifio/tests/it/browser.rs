@@ -978,7 +978,8 @@ fn one_flat_page(id: &str, price: u32) -> Vec<u8> {
 
 /// The inbox row of one flat as the page draws it: its photo, its price history's sparkline
 /// after a drop, the twin on another site folded into its "also on", and its mark kept
-/// across a hand edit of the config that the watcher applies.
+/// across a hand edit of the config that the watcher applies; and, on the search cards, the
+/// budgeted site's plan line and the suggestion for the site that has two searches after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inbox_row_shows_photo_price_history_and_twin_and_keeps_its_mark_across_an_edit() {
     if browser_missing() {
@@ -991,11 +992,13 @@ async fn an_inbox_row_shows_photo_price_history_and_twin_and_keeps_its_mark_acro
     let searches = |extra: &str| {
         format!(
             "[watch]\nspacing = \"100ms\"\nstate_dir = {:?}\ndashboard = \"127.0.0.1:0\"\n\n\
+             [site.{:?}]\nbudget = \"60/min\"\n\n\
              [[search]]\nname = \"Lavapiés\"\nurl = \"{}/flats\"\ninterval = \"1s\"\n\
              listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n\
              [[search]]\nname = \"Lavapiés elsewhere\"\nurl = \"{}/flats\"\ninterval = \"1s\"\n\
              listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n{extra}",
             dir.path().join("state").display().to_string(),
+            twin.url.trim_start_matches("http://"),
             first.url,
             twin.url,
         )
@@ -1087,6 +1090,26 @@ async fn an_inbox_row_shows_photo_price_history_and_twin_and_keeps_its_mark_acro
         let v = until("the row after the edit and a reload", |v| v["n"] == 1).await;
         assert_eq!(v["state"], "favourite", "the mark survives the edit: {v}");
         assert_eq!(v["id"], shown_id, "the same flat heads the row: {v}");
+        // The budgeted site's search says its plan; the other site, with two searches now and
+        // no budget, gets the suggestion.
+        let plan_and_hint = format!(
+            "const plan = document.querySelector('[data-search-name=\"Lavapiés elsewhere\"] \
+             [data-testid=plan]');\
+             const hint = document.querySelector('[data-site=\"{}\"] [data-testid=site-hint]');\
+             return [plan ? plan.textContent : '', hint ? hint.textContent : ''];",
+            first.url.trim_start_matches("http://")
+        );
+        let shown = script_until(&client, "the plan line and the hint", &plan_and_hint, |v| {
+            v[0].as_str().is_some_and(|p| !p.is_empty())
+                && v[1].as_str().is_some_and(|h| !h.is_empty())
+        })
+        .await;
+        let (plan, hint) = (shown[0].as_str().unwrap(), shown[1].as_str().unwrap());
+        assert!(
+            plan.starts_with("checked about every ") && plan.contains(" · typically notified within "),
+            "{plan}"
+        );
+        assert!(hint.starts_with("2 searches on "), "{hint}");
     })
     .catch_unwind()
     .await;
