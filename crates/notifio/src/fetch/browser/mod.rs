@@ -349,8 +349,15 @@ impl Browser {
                     );
                     (None, ws)
                 } else {
-                    let (p, ws) =
-                        start_process(executable, profile_dir, *headless, "about:blank").await?;
+                    let block_images = self.cfg.block.iter().any(|t| t == "image");
+                    let (p, ws) = start_process(
+                        executable,
+                        profile_dir,
+                        *headless,
+                        block_images,
+                        "about:blank",
+                    )
+                    .await?;
                     (Some(p), ws)
                 }
             }
