@@ -9,8 +9,11 @@
 //! it changed meanwhile starts over from (1) with the new text; (5) renames the temporary file
 //! over it; and (6) checks that nobody wrote into the file it read after reading it (a writer
 //! holding it open), in which case that writer's text is put back and the change applied to
-//! it. A file the user made read-only is the user saying no: it is never replaced. What is
-//! left is the instant between (4) and (5), microseconds; docs/reliability.md says so.
+//! it; and (7) for a moment after, looks for a writer that read the file before our rename and
+//! renamed its own text over ours (a script's or an editor's save at the same moment): if its
+//! text lacks the change, the change is applied to it. A file the user made read-only is the
+//! user saying no: it is never replaced. What is left is the instant between (4) and (5),
+//! microseconds, and a save renamed over ours later than [`GRACE`]; docs/reliability.md says so.
 //!
 //! The live reload waits for the same quiet time before it applies a file by hand
 //! (`crate::reload`), so a file written in several chunks is applied once, complete.
@@ -32,6 +35,12 @@ const PATIENCE: Duration = Duration::from_secs(10);
 
 /// How many times a change is applied again to a file that changed underneath it.
 const ATTEMPTS: usize = 5;
+
+/// How long after its rename an edit looks for a writer that read the file just before it
+/// and renamed its own text over it a moment later (a script's or an editor's save at the
+/// same moment), which would drop the edit. Within it the edit is applied again to that
+/// writer's text; a human edit made after it is the human's say.
+const GRACE: Duration = Duration::from_millis(250);
 
 /// Why an edit of the file was not written. The change's own refusal comes back as it was.
 #[derive(Debug, thiserror::Error)]
@@ -148,7 +157,7 @@ impl Writer {
             self.settle(&target).await?;
             let (mut opened, seen) = read(&target)?;
             if let Some(theirs) = &put_back {
-                if replace_if_unchanged(&target, &seen, theirs)? {
+                if replace_if_unchanged(&target, &seen, theirs)?.is_some() {
                     put_back = None;
                 }
                 continue; // and the change is applied to it
@@ -159,16 +168,24 @@ impl Writer {
             if new == seen.text {
                 return Ok(new);
             }
-            if !replace_if_unchanged(&target, &seen, &new)? {
+            let Some(written) = replace_if_unchanged(&target, &seen, &new)? else {
                 continue; // changed underneath: apply the change again, to the new text
-            }
+            };
             // Someone who had the old file open wrote to it after we read it.
             match written_since(&mut opened, &seen) {
                 Some(theirs) => put_back = Some(theirs),
                 None => {
-                    let written = std::fs::metadata(&target).ok().map(|m| Identity::of(&m));
+                    let written = Some(written);
                     *self.ours.lock().unwrap_or_else(PoisonError::into_inner) = written;
-                    return Ok(new);
+                    // (7) A writer that read the file before our rename may rename its text
+                    // over ours a moment later: if that text lacks the change, apply it there.
+                    match replaced_soon(&target, written).await {
+                        Some(theirs) if matches!(change(&theirs), Ok(Some(t)) if t != theirs) => {
+                            continue;
+                        }
+                        Some(theirs) => return Ok(theirs),
+                        None => return Ok(new),
+                    }
                 }
             }
         }
@@ -195,6 +212,19 @@ impl Writer {
             tokio::time::sleep(wait).await;
         }
     }
+}
+
+/// The file's text when, within [`GRACE`], `path` is no longer the file we wrote (`ours`).
+async fn replaced_soon(path: &Path, ours: Option<Identity>) -> Option<String> {
+    let until = tokio::time::Instant::now() + GRACE;
+    while tokio::time::Instant::now() < until {
+        let now = std::fs::metadata(path).ok().map(|m| Identity::of(&m));
+        if now != ours {
+            return std::fs::read_to_string(path).ok();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
 }
 
 /// The file's text and identity, and the open file (to tell later whether it was written
@@ -248,7 +278,11 @@ fn written_since(opened: &mut File, seen: &Seen) -> Option<String> {
 
 /// Writes `text` over `path` in one step, unless the file is no longer what `seen` says;
 /// returns whether it wrote.
-fn replace_if_unchanged<E>(path: &Path, seen: &Seen, text: &str) -> Result<bool, WriteError<E>> {
+fn replace_if_unchanged<E>(
+    path: &Path,
+    seen: &Seen,
+    text: &str,
+) -> Result<Option<Identity>, WriteError<E>> {
     let io = |source| WriteError::Io {
         what: "write",
         path: path.to_owned(),
@@ -267,16 +301,18 @@ fn replace_if_unchanged<E>(path: &Path, seen: &Seen, text: &str) -> Result<bool,
         }
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
+        // What the file is once renamed (a rename keeps it): whoever replaces it after is told.
+        let written = Identity::of(&f.metadata()?);
         // The last look before the rename: the file as read, byte for byte.
         let now = std::fs::read_to_string(path)?;
         let id = std::fs::metadata(path).map(|m| Identity::of(&m))?;
         if now != seen.text || id != seen.id {
-            return Ok(false);
+            return Ok(None);
         }
         std::fs::rename(&tmp, path)?;
-        Ok(true)
+        Ok(Some(written))
     })();
-    if !matches!(result, Ok(true)) {
+    if !matches!(result, Ok(Some(_))) {
         let _ = std::fs::remove_file(&tmp);
     }
     result.map_err(io)
@@ -295,6 +331,44 @@ mod tests {
         let file = File::options().write(true).open(path).unwrap();
         let now = std::time::UNIX_EPOCH + Duration::from_millis(crate::clock::now().as_millis());
         file.set_modified(now - 2 * SETTLE).unwrap();
+    }
+
+    /// A writer that read the file before our rename and renames its own text over ours a
+    /// moment after: the change is applied again, to its text.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_save_renamed_over_ours_a_moment_later_gets_the_change_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notifio.toml");
+        std::fs::write(&path, "a\n").unwrap();
+        backdate(&path);
+        let stale = std::fs::read_to_string(&path).unwrap();
+        let hand = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                // It read the file before our edit; it saves once ours is there.
+                while std::fs::read_to_string(&path).unwrap() == stale {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                let tmp = path.with_extension("swp");
+                std::fs::write(&tmp, format!("{stale}by hand\n")).unwrap();
+                std::fs::rename(&tmp, &path).unwrap();
+            })
+        };
+        let once = |text: &str| {
+            if text.contains("dashboard") {
+                Ok(None)
+            } else {
+                append(text, "dashboard")
+            }
+        };
+        let out = Writer::new(path.clone()).apply(once).await.unwrap();
+        hand.join().unwrap();
+        let file = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(file, out);
+        assert!(
+            file.contains("by hand") && file.contains("dashboard"),
+            "{file}"
+        );
     }
 
     #[tokio::test]
@@ -358,7 +432,11 @@ mod tests {
         let (mut opened, seen) = read::<String>(&path).unwrap();
         assert_eq!(written_since(&mut opened, &seen), None);
         let mut writer = File::options().append(true).open(&path).unwrap();
-        assert!(replace_if_unchanged::<String>(&path, &seen, "a\nours\n").unwrap());
+        assert!(
+            replace_if_unchanged::<String>(&path, &seen, "a\nours\n")
+                .unwrap()
+                .is_some()
+        );
         writer.write_all(b"theirs\n").unwrap();
         assert_eq!(
             written_since(&mut opened, &seen).as_deref(),
