@@ -109,10 +109,15 @@ fn real_pages(manifest: &Path) {
     // Pages put there later turn the tests on at the next build: the directory is watched,
     // or, while it is missing, its nearest existing parent, unless that parent holds this
     // checkout (it would change with every build).
+    // Compared as the filesystem resolves them (`..` in a path that is missing is not).
+    let checkout = manifest
+        .canonicalize()
+        .unwrap_or_else(|_| manifest.to_owned());
     let watched = dir
         .ancestors()
         .find(|a| a.is_dir())
-        .filter(|a| *a == dir.as_path() || !manifest.starts_with(a));
+        .and_then(|a| a.canonicalize().ok())
+        .filter(|a| *a == dir || !checkout.starts_with(a));
     if let Some(watched) = watched {
         println!("cargo::rerun-if-changed={}", watched.display());
     }
