@@ -100,6 +100,8 @@ async fn a_budget_is_spent_where_listings_appear_and_never_exceeded() {
     for w in requests.windows(2) {
         assert!(w[1].0 + 5 >= w[0].0 + 50, "spacing: {w:?}");
     }
+    let closest = requests.windows(2).map(|w| w[1].0 - w[0].0).min();
+    println!("closest two requests: {closest:?} ms apart");
     let of = |name: &str| {
         requests
             .iter()
@@ -124,8 +126,10 @@ async fn a_budget_is_spent_where_listings_appear_and_never_exceeded() {
     for (name, times) in [("quiet", &quiet), ("still", &still)] {
         assert!(!times.is_empty(), "{name} is still checked");
         for w in times.windows(2) {
+            // Planned at most 0.85 × 2 s (jitter included); the margin is the lag of a
+            // loaded machine between a check falling due and its request arriving.
             assert!(
-                w[1] - w[0] <= 2000 + 100,
+                w[1] - w[0] <= 2000 + 400,
                 "{name} waited {} ms",
                 w[1] - w[0]
             );
@@ -149,18 +153,28 @@ async fn a_budget_is_spent_where_listings_appear_and_never_exceeded() {
         "{view:#}"
     );
 
-    // A refusal still sends the site down its ladder: nothing for its 2 s.
+    // A refusal still sends the site down its ladder: nothing for its 2 s. The refusal is the
+    // first request to arrive after the switch; the window is counted from it, on the portal's
+    // clock, less what was already on its way.
+    let switched = notifio::clock::now().as_millis();
     portal.set_behaviour("flats", Behaviour::RateLimited { retry_after: None });
     wait_for(Duration::from_secs(5), "the site to wait", || {
         (!crate::util::backoff(&state).is_empty()).then_some(())
     })
     .await;
-    let refused_at = notifio::clock::now().as_millis();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let refused_at = portal
+        .requests()
+        .iter()
+        .map(|r| r.at)
+        .find(|at| *at >= switched)
+        .expect("the refused request");
+    let quiet_until = refused_at + 1800;
+    let left = quiet_until.saturating_sub(notifio::clock::now().as_millis());
+    tokio::time::sleep(Duration::from_millis(left)).await;
     let during = portal
         .requests()
         .iter()
-        .filter(|r| r.at > refused_at + 100)
+        .filter(|r| r.at > refused_at + 100 && r.at < quiet_until)
         .count();
     assert_eq!(during, 0, "a budget never asks a waiting site");
     assert_eq!(watch.terminate(), Some(0));
