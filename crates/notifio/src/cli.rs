@@ -351,7 +351,15 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Ladders { json } => ladders(cli.config, json),
         Command::Init { path } => {
             let path = path.unwrap_or_else(|| PathBuf::from("notifio.toml"));
-            config::write_starter(&path)?;
+            if let Err(e) = config::write_starter(&path) {
+                // An existing config is left alone; what its sites could use is still said.
+                if let Ok(cfg) = config::load(&path) {
+                    for hint in crate::watch::budget_hints(&cfg) {
+                        eprintln!("hint: {hint}");
+                    }
+                }
+                return Err(e.into());
+            }
             write_out(&format!(
                 "wrote {} — edit the [[search]] entries, then run `notifio watch --config {}`\n\
                  Two or more searches on one site? Give the site a request budget (`budget = \

@@ -449,6 +449,17 @@ async fn init_and_check_suggest_a_budget_for_a_site_with_two_searches() {
         said.contains(&format!("hint: 2 searches on {site}: a budget")),
         "{said}"
     );
+    // `init` on the config it would have written leaves it alone, and says the same.
+    let before = std::fs::read(&path).unwrap();
+    let again = crate::util::run_binary([std::ffi::OsStr::new("init"), path.as_os_str()]);
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert_ne!(again.status.code(), Some(0), "{err}");
+    assert!(err.contains("already exists"), "{err}");
+    assert!(
+        err.contains(&format!("hint: 2 searches on {site}: a budget")),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
     std::fs::write(&path, format!("{t}[site.{site:?}]\nbudget = \"4/min\"\n")).unwrap();
     let said = run(&["check", "--config", path.to_str().unwrap()]);
     assert!(!said.contains("hint:"), "the site has a budget now: {said}");
@@ -467,11 +478,11 @@ fn a_budget_too_small_is_refused_at_its_key() {
         ));
     }
     let path = write_config(dir.path(), &t);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_notifio"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = crate::util::run_binary([
+        std::ffi::OsStr::new("check"),
+        "--config".as_ref(),
+        path.as_os_str(),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("notifio.toml:6:10"), "{err}");
@@ -485,11 +496,11 @@ fn a_budget_too_small_is_refused_at_its_key() {
             1,
         );
     std::fs::write(&path, pages).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_notifio"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = crate::util::run_binary([
+        std::ffi::OsStr::new("check"),
+        "--config".as_ref(),
+        path.as_os_str(),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("reads 3 pages"), "{err}");

@@ -779,8 +779,6 @@ pub(crate) fn can_run(program: &str, args: &[&str], package: &str) -> bool {
 
 // ---------------------------------------------------------------- the binary
 
-/// A running `notifio watch` child. Its stdout and stderr go to files (so a chatty `-vv` run can
-/// never block on a full pipe). Dropping it SIGKILLs it.
 /// Runs `cmd`, which must succeed (else its stderr is the panic), and returns its stdout.
 pub(crate) fn stdout_of_success(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
@@ -800,6 +798,15 @@ pub(crate) fn binary() -> PathBuf {
         )
 }
 
+/// Runs the binary with `args` to its end and returns what it did, whatever its exit.
+pub(crate) fn run_binary<S: AsRef<std::ffi::OsStr>>(
+    args: impl IntoIterator<Item = S>,
+) -> std::process::Output {
+    Command::new(binary()).args(args).output().unwrap()
+}
+
+/// A running `notifio watch` child. Its stdout and stderr go to files (so a chatty `-vv` run can
+/// never block on a full pipe). Dropping it SIGKILLs it.
 pub(crate) struct Notifio {
     child: Child,
     /// Where stdout and stderr are appended.
