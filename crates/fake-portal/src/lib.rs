@@ -182,6 +182,9 @@ pub enum Behaviour {
     InvalidUtf8,
     /// 200 with an empty body.
     Empty,
+    /// 200 with a hostile page: its one card sits this many `<div>`s deep, and the page is
+    /// different on each request (so nothing can tell it is the same page as last time).
+    Nested(usize),
     /// 404.
     Gone,
     /// A timeline relative to when it is set: each `(offset, behaviour)` applies from its

@@ -422,6 +422,20 @@ pub(crate) fn login_page(next: &str) -> String {
 }
 
 /// A small page with a title and one paragraph (login, errors, index).
+/// A page whose one card sits `depth` `<div>`s deep, different on every call: what a hostile
+/// site serves to stall a reader whose cost grows with nesting.
+pub(crate) fn nested_page(depth: usize) -> String {
+    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "<!doctype html><html><head><title>Deep {n}</title></head><body>{}\
+         <article class=\"listing\" data-id=\"deep-{n}\"><a href=\"/listing/deep-{n}\">Deep {n}</a></article>\
+         {}</body></html>",
+        "<div>".repeat(depth),
+        "</div>".repeat(depth)
+    )
+}
+
 pub(crate) fn simple_page(title: &str, body_html: &str) -> String {
     let mut out = String::new();
     head(&mut out, title);

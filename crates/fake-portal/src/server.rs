@@ -297,6 +297,7 @@ async fn behave_inner(State(site): State<Arc<Site>>, req: Request, next: Next) -
             r
         }
         Behaviour::Empty => html(StatusCode::OK, String::new()),
+        Behaviour::Nested(depth) => html(StatusCode::OK, page::nested_page(depth)),
         Behaviour::Gone => html(
             StatusCode::NOT_FOUND,
             page::simple_page("Not found", "<p>This search no longer exists.</p>"),

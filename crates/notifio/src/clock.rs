@@ -48,3 +48,26 @@ pub fn local_offset(t: Timestamp) -> notifio_policy::LocalOffset {
 pub fn time_zone() -> jiff::tz::TimeZone {
     jiff::tz::TimeZone::system()
 }
+
+/// The CPU time the calling thread has used so far: what bounds the reading of one page
+/// (`extract::bounds`), so that a loaded machine does not cut a page short that would have
+/// been read in time, and a hostile page costs at most that much CPU. Where the system has no
+/// per-thread clock, the time since this thread first asked.
+#[must_use]
+pub fn thread_cpu_time() -> std::time::Duration {
+    #[cfg(unix)]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        std::time::Duration::new(
+            u64::try_from(t.tv_sec).unwrap_or(0),
+            u32::try_from(t.tv_nsec).unwrap_or(0),
+        )
+    }
+    #[cfg(not(unix))]
+    {
+        thread_local! {
+            static FIRST: std::time::Instant = std::time::Instant::now();
+        }
+        FIRST.with(std::time::Instant::elapsed)
+    }
+}

@@ -494,6 +494,7 @@ mod tests {
                 url: Some(format!("https://flats.example/l/{id}?a=1&b=2")),
                 image: None,
                 description: None,
+                fallback: Vec::new(),
             },
             first_seen: 1_764_900_000_000,
             gone_at: None,

@@ -28,6 +28,27 @@ pub struct Listing {
     /// `exclude` look at besides the title).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The fields the profile's own rule did not yield (or yielded a value that fails its
+    /// sanity check), so they were read from the card as a generic card is read
+    /// (docs/sites.md#when-a-profile-misses-a-field): `check --json` shows them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<ListingField>,
+}
+
+/// A field of a listing, as `check --json` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListingField {
+    /// The headline.
+    Title,
+    /// The price.
+    Price,
+    /// The rooms.
+    Rooms,
+    /// The living area.
+    Area,
+    /// The photo.
+    Image,
 }
 
 /// How to find listings on a page of a site without a built-in profile (`listing = {…}` in a

@@ -14,8 +14,9 @@
 //! The profiles (`extract/`) say where the next page is; this module decides nothing about
 //! *when* the site may be asked again, which stays with the scheduler and the registry.
 
+use crate::extract::bounds::Unreadable;
 use crate::extract::immoscout24_app::AppSearch;
-use crate::extract::{Extraction, SiteProfile};
+use crate::extract::{Extraction, How, PageRead, SiteProfile};
 use crate::fetch::{FetchMode, FetchRequest, Fetched, Fetcher, Outgoing, Reply};
 use crate::listing::Listing;
 use http::header::HeaderName;
@@ -66,6 +67,10 @@ pub(crate) struct Read {
     /// are noted when their page ends): they count against the site's budget, and the next
     /// check is spaced from the last ([`notifio_policy::Scheduler::handle_request_sent`]).
     pub(crate) sent: Vec<Timestamp>,
+    /// Why page 1 was not read, when it is over a bound of its reading.
+    pub(crate) unreadable: Option<Unreadable>,
+    /// How page 1's listings were read, when they were.
+    pub(crate) how: Option<How>,
 }
 
 /// `page_one` (a search's request, as built for its web URL) sent as the site's app sends it:
@@ -118,9 +123,25 @@ pub(crate) async fn read(
     let fingerprint = one_page.then(|| fingerprint(&fetched)).flatten();
     let expected = how.expected.filter(|_| one_page);
     let same = expected.is_some() && fingerprint.as_deref() == expected;
-    let (outcome, listings) =
-        judge(&fetched, how.profile, how.markers, how.has_session, same).await;
+    let next_of = (!one_page).then_some(1);
+    let Judged {
+        outcome,
+        listings,
+        mut next,
+        unreadable,
+        how: read_how,
+    } = judge(
+        &fetched,
+        how.profile,
+        how.markers,
+        how.has_session,
+        same,
+        next_of,
+    )
+    .await;
     let mut read = Read {
+        unreadable,
+        how: read_how,
         outcome,
         pages: u32::from(matches!(outcome, Outcome::Ok | Outcome::Unchanged)),
         page_ends: listings.iter().map(Vec::len).collect(),
@@ -140,10 +161,10 @@ pub(crate) async fn read(
     let mut seen: HashSet<String> = all.iter().map(|l| l.id.clone()).collect();
     let mut visited: HashSet<String> = HashSet::from([request.url.clone()]);
     for page in 2..=how.pages {
-        let Some(next) = next_page(how.profile.as_ref(), &read.fetched, page - 1) else {
+        let Some(next_url) = next.take() else {
             break;
         };
-        if !visited.insert(next.to_string()) {
+        if !visited.insert(next_url.to_string()) {
             break;
         }
         // Start to start, as between two checks of the site.
@@ -152,7 +173,7 @@ pub(crate) async fn read(
             () = cancel.cancelled() => break,
         }
         request = FetchRequest {
-            url: next.into(),
+            url: next_url.into(),
             class: RequestClass::Search,
             conditional: false,
             ..request
@@ -164,8 +185,17 @@ pub(crate) async fn read(
             break;
         }
         note_extra_requests(&mut read.sent, &fetched);
-        let (outcome, listings) =
-            judge(&fetched, how.profile, how.markers, how.has_session, false).await;
+        let judged = judge(
+            &fetched,
+            how.profile,
+            how.markers,
+            how.has_session,
+            false,
+            (page < how.pages).then_some(page),
+        )
+        .await;
+        let (outcome, listings) = (judged.outcome, judged.listings);
+        next = judged.next;
         if outcome.refusal_kind().is_some() || outcome == Outcome::SessionExpired {
             // The site refused: the check ends with its refusal; the pages before it count.
             tracing::info!(site = %request.site, page, outcome = outcome.as_str(), "a later result page was refused");
@@ -202,18 +232,38 @@ fn note_extra_requests(sent: &mut Vec<Timestamp>, fetched: &Fetched) {
     }
 }
 
-/// The next result page after `fetched`, page `page` of its search, as its profile reads it.
-fn next_page(profile: &dyn SiteProfile, fetched: &Fetched, page: u32) -> Option<url::Url> {
-    let at = url::Url::parse(fetched.final_url()).ok()?;
-    profile.next_page(fetched.body(), &at, page)
+/// What judging one fetched page yielded.
+#[derive(Debug)]
+pub(crate) struct Judged {
+    pub(crate) outcome: Outcome,
+    /// Its listings, when it is a result page that was read.
+    pub(crate) listings: Option<Vec<Listing>>,
+    /// The result page after it, when asked for and shown.
+    pub(crate) next: Option<url::Url>,
+    /// Why the page was not read: it is over a bound of its reading (`layout_unknown`).
+    pub(crate) unreadable: Option<Unreadable>,
+    /// How its listings were read, when they were.
+    pub(crate) how: Option<How>,
 }
 
-/// Pages larger than this are parsed on the blocking pool. `watch` runs its checks on one
-/// worker thread (fewer thread hand-offs per check), and a huge page (up to the body cap) must
-/// not hold up other sites' checks meanwhile; an ordinary page (~300 KB) parses in ~1 ms.
-const PARSE_INLINE_MAX: usize = 1 << 20;
+impl Judged {
+    fn of(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            listings: None,
+            next: None,
+            unreadable: None,
+            how: None,
+        }
+    }
+}
 
-/// Classifies a fetched page and, when it is a proper page, extracts its listings.
+/// Classifies a fetched page and, when it is a proper page, extracts its listings (and, with
+/// `next_of`, the link to the page after page `next_of`).
+///
+/// The reading runs on the blocking pool, within the bounds of `extract::bounds`: whatever the
+/// page holds, it costs at most a bounded CPU time there and never holds up the thread that
+/// runs the other checks, the dashboard and the shutdown.
 ///
 /// `same_page`: the bytes are those of the last page judged good, so a listing cannot be new;
 /// classification still runs (headers may differ), extraction does not.
@@ -223,17 +273,18 @@ pub(crate) async fn judge(
     markers: &Markers,
     has_session: bool,
     same_page: bool,
-) -> (Outcome, Option<Vec<Listing>>) {
+    next_of: Option<u32>,
+) -> Judged {
     let response = match &fetched.reply {
         Reply::Held { site, .. } => {
             // The search's own site answered (with a redirect); the site it leads to is
             // waiting. Nothing is learnt about the page and nobody refused: the search is
             // simply due again after its interval.
             tracing::info!(to = %site, "a redirect leads to a waiting site; not followed");
-            return (Outcome::Held, None);
+            return Judged::of(Outcome::Held);
         }
         // Nothing came back to judge; the check ends as an error of the fetch.
-        Reply::Cancelled => return (Outcome::Error, None),
+        Reply::Cancelled => return Judged::of(Outcome::Error),
         Reply::Response(r) => Some(r),
         Reply::Failure { .. } => None,
     };
@@ -241,23 +292,36 @@ pub(crate) async fn judge(
         .facts(has_session)
         .map_or(Outcome::Error, |facts| classify(&facts, markers));
     let Some(response) = response.filter(|_| outcome == Outcome::Ok && !same_page) else {
-        return (outcome, None);
+        return Judged::of(outcome);
     };
     let Ok(url) = url::Url::parse(&response.final_url) else {
-        return (Outcome::LayoutUnknown, None);
+        return Judged::of(Outcome::LayoutUnknown);
     };
-    let extraction = if response.body.len() <= PARSE_INLINE_MAX {
-        profile.extract(&response.body, &url)
-    } else {
-        let (profile, body) = (Arc::clone(profile), response.body.clone());
-        tokio::task::spawn_blocking(move || profile.extract(&body, &url))
-            .await
-            .unwrap_or(Extraction::LayoutUnknown)
+    let (profile, body) = (Arc::clone(profile), response.body.clone());
+    let read = tokio::task::spawn_blocking(move || {
+        crate::extract::read_page(profile.as_ref(), &body, &url, next_of)
+    })
+    .await
+    .unwrap_or(PageRead {
+        extraction: Extraction::LayoutUnknown,
+        next: None,
+        how: None,
+    });
+    let (outcome, listings, unreadable) = match read.extraction {
+        Extraction::Listings(v) => (Outcome::Ok, Some(v), None),
+        Extraction::NoResults => (Outcome::Ok, Some(Vec::new()), None),
+        Extraction::LayoutUnknown => (Outcome::LayoutUnknown, None, None),
+        Extraction::Unreadable(why) => {
+            tracing::warn!(reason = %why, "a result page was not read");
+            (Outcome::LayoutUnknown, None, Some(why))
+        }
     };
-    match extraction {
-        Extraction::Listings(v) => (Outcome::Ok, Some(v)),
-        Extraction::NoResults => (Outcome::Ok, Some(Vec::new())),
-        Extraction::LayoutUnknown => (Outcome::LayoutUnknown, None),
+    Judged {
+        outcome,
+        listings,
+        next: read.next,
+        unreadable,
+        how: read.how,
     }
 }
 

@@ -6,6 +6,7 @@
 //! cookie or a URL) and the challenge marker that matched; a host name is the most of a URL it
 //! names, so a URL's password cannot end up here.
 
+use crate::extract::bounds::Unreadable;
 use crate::fetch::Fetched;
 use notifio_policy::classify::{challenge_marker, challenge_vendor};
 use notifio_policy::{
@@ -13,11 +14,22 @@ use notifio_policy::{
 };
 use std::time::Duration;
 
-/// Why `outcome` (not `ok`/unchanged) came of `fetched`; `None` for a good page.
+/// Why `outcome` (not `ok`/unchanged) came of `fetched` (and, for a page that was not read,
+/// the bound it is over); `None` for a good page.
 #[must_use]
-pub fn of_check(outcome: Outcome, fetched: &Fetched, markers: &Markers) -> Option<String> {
+pub fn of_check(
+    outcome: Outcome,
+    fetched: &Fetched,
+    markers: &Markers,
+    unreadable: Option<&Unreadable>,
+) -> Option<String> {
     let status = fetched.status().map(http_status);
     let why = match outcome {
+        Outcome::LayoutUnknown if unreadable.is_some() => format!(
+            "{}, but {}",
+            status.unwrap_or_default(),
+            unreadable.map(ToString::to_string).unwrap_or_default()
+        ),
         Outcome::Ok | Outcome::Unchanged => return None,
         Outcome::Held => format!(
             "redirected to {}, which is closed to us now (waiting, or its session expired): not followed",
@@ -199,7 +211,7 @@ mod tests {
     }
 
     fn why(f: &Fetched) -> String {
-        of_check(Outcome::Error, f, &Markers::generic()).unwrap()
+        of_check(Outcome::Error, f, &Markers::generic(), None).unwrap()
     }
 
     #[test]
@@ -244,12 +256,12 @@ mod tests {
     fn refusals_name_their_status_and_retry_after() {
         let f = answered(429, Some(Duration::from_secs(120)));
         assert_eq!(
-            of_check(Outcome::RateLimited, &f, &Markers::generic()).unwrap(),
+            of_check(Outcome::RateLimited, &f, &Markers::generic(), None).unwrap(),
             "HTTP 429 Too Many Requests, Retry-After 2m"
         );
         let f = answered(503, Some(Duration::from_secs(1800)));
         assert_eq!(why(&f), "HTTP 503 Service Unavailable, Retry-After 30m");
-        assert_eq!(of_check(Outcome::Ok, &f, &Markers::generic()), None);
+        assert_eq!(of_check(Outcome::Ok, &f, &Markers::generic(), None), None);
     }
 
     #[test]
@@ -268,7 +280,7 @@ mod tests {
             },
             ..failed(TransportFailure::Connect, "", 1)
         };
-        let why = of_check(Outcome::Held, &held, &Markers::generic()).unwrap();
+        let why = of_check(Outcome::Held, &held, &Markers::generic(), None).unwrap();
         assert!(why.starts_with("redirected to waiting.example"), "{why}");
         assert!(!why.contains("hunter2"), "{why}");
     }

@@ -190,6 +190,7 @@ fn extract_feed(body: &[u8], page_url: &url::Url) -> Extraction {
                     .and_then(|u| absolute(page_url, &u)),
                 title,
                 description: None,
+                fallback: Vec::new(),
             });
         }
     }

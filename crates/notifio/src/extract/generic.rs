@@ -13,11 +13,11 @@ use super::html::{
     CardMark, CardRules, Field, FieldRule, ImagePick, ImageRule, RawCard, scan_cards, scoped,
 };
 use super::parse::{
-    FIELD_CAP, clean_text, decode_entities, non_empty, parse_area, parse_area_field, parse_price,
-    parse_rooms, parse_rooms_field,
+    FIELD_CAP, clean_facts, clean_text, decode_entities, non_empty, parse_area, parse_area_field,
+    parse_price, parse_rooms, parse_rooms_field, price_in_text,
 };
-use super::{Extraction, ProfileError, SiteProfile, absolute, nothing_found};
-use crate::listing::{CardSpec, FieldSpec, Listing, ListingSpec};
+use super::{Extraction, ProfileError, SiteProfile, absolute, bounds, nothing_found};
+use crate::listing::{CardSpec, FieldSpec, Listing, ListingField, ListingSpec};
 use lol_html::Selector;
 use memchr::memmem;
 use notifio_policy::Markers;
@@ -53,10 +53,25 @@ const DEFAULT_DESCRIPTION: &str = "[class*=\"description\"]";
 const BACKGROUNDS: &str = "[style*=\"url(\"]";
 
 fn selector(text: &str) -> Result<Selector, ProfileError> {
-    text.parse().map_err(|e| ProfileError::InvalidSelector {
-        selector: text.to_owned(),
-        reason: format!("{e}"),
-    })
+    selector_within(text, bounds::MAX_DESCENDANT_STEPS)
+}
+
+/// A selector that chains at most `steps` descendant steps ([`bounds::check_selector`]).
+fn selector_within(text: &str, steps: usize) -> Result<Selector, ProfileError> {
+    let invalid = |reason: String| ProfileError::InvalidSelector {
+        selector: shortened(text),
+        reason,
+    };
+    bounds::check_selector(text, steps).map_err(invalid)?;
+    text.parse().map_err(|e| invalid(format!("{e}")))
+}
+
+/// `text` as an error quotes it: at most 80 characters.
+fn shortened(text: &str) -> String {
+    match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
 }
 
 /// A non-empty attribute name, trimmed and lowercased (HTML attribute names are ASCII
@@ -109,7 +124,8 @@ fn card_rules(spec: &CardSpec) -> Result<CardRules, ProfileError> {
     // Sub-selectors are checked on their own first, so an error quotes what the user wrote
     // rather than the scoped form.
     let inner = |text: &str| -> Result<Selector, ProfileError> {
-        selector(text)?;
+        // Read inside the card, which adds a step.
+        selector_within(text, bounds::MAX_DESCENDANT_STEPS - 1)?;
         selector(&scoped(card, text))
     };
     let field = |custom: &Option<FieldSpec>, default: Option<&str>| -> Result<_, ProfileError> {
@@ -122,18 +138,32 @@ fn card_rules(spec: &CardSpec) -> Result<CardRules, ProfileError> {
             (None, None) => None,
         })
     };
+    // Where a field the user (or a profile) named yields nothing sane, the generic reader's
+    // rule is read too: the fallback.
+    let fallback = |custom: &Option<FieldSpec>, default: &str| -> Result<_, ProfileError> {
+        custom
+            .as_ref()
+            .map(|_| Ok(FieldRule::text(inner(default)?)))
+            .transpose()
+    };
     let id_attr = spec.id_attr.clone().filter(|a| !a.trim().is_empty());
-    let image = match &spec.image {
-        Some(f) => ImageRule {
-            selector: inner(&f.selector)?,
-            pick: ImagePick::First {
-                attr: attr_name(f.attr.as_deref()),
-            },
-        },
-        None => ImageRule {
+    let largest = || -> Result<ImageRule, ProfileError> {
+        Ok(ImageRule {
             selector: inner("img")?,
             pick: ImagePick::Largest,
-        },
+        })
+    };
+    let (image, image_fallback) = match &spec.image {
+        Some(f) => (
+            ImageRule {
+                selector: inner(&f.selector)?,
+                pick: ImagePick::First {
+                    attr: attr_name(f.attr.as_deref()),
+                },
+            },
+            Some(largest()?),
+        ),
+        None => (largest()?, None),
     };
     Ok(CardRules {
         card: card_selector,
@@ -150,6 +180,10 @@ fn card_rules(spec: &CardSpec) -> Result<CardRules, ProfileError> {
         rooms: field(&spec.rooms, None)?,
         area: field(&spec.area, None)?,
         description: field(&spec.description, Some(DEFAULT_DESCRIPTION))?,
+        title_fallback: fallback(&spec.title, DEFAULT_TITLE)?,
+        price_fallback: fallback(&spec.price, DEFAULT_PRICE)?,
+        description_fallback: fallback(&spec.description, DEFAULT_DESCRIPTION)?,
+        image_fallback,
         details: None,
         image: Some(image),
         background: spec
@@ -157,7 +191,9 @@ fn card_rules(spec: &CardSpec) -> Result<CardRules, ProfileError> {
             .is_none()
             .then(|| inner(BACKGROUNDS))
             .transpose()?,
-        card_text: spec.rooms.is_none() || spec.area.is_none(),
+        // The card's text: where rooms and area are found by their units, and where a price
+        // or a figure a rule missed is looked for.
+        card_text: true,
     })
 }
 
@@ -187,7 +223,7 @@ impl SiteProfile for Generic {
         match &self.mode {
             Mode::Cards(rules) => extract_cards(body, page_url, rules),
             Mode::Link(re) => extract_links(body, page_url, re),
-            Mode::JsonLd => extract_json_ld(body, page_url),
+            Mode::JsonLd => json_ld_list(body, page_url),
         }
     }
 }
@@ -213,6 +249,13 @@ fn extract_cards(body: &[u8], page_url: &url::Url, rules: &CardRules) -> Extract
 }
 
 /// One generic card as a listing; `None` when it has no id.
+///
+/// A field the rules name is read there first; when that yields nothing, or a value that fails
+/// its sanity check ([`super::sane`]), it is read as a generic card is read (a heading for the
+/// title, an element whose class says price, a price beside its currency in the card's text,
+/// rooms and area by their units, the largest photo), and the listing says which fields came
+/// that way ([`Listing::fallback`]). A field a rule names and the card does not show stays
+/// empty: a number is never taken from a photo counter, a floor or a postcode.
 fn card_listing(card: &RawCard, page_url: &url::Url, rules: &CardRules) -> Option<Listing> {
     let url = card.link.as_deref().and_then(|h| absolute(page_url, h));
     let id = if rules.id_attr.is_some() {
@@ -223,38 +266,123 @@ fn card_listing(card: &RawCard, page_url: &url::Url, rules: &CardRules) -> Optio
         u.set_fragment(None);
         u.to_string()
     };
-    let price = card
+    let whole_text = clean_facts(&card.whole_text);
+    // The title as shown, for figures only it states.
+    let title_text = card
+        .text(Field::Title)
+        .or_else(|| card.text(Field::TitleFallback))
+        .and_then(non_empty);
+    let mut fallback = Vec::new();
+    let mut took = |field: ListingField, used: bool| {
+        if used {
+            fallback.push(field);
+        }
+    };
+
+    let own_title = card
+        .text(Field::Title)
+        .and_then(non_empty)
+        .filter(|t| super::sane::title(t));
+    let title = match own_title {
+        Some(t) => Some(t),
+        None => {
+            let found = card
+                .text(Field::TitleFallback)
+                .and_then(non_empty)
+                .or_else(|| card.link_title.as_deref().and_then(non_empty))
+                .or_else(|| card.text(Field::LinkText).and_then(non_empty))
+                .filter(|t| super::sane::title(t));
+            took(
+                ListingField::Title,
+                found.is_some() && rules.title_fallback.is_some(),
+            );
+            found
+        }
+    };
+
+    let own_price = card
         .text(Field::Price)
         .and_then(non_empty)
-        .and_then(|t| parse_price(&t));
-    // A field the user named is read as they said (a bare "3" is 3 rooms); otherwise the
-    // first figure with its unit in the card's text.
-    let whole_text = if rules.card_text {
-        clean_text(&card.whole_text)
-    } else {
-        String::new()
+        .and_then(|t| parse_price(&t))
+        .filter(|p| super::sane::price(p.0));
+    let price = match own_price {
+        Some(p) => Some(p),
+        None => {
+            let by_class = card
+                .text(Field::PriceFallback)
+                .and_then(non_empty)
+                .and_then(|t| price_in_text(&t).or_else(|| parse_price(&t)));
+            let found = by_class
+                .or_else(|| price_in_text(&whole_text))
+                .filter(|p| super::sane::price(p.0));
+            took(
+                ListingField::Price,
+                found.is_some() && rules.price_fallback.is_some(),
+            );
+            found
+        }
     };
-    let figure = |rule: &Option<FieldRule>,
-                  field: Field,
-                  named: fn(&str) -> Option<f64>,
-                  found: fn(&str) -> Option<f64>| match rule {
-        Some(_) => card.text(field).and_then(non_empty).and_then(|t| named(&t)),
-        None => found(&whole_text),
+
+    // A field the rules named is read as they said (a bare "3" is 3 rooms); otherwise, or when
+    // it yields nothing sane, the first figure with its unit in the card's text.
+    let mut figure = |rule: &Option<FieldRule>,
+                      field: Field,
+                      which: ListingField,
+                      named: fn(&str) -> Option<f64>,
+                      found: fn(&str) -> Option<f64>,
+                      sane: fn(f64) -> bool| {
+        let own = rule
+            .as_ref()
+            .and_then(|_| card.text(field).and_then(non_empty))
+            .and_then(|t| named(&t))
+            .filter(|v| sane(*v));
+        own.or_else(|| {
+            // The card's facts first; a figure only its title states ("2-Zimmer-Wohnung") after.
+            let v = found(&whole_text)
+                .or_else(|| title_text.as_deref().and_then(found))
+                .filter(|v| sane(*v));
+            took(which, v.is_some() && rule.is_some());
+            v
+        })
+    };
+    let rooms = figure(
+        &rules.rooms,
+        Field::Rooms,
+        ListingField::Rooms,
+        parse_rooms_field,
+        parse_rooms,
+        super::sane::rooms,
+    );
+    let area_m2 = figure(
+        &rules.area,
+        Field::Area,
+        ListingField::Area,
+        parse_area_field,
+        parse_area,
+        super::sane::area,
+    );
+    let image = match card.image() {
+        Some(i) => Some(i),
+        None => {
+            let i = card.fallback_image();
+            took(ListingField::Image, i.is_some());
+            i
+        }
     };
     Some(Listing {
         id,
-        title: card
-            .text(Field::Title)
-            .and_then(non_empty)
-            .or_else(|| card.link_title.as_deref().and_then(non_empty))
-            .or_else(|| card.text(Field::LinkText).and_then(non_empty)),
+        title,
         price: price.as_ref().map(|p| p.0),
         currency: price.and_then(|p| p.1),
-        rooms: figure(&rules.rooms, Field::Rooms, parse_rooms_field, parse_rooms),
-        area_m2: figure(&rules.area, Field::Area, parse_area_field, parse_area),
+        rooms,
+        area_m2,
         url,
-        image: card.image().and_then(|h| absolute(page_url, h)),
-        description: card.text(Field::Description).and_then(non_empty),
+        image: image.and_then(|h| absolute(page_url, h)),
+        description: card
+            .text(Field::Description)
+            .and_then(non_empty)
+            .or_else(|| card.text(Field::DescriptionFallback).and_then(non_empty)),
+        fallback,
     })
 }
 
@@ -442,10 +570,12 @@ fn json_ld_listing(element: &Value, page_url: &url::Url) -> Option<Listing> {
         url,
         image: image.and_then(|h| absolute(page_url, &h)),
         description: None,
+        fallback: Vec::new(),
     })
 }
 
-fn extract_json_ld(body: &[u8], page_url: &url::Url) -> Extraction {
+/// The listings of the page's JSON-LD `ItemList` (auto mode reads it too).
+pub(super) fn json_ld_list(body: &[u8], page_url: &url::Url) -> Extraction {
     for block in json_ld_blocks(body) {
         let Ok(value) = serde_json::from_slice::<Value>(block) else {
             continue;

@@ -7,8 +7,9 @@
 //! lol_html can skip the text of the rest of the page (its big inline scripts included) without
 //! decoding it.
 
+use super::bounds::{self, Unreadable};
 use super::image;
-use super::parse::{clean_text, decode_entities, push_capped, push_capped_to};
+use super::parse::{BETWEEN_TEXTS, clean_text, decode_entities, push_capped, push_capped_to};
 use lol_html::html_content::{Element, EndTag, TextChunk, TextType};
 use lol_html::{DocumentContentHandlers, ElementContentHandlers, HtmlRewriter, Selector, Settings};
 use std::borrow::Cow;
@@ -29,6 +30,14 @@ pub(crate) struct CardRules {
     pub(crate) area: Option<FieldRule>,
     /// The card's description or teaser.
     pub(crate) description: Option<FieldRule>,
+    /// Where the title is when `title` yields nothing sane: the generic reader's rule.
+    pub(crate) title_fallback: Option<FieldRule>,
+    /// Where the price is when `price` yields nothing sane: the generic reader's rule.
+    pub(crate) price_fallback: Option<FieldRule>,
+    /// Where the picture is when `image` yields none: the generic reader's rule.
+    pub(crate) image_fallback: Option<ImageRule>,
+    /// Where the description is when `description` yields none: the generic reader's rule.
+    pub(crate) description_fallback: Option<FieldRule>,
     /// Each match is one separate text ("2 hab.", "60 m²", "8 minutos").
     pub(crate) details: Option<Selector>,
     pub(crate) image: Option<ImageRule>,
@@ -232,23 +241,30 @@ pub(crate) fn card_region<'b>(body: &'b [u8], mark: &CardMark) -> Option<&'b [u8
     None
 }
 
-/// Splits a selector list at its top-level commas (not those inside quotes or brackets).
-fn split_list(list: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut quote, mut start) = (0i32, None::<char>, 0);
-    for (i, c) in list.char_indices() {
+/// The characters of `selector` outside quotes, brackets and parentheses, with their
+/// positions: where a list's commas and a chain's combinators are.
+fn top_level(selector: &str) -> impl Iterator<Item = (usize, char)> + '_ {
+    let (mut depth, mut quote) = (0i32, None::<char>);
+    selector.char_indices().filter(move |&(_, c)| {
         match (quote, c) {
             (Some(q), c) if c == q => quote = None,
             (Some(_), _) => {}
             (None, '"' | '\'') => quote = Some(c),
             (None, '[' | '(') => depth += 1,
             (None, ']' | ')') => depth -= 1,
-            (None, ',') if depth == 0 => {
-                parts.push(list[start..i].trim());
-                start = i + 1;
-            }
-            _ => {}
+            (None, _) => return depth == 0,
         }
+        false
+    })
+}
+
+/// Splits a selector list at its top-level commas (not those inside quotes or brackets).
+fn split_list(list: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for (i, _) in top_level(list).filter(|&(_, c)| c == ',') {
+        parts.push(list[start..i].trim());
+        start = i + 1;
     }
     parts.push(list[start..].trim());
     parts.retain(|p| !p.is_empty());
@@ -257,15 +273,36 @@ fn split_list(list: &str) -> Vec<&str> {
 
 /// `inner` restricted to descendants of `card` (both may be selector lists). Scoping lets
 /// lol_html skip field matching (and text capture) everywhere outside the result cards,
-/// which on a real page is most of it.
+/// which on a real page is most of it. Only the card selector's last compound scopes (`li.card`
+/// of `ul.results > li.card`): a field only counts inside an open card anyway, and each
+/// descendant step a selector chains multiplies the streaming reader's work on a deep page.
 pub(crate) fn scoped(card: &str, inner: &str) -> String {
     let mut out = Vec::new();
     for c in split_list(card) {
+        let c = last_compound(c);
         for i in split_list(inner) {
-            out.push(format!("{c} {i}"));
+            let joined = format!("{c} {i}");
+            if !out.contains(&joined) {
+                out.push(joined);
+            }
         }
     }
     out.join(", ")
+}
+
+/// The last compound selector of a complex one (`li.card` of `ul > li.card`, `a[title="x y"]`
+/// of `div a[title="x y"]`).
+fn last_compound(selector: &str) -> &str {
+    let start = top_level(selector)
+        .filter(|&(_, c)| c.is_whitespace() || matches!(c, '>' | '+' | '~'))
+        .last()
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    let last = selector[start..].trim();
+    if last.is_empty() {
+        selector.trim()
+    } else {
+        last
+    }
 }
 
 /// Text fields captured from a card, in [`RawCard::texts`] order.
@@ -278,9 +315,15 @@ pub(crate) enum Field {
     Rooms = 3,
     Area = 4,
     Description = 5,
+    /// The title by the generic reader's rule, when the card has a rule of its own too.
+    TitleFallback = 6,
+    /// The price by the generic reader's rule, when the card has a rule of its own too.
+    PriceFallback = 7,
+    /// The description by the generic reader's rule, when the card has a rule of its own too.
+    DescriptionFallback = 8,
 }
 
-const FIELDS: usize = 6;
+const FIELDS: usize = 9;
 
 /// Most of a card's text that is kept for figures found by unit: they sit near the top.
 const CARD_TEXT_CAP: usize = 8 * 1024;
@@ -295,10 +338,12 @@ pub(crate) struct RawCard {
     /// Captured text (or attribute value) per [`Field`].
     pub(crate) texts: [Option<String>; FIELDS],
     pub(crate) details: Vec<String>,
-    /// The card's visible text, each text node followed by a space (when
-    /// [`CardRules::card_text`]).
+    /// The card's visible text outside its title and description (its facts), each text node
+    /// followed by a space (when [`CardRules::card_text`]).
     pub(crate) whole_text: String,
     picture: Option<image::Candidate>,
+    /// The picture by the generic reader's rule ([`CardRules::image_fallback`]).
+    fallback_picture: Option<image::Candidate>,
     background: Option<String>,
 }
 
@@ -314,6 +359,11 @@ impl RawCard {
             .as_ref()
             .map(|c| c.url.as_str())
             .or(self.background.as_deref())
+    }
+
+    /// The card's picture by the generic reader's rule, when its own rule found none.
+    pub(crate) fn fallback_image(&self) -> Option<&str> {
+        self.fallback_picture.as_ref().map(|c| c.url.as_str())
     }
 }
 
@@ -484,6 +534,7 @@ fn link_handlers(state: &Shared) -> ElementContentHandlers<'static> {
 fn image_handler(
     state: &Shared,
     pick: ImagePick,
+    fallback: bool,
 ) -> impl FnMut(&mut Element<'_, '_>) -> lol_html::HandlerResult + 'static {
     let state = Rc::clone(state);
     move |el| {
@@ -491,25 +542,30 @@ fn image_handler(
         let Some(card) = s.current.as_mut() else {
             return Ok(());
         };
+        let picture = if fallback {
+            &mut card.fallback_picture
+        } else {
+            &mut card.picture
+        };
         match &pick {
             ImagePick::Largest => {
                 let Some(c) = image::candidate(|a| attr(el, a)) else {
                     return Ok(());
                 };
                 // Strictly larger: on a tie the first in the card wins.
-                if card.picture.as_ref().is_none_or(|p| c.area > p.area) {
-                    card.picture = Some(c);
+                if picture.as_ref().is_none_or(|p| c.area > p.area) {
+                    *picture = Some(c);
                 }
             }
             ImagePick::First { attr: name } => {
-                if card.picture.is_some() {
+                if picture.is_some() {
                     return Ok(());
                 }
                 let url = match name {
                     Some(name) => attr(el, name).and_then(|v| image::from_attr(name, &v)),
                     None => image::of_element(|a| attr(el, a)),
                 };
-                card.picture = url.map(|url| image::Candidate { url, area: 0 });
+                *picture = url.map(|url| image::Candidate { url, area: 0 });
             }
         }
         Ok(())
@@ -574,14 +630,32 @@ fn scan_all(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>, String> {
     let card = if rules.card_text {
         let st = Rc::clone(&state);
         card.text(move |t: &mut TextChunk<'_>| {
+            let mut guard = st.borrow_mut();
+            let s = &mut *guard;
+            // The title and the description are prose: figures in them ("2-Zimmer-Wohnung",
+            // "about 60 m²") are not the card's facts.
+            let prose = [
+                Field::Title,
+                Field::TitleFallback,
+                Field::Description,
+                Field::DescriptionFallback,
+            ]
+            .iter()
+            .any(|f| s.open[*f as usize]);
             if matches!(t.text_type(), TextType::Data)
-                && let Some(card) = st.borrow_mut().current.as_mut()
+                && !prose
+                && let Some(card) = s.current.as_mut()
             {
                 push_capped_to(&mut card.whole_text, t.as_str(), CARD_TEXT_CAP);
                 // Text nodes of different elements stay apart: "3" and "89 m²" are not
                 // "389 m²".
                 if t.last_in_text_node() {
-                    push_capped_to(&mut card.whole_text, " ", CARD_TEXT_CAP);
+                    let mut gap = [0u8; 4];
+                    push_capped_to(
+                        &mut card.whole_text,
+                        BETWEEN_TEXTS.encode_utf8(&mut gap),
+                        CARD_TEXT_CAP,
+                    );
                 }
             }
             Ok(())
@@ -598,6 +672,9 @@ fn scan_all(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>, String> {
         (&rules.rooms, Field::Rooms),
         (&rules.area, Field::Area),
         (&rules.description, Field::Description),
+        (&rules.title_fallback, Field::TitleFallback),
+        (&rules.price_fallback, Field::PriceFallback),
+        (&rules.description_fallback, Field::DescriptionFallback),
     ] {
         let Some(rule) = rule else {
             continue;
@@ -653,11 +730,17 @@ fn scan_all(body: &[u8], rules: &CardRules) -> Result<Vec<RawCard>, String> {
         ));
     }
 
-    if let Some(rule) = &rules.image {
-        handlers.push((
-            Cow::Borrowed(&rule.selector),
-            ElementContentHandlers::default().element(image_handler(&state, rule.pick.clone())),
-        ));
+    for (rule, fallback) in [(&rules.image, false), (&rules.image_fallback, true)] {
+        if let Some(rule) = rule {
+            handlers.push((
+                Cow::Borrowed(&rule.selector),
+                ElementContentHandlers::default().element(image_handler(
+                    &state,
+                    rule.pick.clone(),
+                    fallback,
+                )),
+            ));
+        }
     }
 
     if let Some(selector) = &rules.background {
@@ -731,21 +814,57 @@ pub(crate) fn first_href(body: &[u8], selectors: &[&Selector]) -> Option<String>
     found.take().into_iter().flatten().next()
 }
 
+/// Pieces the page is handed to the reader in when it nests deeply: the budget is looked at
+/// between two pieces, and a piece of a deep page holds few tags.
+const DEEP_PIECE: usize = 256;
+/// Pieces for an ordinary page (the budget is looked at between them too).
+const PIECE: usize = 64 * 1024;
+/// A page nesting deeper than this is handed over in [`DEEP_PIECE`]s.
+const DEEP: usize = 64;
+
+/// Runs the streaming reader over `body` within the bounds of `super::bounds`: a page nested
+/// too deeply is not read, and the reading stops once its budget is used up (both recorded as
+/// the reason, and an error here).
 fn run<'h, 's>(
     body: &[u8],
     element_content_handlers: Vec<(Cow<'s, Selector>, ElementContentHandlers<'h>)>,
     document_content_handlers: Vec<DocumentContentHandlers<'h>>,
 ) -> Result<(), String> {
+    let depth = super::dom::streaming_depth(body, bounds::STREAMING_DEPTH_MAX);
+    if depth > bounds::STREAMING_DEPTH_MAX {
+        let why = Unreadable::TooDeep {
+            limit: bounds::STREAMING_DEPTH_MAX,
+        };
+        bounds::trip(why.clone());
+        return Err(why.to_string());
+    }
     let settings = Settings {
         element_content_handlers,
         document_content_handlers,
         // Non-strict: a page whose markup is ambiguous for the streaming parser is still read
         // as well as it can be rather than rejected.
         strict: false,
+        memory_settings: lol_html::MemorySettings {
+            max_allowed_memory_usage: bounds::STREAMING_MEMORY_MAX,
+            ..lol_html::MemorySettings::default()
+        },
         ..Settings::new()
     };
     let mut rewriter = HtmlRewriter::new(settings, |_: &[u8]| {});
-    rewriter.write(body).map_err(|e| e.to_string())?;
+    let piece = if depth > DEEP { DEEP_PIECE } else { PIECE };
+    for chunk in body.chunks(piece) {
+        if let Err(e) = rewriter.write(chunk) {
+            if matches!(e, lol_html::errors::RewritingError::MemoryLimitExceeded(_)) {
+                bounds::trip(Unreadable::TooLarge {
+                    limit: bounds::STREAMING_MEMORY_MAX,
+                });
+            }
+            return Err(e.to_string());
+        }
+        if bounds::over() {
+            return Err("stopped: over the reading budget".into());
+        }
+    }
     rewriter.end().map_err(|e| e.to_string())
 }
 
@@ -760,6 +879,13 @@ mod tests {
             scoped("li.a, div[data-x=\"1,2\"]", "h2, [title=\"a,b\"]"),
             "li.a h2, li.a [title=\"a,b\"], div[data-x=\"1,2\"] h2, div[data-x=\"1,2\"] [title=\"a,b\"]"
         );
+        // Only the card's last compound scopes; the same scoped selector is not repeated.
+        assert_eq!(scoped("div div > article", ".price"), "article .price");
+        assert_eq!(
+            scoped("main ul > li.card, ol li.card", "a[title=\"x y\"]"),
+            "li.card a[title=\"x y\"]"
+        );
+        assert_eq!(last_compound("div [data-x=\"a b\"]"), "[data-x=\"a b\"]");
     }
 
     const MARK: &CardMark = &CardMark {
@@ -778,6 +904,10 @@ mod tests {
             rooms: None,
             area: None,
             description: None,
+            title_fallback: None,
+            price_fallback: None,
+            image_fallback: None,
+            description_fallback: None,
             details: None,
             image: None,
             background: None,

@@ -37,6 +37,10 @@ static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
             selector: inner("img")?,
             pick: ImagePick::Largest,
         }),
+        title_fallback: None,
+        price_fallback: None,
+        image_fallback: None,
+        description_fallback: None,
         background: None,
         card_text: false,
         mark: Some(CardMark {
@@ -116,6 +120,7 @@ impl SiteProfile for Idealista {
                 url: absolute(page_url, href),
                 image: card.image().and_then(|h| absolute(page_url, h)),
                 description: card.text(Field::Description).and_then(non_empty),
+                fallback: Vec::new(),
             });
         }
         Extraction::Listings(out)

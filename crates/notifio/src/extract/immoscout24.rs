@@ -45,6 +45,10 @@ static RULES: LazyLock<Option<CardRules>> = LazyLock::new(|| {
             selector: inner("img")?,
             pick: ImagePick::Largest,
         }),
+        title_fallback: None,
+        price_fallback: None,
+        image_fallback: None,
+        description_fallback: None,
         background: None,
         card_text: false,
         mark: Some(CardMark {
@@ -276,6 +280,7 @@ fn from_json(body: &[u8], page_url: &url::Url) -> Option<Extraction> {
                 .and_then(|h| absolute(page_url, &h)),
             id,
             description: None,
+            fallback: Vec::new(),
         });
     }
     Some(Extraction::Listings(out))
@@ -346,6 +351,7 @@ fn from_cards(body: &[u8], page_url: &url::Url) -> Extraction {
             image: card.image().and_then(|h| absolute(page_url, h)),
             id,
             description: None,
+            fallback: Vec::new(),
         });
     }
     Extraction::Listings(out)

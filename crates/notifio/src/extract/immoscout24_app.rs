@@ -827,6 +827,7 @@ pub(crate) fn from_app_json(body: &[u8], page_url: &Url) -> Option<Extraction> {
             image: picture.and_then(|h| absolute(page_url, &h)),
             description: None,
             id,
+            fallback: Vec::new(),
         });
     }
     Some(Extraction::Listings(out))

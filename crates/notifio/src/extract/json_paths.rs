@@ -69,6 +69,8 @@ impl JsonReader {
             ));
         }
         let path = |key: &str, p: &str| {
+            super::bounds::check_json_path(p)
+                .map_err(|e| (format!("json.{key}"), format!("`{p}`: {e}")))?;
             JsonPath::parse(p.trim()).map_err(|e| {
                 (
                     format!("json.{key}"),
@@ -140,6 +142,7 @@ impl JsonReader {
             area_m2: text(&self.area).and_then(|t| parse_area_field(&t)),
             image: text(&self.image).and_then(|h| absolute(page_url, &h)),
             description: text(&self.description).and_then(|t| capped(&t)),
+            fallback: Vec::new(),
         })
     }
 
@@ -260,5 +263,12 @@ image = "$.img[0].u"
         assert!(e.starts_with("json.price: "), "{e}");
         let e = bad("script = \"a b\"\nitems = \"$.r\"\nid = \"$.id\"");
         assert!(e.starts_with("json.script: "), "{e}");
+        let e = bad("script = \"d\"\nitems = \"$..*..*..*\"\nid = \"$.id\"");
+        assert!(
+            e.starts_with("json.items: ") && e.contains("3 times"),
+            "{e}"
+        );
+        let e = bad("script = \"d\"\nitems = \"$.r\"\nid = \"$..a..b\"");
+        assert!(e.starts_with("json.id: "), "{e}");
     }
 }

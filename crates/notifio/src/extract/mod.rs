@@ -5,7 +5,10 @@
 //! results" looks like, so an empty search is never mistaken for a changed layout. Everything
 //! here streams (`lol_html`, or serde_json on just the embedded JSON slice): no DOM is built.
 
+pub mod auto;
+pub mod bounds;
 pub mod catalog;
+mod dom;
 pub mod facebook;
 pub mod generic;
 mod html;
@@ -15,6 +18,7 @@ pub mod immoscout24;
 pub mod immoscout24_app;
 mod json_paths;
 mod parse;
+mod sane;
 
 use crate::listing::{Listing, ListingSpec};
 pub use catalog::Catalog;
@@ -38,6 +42,111 @@ pub enum Extraction {
     NoResults,
     /// The result list could not be found: the layout changed or this is not a result page.
     LayoutUnknown,
+    /// The page is over a bound of its reading ([`bounds`]): too deep, too slow, too large.
+    Unreadable(bounds::Unreadable),
+}
+
+/// What reading one result page yielded: its listings (or why none), how they were read, and
+/// the link to the page after it, when one was asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PageRead {
+    /// The listings, or why there are none.
+    pub extraction: Extraction,
+    /// The next result page, when asked for and shown.
+    pub next: Option<url::Url>,
+    /// How the listings were read (`None` when there are none).
+    pub how: Option<How>,
+}
+
+/// How a page's listings were read (`check --json` `"read"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum How {
+    /// By the search's profile (or its `listing` spec).
+    Profile,
+    /// By auto mode: the site has no profile and the search no `listing` spec.
+    Auto(auto::Structure),
+    /// By auto mode, because the search's profile found no result list on a page that is
+    /// not a "no results" page.
+    Fallback(auto::Structure),
+}
+
+impl How {
+    /// The name `check --json` gives it: `profile`, `auto` or `auto_fallback`.
+    #[must_use]
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Profile => "profile",
+            Self::Auto(_) => "auto",
+            Self::Fallback(_) => "auto_fallback",
+        }
+    }
+
+    /// The structure auto mode chose, when it read the page.
+    #[must_use]
+    pub const fn structure(&self) -> Option<&auto::Structure> {
+        match self {
+            Self::Profile => None,
+            Self::Auto(s) | Self::Fallback(s) => Some(s),
+        }
+    }
+}
+
+/// Reads one result page with `profile` within the bounds of [`bounds`]: its listings and, when
+/// `next_of` names its page number, the link to the next page. Costs at most
+/// [`bounds::CPU_BUDGET`] of this thread's CPU time, so callers run it on a thread where that
+/// holds nobody up (the blocking pool).
+#[must_use]
+pub fn read_page(
+    profile: &dyn SiteProfile,
+    body: &[u8],
+    page_url: &url::Url,
+    next_of: Option<u32>,
+) -> PageRead {
+    let (read, over) = bounds::within(bounds::CPU_BUDGET, || {
+        let (extraction, how) = if profile.name() == auto::NAME {
+            match auto::read(body, page_url) {
+                Some(found) => (
+                    Extraction::Listings(found.listings),
+                    Some(How::Auto(found.structure)),
+                ),
+                None => (nothing_found(body), None),
+            }
+        } else {
+            match profile.extract(body, page_url) {
+                // The profile found no result list on a page that does not say "no results":
+                // the page may have moved on; auto mode reads it if it can, and says so.
+                Extraction::LayoutUnknown if !bounds::over() => match auto::read(body, page_url) {
+                    Some(found) => (
+                        Extraction::Listings(found.listings),
+                        Some(How::Fallback(found.structure)),
+                    ),
+                    None => (Extraction::LayoutUnknown, None),
+                },
+                e @ Extraction::Listings(_) => (e, Some(How::Profile)),
+                e => (e, None),
+            }
+        };
+        let next = match (&extraction, next_of) {
+            (Extraction::Listings(_), Some(page)) if !bounds::over() => match how {
+                Some(How::Fallback(_)) => auto::Auto.next_page(body, page_url, page),
+                _ => profile.next_page(body, page_url, page),
+            },
+            _ => None,
+        };
+        PageRead {
+            extraction,
+            next,
+            how,
+        }
+    });
+    match over {
+        Some(why) => PageRead {
+            extraction: Extraction::Unreadable(why),
+            next: None,
+            how: None,
+        },
+        None => read,
+    }
 }
 
 /// How one site's result pages are read and judged.
@@ -96,17 +205,6 @@ pub enum ProfileError {
         name: String,
         /// The names the catalog has.
         known: Vec<String>,
-    },
-    /// A site without a built-in profile needs a `listing` spec.
-    #[error(
-        "`{site}` has no built-in profile, so the search needs a `listing` spec: add \
-         `listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}` or \
-         `listing = {{ link = \"/listing/(\\\\d+)\" }}` (pages with a JSON-LD `ItemList` can \
-         use the JSON-LD spec; see docs/sites.md)"
-    )]
-    MissingSpec {
-        /// The site's key.
-        site: String,
     },
     /// A CSS selector the streaming parser does not accept.
     #[error("invalid CSS selector `{selector}`: {reason}")]
@@ -214,7 +312,7 @@ impl ProfileCache {
         {
             return Ok(p.clone());
         }
-        let profile = self.make_profile(&name, site, spec)?;
+        let profile = self.make_profile(&name, spec)?;
         let shared = SharedProfile {
             markers: Arc::new(profile.markers()),
             profile,
@@ -231,7 +329,7 @@ impl ProfileCache {
     ) -> Result<String, ProfileError> {
         if let Some(name) = forced {
             let name = name.trim().to_ascii_lowercase();
-            if name == catalog::GENERIC {
+            if name == catalog::GENERIC || name == auto::NAME {
                 return Ok(name);
             }
             return self
@@ -245,16 +343,20 @@ impl ProfileCache {
         }
         Ok(match self.catalog.by_site(site) {
             Some(e) if e.code.is_some() || !has_spec => e.name.clone(),
-            _ => catalog::GENERIC.to_owned(),
+            _ if has_spec => catalog::GENERIC.to_owned(),
+            // No profile and no `listing` spec: the page is read by its structure.
+            _ => auto::NAME.to_owned(),
         })
     }
 
     fn make_profile(
         &self,
         name: &str,
-        site: &SiteKey,
         spec: Option<&ListingSpec>,
     ) -> Result<Arc<dyn SiteProfile>, ProfileError> {
+        if name == auto::NAME {
+            return Ok(Arc::new(auto::Auto));
+        }
         let code = self.catalog.by_name(name).and_then(|e| e.code);
         Ok(match code {
             Some("idealista") => Arc::new(Idealista),
@@ -262,23 +364,23 @@ impl ProfileCache {
             Some("facebook") => Arc::new(Facebook),
             _ => match self.catalog.declared(name) {
                 Some(declared) => declared,
-                None => {
-                    let spec = spec.ok_or_else(|| ProfileError::MissingSpec {
-                        site: site.to_string(),
-                    })?;
-                    Arc::new(Generic::new(spec)?)
-                }
+                None => match spec {
+                    Some(spec) => Arc::new(Generic::new(spec)?),
+                    // `profile = "generic"` and no rules: the page is read by its structure.
+                    None => Arc::new(auto::Auto),
+                },
             },
         })
     }
 }
 
-/// The profile a site's searches get when none is named, among the built-in ones.
+/// The profile a site's searches get when none is named, among the built-in ones (`auto`
+/// for a site without one).
 #[must_use]
 pub fn default_profile(site: &SiteKey) -> String {
     Catalog::built_in()
         .by_site(site)
-        .map_or_else(|| catalog::GENERIC.to_owned(), |e| e.name.clone())
+        .map_or_else(|| auto::NAME.to_owned(), |e| e.name.clone())
 }
 
 /// Conservative "no results" phrases, matched in the page's visible text only (never in
@@ -383,9 +485,11 @@ mod tests {
             .unwrap();
         assert!(Arc::ptr_eq(&i1, &i2), "a site profile ignores the spec");
         assert_eq!(i1.name(), "idealista");
-        assert!(
+        assert_eq!(
             made.profile_for(&site("https://c.example/"), None, None)
-                .is_err()
+                .unwrap()
+                .name(),
+            "auto"
         );
     }
 
@@ -428,9 +532,8 @@ mod tests {
                 .contains("idealista, immoscout24, facebook, immobiliare, immowelt, kleinanzeigen, rightmove, subito, wg-gesucht, willhaben, generic"),
             "{err}"
         );
-        let err = profile_for(&site, None, None).unwrap_err();
-        assert!(matches!(err, ProfileError::MissingSpec { .. }));
-        assert!(err.to_string().contains("listing = {"), "{err}");
+        // No profile and no spec: auto mode reads the page.
+        assert_eq!(profile_for(&site, None, None).unwrap().name(), auto::NAME);
         let bad = ListingSpec::Selector(Box::new(CardSpec::new("article[", None)));
         let err = profile_for(&site, None, Some(&bad)).unwrap_err();
         assert!(err.to_string().contains("`article[`"), "{err}");
@@ -442,6 +545,89 @@ mod tests {
         let no_group = ListingSpec::link("/listing/\\d+");
         let err = profile_for(&site, None, Some(&no_group)).unwrap_err();
         assert!(err.to_string().contains("capture group"), "{err}");
+    }
+
+    /// `depth` nested `<div>`s around one card, repeated up to `total` bytes.
+    fn nested(depth: usize, total: usize) -> Vec<u8> {
+        let block = format!(
+            "{}<article data-id=\"1\"><a href=\"/1\">x</a></article>{}",
+            "<div>".repeat(depth),
+            "</div>".repeat(depth)
+        );
+        let mut page = String::from("<html><body>");
+        while page.len() < total.max(block.len()) {
+            page.push_str(&block);
+        }
+        page.into_bytes()
+    }
+
+    fn cards(selector: &str) -> Generic {
+        Generic::new(&ListingSpec::Selector(Box::new(CardSpec::new(
+            selector,
+            Some("data-id"),
+        ))))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_page_nested_too_deeply_is_not_read() {
+        // The issue's page: 6,000 nested divs (64 KB) read with an ordinary selector took
+        // 17.7 s; it is refused before the streaming reader sees it.
+        let page = nested(6_000, 0);
+        let url = url::Url::parse("http://127.0.0.1:1/s").unwrap();
+        let started = crate::clock::thread_cpu_time();
+        let read = read_page(&cards("div div article"), &page, &url, Some(1));
+        let used = crate::clock::thread_cpu_time() - started;
+        assert_eq!(
+            read.extraction,
+            Extraction::Unreadable(bounds::Unreadable::TooDeep {
+                limit: bounds::STREAMING_DEPTH_MAX
+            })
+        );
+        assert!(used < Duration::from_secs(1), "{used:?}");
+        // A page just within the depth is read.
+        let page = nested(bounds::STREAMING_DEPTH_MAX - 3, 0);
+        let read = read_page(&cards("article"), &page, &url, None);
+        assert!(matches!(read.extraction, Extraction::Listings(ref l) if l.len() == 1));
+    }
+
+    #[test]
+    fn a_reading_stops_soon_after_its_budget_is_spent() {
+        // Within the depth, but every element matches every step: the cost explodes with the
+        // page's size, and the budget stops it.
+        let page = nested(150, 1 << 20);
+        let url = url::Url::parse("http://127.0.0.1:1/s").unwrap();
+        let budget = Duration::from_millis(100);
+        let started = crate::clock::thread_cpu_time();
+        let (_, why) = bounds::within(budget, || cards("div div div article").extract(&page, &url));
+        let used = crate::clock::thread_cpu_time() - started;
+        assert_eq!(why, Some(bounds::Unreadable::TooSlow { budget }));
+        assert!(used < budget + Duration::from_millis(900), "{used:?}");
+    }
+
+    #[test]
+    fn selectors_that_would_explode_are_refused_when_built() {
+        let site = key("https://example.org/");
+        for bad in [
+            "div ".repeat(1_000) + "article",
+            "main section div ul li".to_owned(),
+        ] {
+            let spec = ListingSpec::Selector(Box::new(CardSpec::new(&bad, None)));
+            let err = profile_for(&site, None, Some(&spec)).unwrap_err();
+            assert!(
+                matches!(err, ProfileError::InvalidSelector { .. })
+                    && err.to_string().contains("descendant steps"),
+                "{err}"
+            );
+        }
+        let ok = ListingSpec::Selector(Box::new(CardSpec::new("main section ul > li", None)));
+        assert!(profile_for(&site, None, Some(&ok)).is_ok());
+        // A field is read inside its card: one step fewer.
+        let field = ListingSpec::Selector(Box::new(CardSpec {
+            title: Some(crate::listing::FieldSpec::text("div div div h2")),
+            ..CardSpec::new("li.card", None)
+        }));
+        assert!(profile_for(&site, None, Some(&field)).is_err());
     }
 
     #[test]

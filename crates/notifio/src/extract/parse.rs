@@ -15,7 +15,7 @@ pub(crate) const FIELD_CAP: usize = 4 * 1024;
 // as soon as the text has a non-ASCII byte ("60 m²", "3ª planta"), which is most details.
 static ROOMS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)(\d+(?:[.,]\d+)?)\+?\s*(?:habitaciones|habitación|habs?|dormitorios?|dorm|zimmer|zi|bedrooms?|beds?|bds?|rooms?|local[ei]|camer[ae]|quartos?|pièces?|chambres?)(?-u:\b)",
+        r"(?i)(?-u:\b)(\d+(?:[.,]\d+)?)\+?(?:\s*[-–]\s*\d+(?:[.,]\d+)?)?\s*(?:habitaciones|habitación|habs?|dormitorios?|dorm|zimmer|zi|bedrooms?|bedroom|beds?|bds?|br|rooms?|local[ei]|camer[ae]|quartos?|pièces?|chambres?|(?:slaap)?kamers?|pokoje|pokoi|pokój|rum|værelser|rom)(?-u:\b)",
     )
     .unwrap_or_else(|e| unreachable!("static regex: {e}"))
 });
@@ -27,7 +27,27 @@ static TYPOLOGY: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static AREA: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(\d[\d.,]*)\s*(?:m²|m2|m\^2|qm|sqm|mq)(?:[^\p{L}\p{N}]|$)")
+    // A range ("70,1 - 177,73 m²": from 70.1) is read as its lower bound.
+    Regex::new(r"(?i)(\d[\d.,]*)(?:\s*[-–]\s*\d[\d.,]*)?\s*(?:m²|m2|m\^2|qm|sqm|mq|(ft²|ft2|sq\.?\s?ft|sqft|square\s+feet))(?:[^\p{L}\p{N}]|$)")
+        .unwrap_or_else(|e| unreachable!("static regex: {e}"))
+});
+
+/// Square metres in a square foot.
+const M2_PER_FT2: f64 = 0.092_903_04;
+
+/// A price in a card's text: a number with a currency sign or code right before or after it
+/// ("1.250 €", "€ 1.250,-", "£1,500 pcm", "CHF 2'100.–", "4 500 zł", "$2,100"). The number is
+/// written with thousands groups of exactly three digits, so "3 Zi. 1.250 €" is not 31250.
+static PRICE_IN_TEXT: LazyLock<Regex> = LazyLock::new(|| {
+    const NUMBER: &str = r"(\d{1,3}(?:[.,'\x{a0}\x{202f} ]\d{3})+(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?)(?:,-|\.–|,–)?";
+    const SIGN: &str = r"(€|£|\$|CHF|EUR|GBP|USD|SEK|NOK|DKK|PLN|zł|kr\.?|Fr\.)";
+    Regex::new(&format!(r"(?i){SIGN}\s?{NUMBER}|{NUMBER}\s?{SIGN}"))
+        .unwrap_or_else(|e| unreachable!("static regex: {e}"))
+});
+
+/// What, right after a price, makes it a price per area ("12,50 €/m²", "£3 per sq ft").
+static PER_AREA: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^\s*(?:/|pro|per|je|al)\s*(?:m²|m2|qm|mq|sq)")
         .unwrap_or_else(|e| unreachable!("static regex: {e}"))
 });
 
@@ -118,17 +138,21 @@ fn first_number(text: &str) -> Option<&str> {
 /// The currency a price text shows, as an ISO code where the symbol is unambiguous
 /// (€ → EUR, £ → GBP); a bare `$` stays `$` because it names many currencies.
 pub(crate) fn currency_of(text: &str) -> Option<String> {
-    const TABLE: [(&str, &str); 12] = [
+    const TABLE: [(&str, &str); 16] = [
         ("€", "EUR"),
         ("EUR", "EUR"),
         ("£", "GBP"),
         ("GBP", "GBP"),
         ("CHF", "CHF"),
+        ("Fr.", "CHF"),
         ("US$", "USD"),
         ("USD", "USD"),
         ("R$", "BRL"),
         ("zł", "PLN"),
         ("PLN", "PLN"),
+        ("SEK", "SEK"),
+        ("NOK", "NOK"),
+        ("DKK", "DKK"),
         ("CA$", "CAD"),
         ("$", "$"),
     ];
@@ -169,7 +193,40 @@ pub(crate) fn parse_area_field(text: &str) -> Option<f64> {
 /// unless an area unit follows the number.
 pub(crate) fn parse_area(text: &str) -> Option<f64> {
     let c = AREA.captures(text)?;
-    parse_number(c.get(1)?.as_str())
+    let value = parse_number(c.get(1)?.as_str())?;
+    Some(if c.get(2).is_some() {
+        (value * M2_PER_FT2 * 10.0).round() / 10.0
+    } else {
+        value
+    })
+}
+
+/// The first price in a card's text: a number beside a currency, not a price per area
+/// ("12,50 €/m²"); a number without its currency (a photo counter, a floor, a postcode) never.
+pub(crate) fn price_in_text(text: &str) -> Option<(f64, Option<String>)> {
+    for c in PRICE_IN_TEXT.captures_iter(text) {
+        let whole = c.get(0)?;
+        if PER_AREA.is_match(&text[whole.end()..]) {
+            continue;
+        }
+        let (Some(sign), Some(number)) = (c.get(1).or(c.get(4)), c.get(2).or(c.get(3))) else {
+            continue;
+        };
+        // A code written in letters must stand alone: "12 Kr" is no price in "12 Krefeld".
+        let letters = |c: Option<char>| c.is_some_and(char::is_alphabetic);
+        if sign.as_str().ends_with(char::is_alphabetic)
+            && letters(text[sign.end()..].chars().next())
+            || sign.as_str().starts_with(char::is_alphabetic)
+                && letters(text[..sign.start()].chars().next_back())
+        {
+            continue;
+        }
+        let Some(value) = parse_number(number.as_str()).filter(|v| *v > 0.0) else {
+            continue;
+        };
+        return Some((value, currency_of(sign.as_str())));
+    }
+    None
 }
 
 /// Decodes the HTML character references a streaming parser leaves in text and attributes.
@@ -239,6 +296,31 @@ pub(crate) fn clean_text(raw: &str) -> String {
             out.push(' ');
         }
         out.push_str(word);
+    }
+    out
+}
+
+/// What separates the texts of two elements in a card's text: a whitespace that is not a
+/// thousands separator, so "Straße 101" and "520 €" are not "101 520 €", while "3" and "Zi."
+/// in two elements still read as "3 Zi.".
+pub(crate) const BETWEEN_TEXTS: char = '\u{2003}';
+
+/// [`clean_text`] for a card's text, keeping [`BETWEEN_TEXTS`] where two texts met.
+pub(crate) fn clean_facts(raw: &str) -> String {
+    let decoded = decode_entities(raw);
+    let mut out = String::with_capacity(decoded.len());
+    let mut gap: Option<char> = None;
+    for c in decoded.chars() {
+        if c.is_whitespace() {
+            if c == BETWEEN_TEXTS || gap.is_none() {
+                gap = Some(c);
+            }
+            continue;
+        }
+        if let Some(g) = gap.take().filter(|_| !out.is_empty()) {
+            out.push(if g == BETWEEN_TEXTS { g } else { ' ' });
+        }
+        out.push(c);
     }
     out
 }
@@ -350,6 +432,52 @@ mod tests {
         ] {
             assert_eq!(parse_area(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn texts_of_two_elements_stay_apart_for_prices_not_for_units() {
+        let facts = clean_facts("Stra&szlig;e 101\u{2003}  520 €\u{2003}3\u{2003}Zi.");
+        assert_eq!(price_in_text(&facts), Some((520.0, Some("EUR".into()))));
+        assert_eq!(parse_rooms(&facts), Some(3.0));
+        assert_eq!(clean_facts("  a \n b\u{2003} "), "a b");
+    }
+
+    #[test]
+    fn a_price_in_text_needs_its_currency() {
+        for (text, want) in [
+            ("3 Zi. · 89 m² · 1.250 € VB", Some((1250.0, "EUR"))),
+            ("€ 1.850 /mnd", Some((1850.0, "EUR"))),
+            ("£1,500 pcm (£346 pw)", Some((1500.0, "GBP"))),
+            ("CHF 2'100.–", Some((2100.0, "CHF"))),
+            ("4 500 zł", Some((4500.0, "PLN"))),
+            ("Miete 12,50 €/m², gesamt 800 €", Some((800.0, "EUR"))),
+            ("$2,100 / 2br - 900ft²", Some((2100.0, "$"))),
+            ("1.250,- €", Some((1250.0, "EUR"))),
+            ("Foto 18 · 2. OG · 10115 Berlin", None),
+            ("Preis auf Anfrage", None),
+            ("12 Krefeld, 3 Zimmer", None),
+            ("0 €", None),
+        ] {
+            assert_eq!(
+                price_in_text(text),
+                want.map(|(v, c)| (v, Some(c.to_owned()))),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn square_feet_become_square_metres() {
+        assert_eq!(parse_area("900ft²"), Some(83.6));
+        assert_eq!(parse_area("1,200 sq ft"), Some(111.5));
+        assert_eq!(parse_area("650 sqft"), Some(60.4));
+        // A range is read as its lower bound.
+        assert_eq!(parse_area("70,1 - 177,73 m²"), Some(70.1));
+        assert_eq!(parse_rooms("2 - 5 Zimmer"), Some(2.0));
+        assert_eq!(parse_rooms("2br - 900ft²"), Some(2.0));
+        assert_eq!(parse_rooms("3 kamers"), Some(3.0));
+        assert_eq!(parse_rooms("2 pokoje"), Some(2.0));
+        assert_eq!(parse_rooms("3 rum och kök"), Some(3.0));
     }
 
     #[test]

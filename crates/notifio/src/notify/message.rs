@@ -587,6 +587,7 @@ mod tests {
             url: Some(format!("https://example.com/flat/{id}?a=1&b=2")),
             image: None,
             description: None,
+            fallback: Vec::new(),
         }
     }
 

@@ -728,6 +728,7 @@ pub async fn send_test(
             url: Some("https://example.com/notifio-test".to_owned()),
             image: None,
             description: None,
+            fallback: Vec::new(),
         }],
         found_at: now_ms,
         also_on: Vec::new(),

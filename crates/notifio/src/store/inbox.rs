@@ -131,6 +131,7 @@ pub(super) fn page(conn: &Connection, q: &InboxQuery) -> Result<InboxPage, Store
                 url: r.get(7)?,
                 image: r.get(8)?,
                 description: None,
+                fallback: Vec::new(),
             },
             first_seen: r.get(9)?,
             gone_at: r.get(11)?,

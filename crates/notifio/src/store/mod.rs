@@ -566,6 +566,7 @@ impl Store {
                     url: r.get(6)?,
                     image: r.get(7)?,
                     description: None,
+                    fallback: Vec::new(),
                 },
                 r.get(8)?,
             ))

@@ -16,7 +16,7 @@ use super::setup::{SearchInfo, profile_spacing, profiles_for, rules_fingerprint,
 use super::{WatchError, Watcher};
 use crate::clock::now;
 use crate::config::{Config, ConfigError, SearchConfig};
-use crate::extract::{self, SharedProfile};
+use crate::extract::{self, How, SharedProfile};
 use crate::fetch::FetchMode;
 use crate::listing::Listing;
 use crate::pages::judge;
@@ -75,6 +75,10 @@ pub struct PreviewResult {
     pub next_retry_at: Option<u64>,
     /// `http` or `browser`.
     pub via: Option<FetchMode>,
+    /// How the listings were read (`profile`, `auto`, `auto_fallback`), as `check --json`.
+    pub read: Option<&'static str>,
+    /// Where auto mode found them: a card selector to pin, or the embedded data read.
+    pub structure: Option<String>,
 }
 
 /// A preview waiting for its check.
@@ -612,15 +616,17 @@ impl Watcher {
             let fetched = done.fetched.clone();
             tokio::spawn(async move {
                 let Pending { info, url, reply } = p;
-                let (outcome, listings) = judge(
+                let judged = judge(
                     &fetched,
                     &info.profile,
                     &info.markers,
                     info.has_session,
                     false,
+                    None,
                 )
                 .await;
-                let mut listings = listings.unwrap_or_default();
+                let outcome = judged.outcome;
+                let mut listings = judged.listings.unwrap_or_default();
                 let found = listings.len();
                 listings.truncate(PREVIEW_LISTINGS);
                 let _ = reply.send(PreviewResult {
@@ -628,11 +634,22 @@ impl Watcher {
                     site: info.site.to_string(),
                     outcome: Reported::Checked(outcome),
                     status: fetched.status(),
-                    reason: crate::reason::of_check(outcome, &fetched, &info.markers),
+                    reason: crate::reason::of_check(
+                        outcome,
+                        &fetched,
+                        &info.markers,
+                        judged.unreadable.as_ref(),
+                    ),
                     listings,
                     found,
                     next_retry_at: None,
                     via: Some(fetched.via),
+                    read: judged.how.as_ref().map(How::as_str),
+                    structure: judged
+                        .how
+                        .as_ref()
+                        .and_then(How::structure)
+                        .map(ToString::to_string),
                 });
             });
         }

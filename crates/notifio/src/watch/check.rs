@@ -6,8 +6,9 @@
 //! be skipped as "the same page" when every search it answers last saw a page with the same
 //! fingerprint; classification still runs then (headers may differ), extraction does not.
 
-use crate::extract::SiteProfile;
+use crate::extract::bounds::Unreadable;
 use crate::extract::immoscout24_app::AppSearch;
+use crate::extract::{How, SiteProfile};
 use crate::fetch::{FetchMode, FetchRequest, Fetched, Fetcher, Spare};
 use crate::listing::Listing;
 use crate::pages;
@@ -63,6 +64,10 @@ pub(super) struct Done {
     pub(super) page_ends: Vec<usize>,
     /// When each request after its first started (its other pages, retries, redirects).
     pub(super) sent: Vec<Timestamp>,
+    /// Why page 1 was not read, when it is over a bound of its reading.
+    pub(super) unreadable: Option<Unreadable>,
+    /// How page 1's listings were read, when they were.
+    pub(super) how: Option<How>,
 }
 
 /// Everything one check needs, owned, so it runs as a task of its own.
@@ -158,6 +163,8 @@ impl Task {
             pages: read.pages,
             page_ends: read.page_ends,
             sent: read.sent,
+            unreadable: read.unreadable,
+            how: read.how,
         })
     }
 }

@@ -4,6 +4,7 @@
 use super::check::Done;
 use super::setup::Searches;
 use crate::config::SearchConfig;
+use crate::extract::How;
 use crate::fetch::FetchMode;
 use crate::filter::CheckedListing;
 use crate::price::PriceChange;
@@ -89,6 +90,15 @@ pub struct PassResult {
     /// except for a redirect into a waiting site, which says where it led.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// How the listings were read: `profile`, `auto` (no profile, no `listing`: read by the
+    /// page's structure) or `auto_fallback` (the profile found no result list; auto mode
+    /// did); absent when nothing was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read: Option<&'static str>,
+    /// Where auto mode found the listings: a CSS selector to pin in `listing`, or the
+    /// embedded data it read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structure: Option<String>,
 }
 
 /// The pass so far: the answer for each search that has one.
@@ -152,7 +162,18 @@ impl Pass {
                 next_retry_at: entry.map(|e| e.next_retry_at.as_millis()),
                 via: fetched.via,
                 pages: done.pages,
-                reason: crate::reason::of_check(*outcome, fetched, &info.markers),
+                reason: crate::reason::of_check(
+                    *outcome,
+                    fetched,
+                    &info.markers,
+                    done.unreadable.as_ref(),
+                ),
+                read: done.how.as_ref().map(How::as_str),
+                structure: done
+                    .how
+                    .as_ref()
+                    .and_then(How::structure)
+                    .map(ToString::to_string),
             });
         }
     }
@@ -221,6 +242,8 @@ impl Pass {
                     via: info.fetch,
                     pages: 0,
                     reason: Some(reason),
+                    read: None,
+                    structure: None,
                 },
             );
         }

@@ -324,8 +324,8 @@ struct UrlQuery {
     url: String,
 }
 
-/// `GET /api/profile?url=`: the site of a URL, the profile that reads it, and whether it needs
-/// a `listing` (a generic site).
+/// `GET /api/profile?url=`: the site of a URL, the profile that reads it, and whether it is
+/// read by auto mode (a site without a profile: a `listing` may pin what auto mode finds).
 async fn profile(State(app): State<Arc<App>>, Query(q): Query<UrlQuery>) -> ApiResult {
     let site = SiteKey::from_url(q.url.trim()).map_err(|e| ApiError::bad(e.to_string(), "url"))?;
     let text = read(&app.config_path).await.unwrap_or_default();
@@ -339,10 +339,9 @@ async fn profile(State(app): State<Arc<App>>, Query(q): Query<UrlQuery>) -> ApiR
         Some(name) => catalog.by_name(name),
         None => catalog.by_site(&site),
     };
-    let profile = settings
-        .profile
-        .clone()
-        .unwrap_or_else(|| entry.map_or_else(|| "generic".to_owned(), |e| e.name.clone()));
+    let profile = settings.profile.clone().unwrap_or_else(|| {
+        entry.map_or_else(|| crate::extract::auto::NAME.to_owned(), |e| e.name.clone())
+    });
     let about = entry.map(|e| e.about.clone());
     let fetch = settings.fetch.unwrap_or_else(|| {
         entry
@@ -354,7 +353,9 @@ async fn profile(State(app): State<Arc<App>>, Query(q): Query<UrlQuery>) -> ApiR
         "profile": profile,
         "about": about,
         "fetch": fetch,
-        "needs_listing": profile == "generic",
+        // No profile: read by auto mode; a `listing` may pin what it finds.
+        "needs_listing": false,
+        "auto": profile == crate::extract::auto::NAME || profile == "generic",
     }))
     .into_response())
 }

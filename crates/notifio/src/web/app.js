@@ -414,7 +414,8 @@ let profileInfo = null;
 
 function listingOf(form) {
   const sel = form.elements.selector.value.trim();
-  if (!profileInfo || !profileInfo.needs_listing) return undefined;
+  // A site without a profile is read by auto mode unless a card selector pins it.
+  if (!profileInfo || !(profileInfo.needs_listing || profileInfo.auto) || !sel) return undefined;
   const id = form.elements.id_attr.value.trim();
   return id ? { selector: sel, id_attr: id } : { selector: sel };
 }
@@ -430,9 +431,9 @@ async function lookUpProfile() {
   if (addForm.elements.url.value.trim() !== url) return;
   if (!resp.ok) { line.textContent = data.error || ''; generic.hidden = true; profileInfo = null; return; }
   profileInfo = data;
-  generic.hidden = !data.needs_listing;
-  line.textContent = data.needs_listing
-    ? data.site + ' has no built-in profile: say which element is one listing, and preview it.'
+  generic.hidden = !(data.needs_listing || data.auto);
+  line.textContent = data.auto
+    ? data.site + ' has no built-in profile: it is read automatically, by the structure of its page. Preview shows what it finds; a card selector below pins it.'
     : data.site + ' is read with the ' + data.profile + ' profile' + (data.about ? ' — ' + data.about : '') + ' (' + ({ browser: 'in the browser', app: "through the app's request" }[data.fetch] || 'over HTTP') + ').';
   if (!addForm.elements.name.value.trim()) {
     try { addForm.elements.name.placeholder = new URL(url).hostname + new URL(url).pathname; } catch (_) { /* not a URL yet */ }
@@ -447,13 +448,18 @@ function renderPreview(box, r) {
     r.outcome === 'ok'
       ? (r.found + ' listing' + (r.found === 1 ? '' : 's') + ' found' + (r.status ? ' (HTTP ' + r.status + ')' : ''))
       : label(r.outcome) + (r.reason ? ': ' + r.reason : ''));
+  const how = r.read === 'auto' || r.read === 'auto_fallback'
+    ? el('p', { 'data-testid': 'preview-read', class: 'muted' },
+      (r.read === 'auto' ? 'Read automatically' : 'The profile found no result list; read automatically') +
+      (r.structure ? ': ' + r.structure + ' (paste it as the card selector to pin it)' : '') + '.')
+    : null;
   const ul = el('ul', { 'data-testid': 'preview-listings' });
   for (const l of r.listings || []) {
     const price = fmtPrice(l);
     ul.append(el('li', { 'data-listing-id': l.id }, link(l.url, l.title || ('Listing ' + l.id), 'title'),
       price ? ' · ' : null, price ? el('span', { class: 'price' }, price) : null));
   }
-  box.replaceChildren(head, ul);
+  box.replaceChildren(...[head, how, ul].filter(Boolean));
 }
 
 addForm.addEventListener('click', async (ev) => {

@@ -51,6 +51,7 @@ fn listing(id: &str, title: &str, price: f64) -> Listing {
         url: Some(format!("https://portal.example/listing/{id}")),
         image: Some(format!("https://img.portal.example/{id}.jpg")),
         description: None,
+        fallback: Vec::new(),
     }
 }
 

@@ -819,12 +819,6 @@ fn files_the_config_names_are_checked_by_every_command_at_start() {
 #[test]
 fn values_the_watcher_would_refuse_are_refused_by_every_command_at_start() {
     every_command_refuses(
-        &format!("{WATCH}\n[[search]]\nname = \"s\"\nurl = \"http://127.0.0.1:9/s\"\n"),
-        &[],
-        "5:1: `search[0].listing`: ",
-        "has no built-in profile, so the search needs a `listing` spec",
-    );
-    every_command_refuses(
         &format!("{WATCH}[fetch]\nuser_agent = \"Mozilla\\r\\nX-Evil: 1\"\n{SEARCH}"),
         &[],
         "5:14: `fetch.user_agent`: ",

@@ -7,7 +7,7 @@ use notifio::extract::immoscout24_app::{
     AppSearch, AppSearchError, DEFAULT_APP_API, WhyLeftOut, app_search,
 };
 use notifio::extract::{Extraction, SiteProfile, profile_for};
-use notifio::listing::{CardSpec, FieldSpec, Listing, ListingSpec};
+use notifio::listing::{CardSpec, FieldSpec, Listing, ListingField, ListingSpec};
 use notifio_policy::{Outcome, ResponseFacts, SiteKey, classify};
 use regex::Regex;
 use std::collections::BTreeSet;
@@ -1044,7 +1044,11 @@ fn generic_defaults_on_a_wg_gesucht_like_page() {
         Some("https://img.wg-gesucht.example/media/up/2025/01/9800001_a.small.jpg")
     );
     assert_eq!((a.rooms, a.area_m2), (None, Some(18.0)));
-    assert_eq!(a.price, None, "no element's class says price");
+    assert_eq!(
+        a.price,
+        Some(520.0),
+        "no element's class says price: the price beside its currency in the card's text"
+    );
     assert_eq!(
         got[1].image.as_deref(),
         Some("https://img.wg-gesucht.example/media/up/2025/01/9800002_b.small.jpg")
@@ -1130,8 +1134,9 @@ fn generic_defaults_read_each_field_in_its_common_forms() {
     assert_eq!(got[2].currency.as_deref(), Some("GBP"));
 }
 
-/// Each field may name an attribute; a field the user names is read only where they said
-/// (no guessing from the card's text), and a bare number there counts.
+/// Each field may name an attribute, and a bare number there counts. A field the user names
+/// that yields nothing on a card is read as a generic card's is (issue 52: a rule written for
+/// one layout must not lose the field on the next), and the listing says which fields came so.
 #[test]
 fn generic_sub_selectors_may_name_an_attribute() {
     let page = "https://portal.example/search";
@@ -1146,12 +1151,22 @@ fn generic_sub_selectors_may_name_an_attribute() {
     let de = by_id(&got, "de-4");
     assert_eq!(de.title.as_deref(), Some("/expose/de-4"));
     assert_eq!((de.rooms, de.area_m2), (Some(2.5), Some(61.0)));
-    assert_eq!(de.image, None, "no .photo in this card");
+    assert_eq!(
+        de.image.as_deref(),
+        Some("https://portal.example/bilder/de-4.jpg"),
+        "no .photo in this card: its largest picture"
+    );
+    assert_eq!(de.fallback, [ListingField::Image]);
     let es = by_id(&got, "es-1");
     assert_eq!(
         (es.rooms, es.area_m2),
-        (None, None),
-        "not guessed from the text"
+        (Some(3.0), Some(85.0)),
+        "no data-rooms on this card: read from its text by their units"
+    );
+    assert!(
+        es.fallback.contains(&ListingField::Rooms) && es.fallback.contains(&ListingField::Area),
+        "{:?}",
+        es.fallback
     );
     assert_eq!(
         by_id(&got, "en-3").image.as_deref(),
@@ -1178,7 +1193,13 @@ fn generic_sub_selectors_may_name_an_attribute() {
         by_id(&got, "pt-2").image.as_deref(),
         Some("https://portal.example/fotos/pt-2-large.jpg")
     );
-    assert_eq!(by_id(&got, "es-1").image, None, "no srcset there");
+    // No srcset there: the card's largest picture instead, and it says so.
+    let es = by_id(&got, "es-1");
+    assert_eq!(
+        es.image.as_deref(),
+        Some("https://portal.example/fotos/es-1-principal.jpg")
+    );
+    assert_eq!(es.fallback, [ListingField::Image]);
 }
 
 #[test]

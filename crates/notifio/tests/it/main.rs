@@ -27,6 +27,7 @@ mod notify;
 mod pages;
 mod profiles;
 mod quiet;
+mod reading;
 #[path = "../support/real_pages.rs"]
 mod real_pages;
 mod reliability;

@@ -26,6 +26,7 @@ fn listing(id: &str, title: &str, price: f64) -> Listing {
         url: Some(format!("https://portal.example/listing/{id}")),
         image: None,
         description: None,
+        fallback: Vec::new(),
     }
 }
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn notifio(args: &[&str], config: &Path) -> Output {
+pub(crate) fn notifio(args: &[&str], config: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_notifio"))
         .args(args)
         .arg("--config")
@@ -22,7 +22,7 @@ fn text(o: &[u8]) -> String {
 
 /// A fake portal with site `p`, and a config (in a temp dir) whose one search on it has no
 /// `listing` spec; `search_extra` goes into the `[[search]]` table.
-fn portal_and_config(
+pub(crate) fn portal_and_config(
     search_extra: &str,
 ) -> (
     tokio::runtime::Runtime,
@@ -51,7 +51,7 @@ fn portal_and_config(
     (rt, portal, dir, path)
 }
 
-fn host(portal: &fake_portal::Portal) -> String {
+pub(crate) fn host(portal: &fake_portal::Portal) -> String {
     portal
         .base_url("p")
         .trim_start_matches("http://")
@@ -75,14 +75,10 @@ fn checked_listings(out: &Output) -> usize {
 #[test]
 fn a_profile_file_beside_the_config_reads_its_portal_without_a_listing_spec() {
     let (_rt, portal, dir, path) = portal_and_config("");
-    // Without the file: a generic site, so the search needs a spec.
+    // Without the file: a site without a profile, read by auto mode.
     let out = notifio(&["check", "--json"], &path);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("listing"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(checked_listings(&out) > 0, "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("\"read\":\"auto\""));
 
     let file = dir.path().join("sites/fake.toml");
     std::fs::write(&file, profile_file("fake", &host(&portal))).unwrap();
@@ -105,22 +101,25 @@ fn a_profile_file_beside_the_config_reads_its_portal_without_a_listing_spec() {
 
     let out = notifio(&["check", "--json", "--fresh"], &path);
     assert!(checked_listings(&out) > 0, "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("\"read\":\"profile\""));
     assert!(portal.request_count("p") >= 1);
 }
 
 #[test]
 fn a_user_file_overrides_the_built_in_profile_of_its_name() {
     let (_rt, portal, dir, path) = portal_and_config("profile = \"idealista\"\n");
-    // The built-in idealista profile does not read the fake portal's cards…
+    // The built-in idealista profile does not read the fake portal's cards (auto mode does,
+    // in its stead, and says so)…
     let out = notifio(&["check", "--json"], &path);
     let v: serde_json::Value =
         serde_json::from_str(text(&out.stdout).lines().next().unwrap_or("{}")).unwrap();
-    assert_ne!(v["outcome"], "ok", "{v}");
+    assert_eq!(v["read"], "auto_fallback", "{v}");
     // …the user's `idealista` does, and `profiles` says it comes from the file.
     let file = dir.path().join("sites/my-idealista.toml");
     std::fs::write(&file, profile_file("idealista", "idealista.com")).unwrap();
     let out = notifio(&["check", "--json", "--fresh"], &path);
     assert!(checked_listings(&out) > 0);
+    assert!(text(&out.stdout).contains("\"read\":\"profile\""));
     let out = notifio(&["profiles", "--json"], &path);
     let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mine: Vec<_> = all
@@ -177,6 +176,37 @@ fn a_bad_profile_file_stops_every_command_at_its_line_and_key() {
         let err = text(&out.stderr);
         assert!(err.contains("bad.toml:6:1"), "{args:?}: {err}");
         assert!(err.contains("prize"), "{args:?}: {err}");
+    }
+}
+
+/// Issue 53: a `[json]` profile whose list path descends five times (`$..*..*..*..*..*`) took
+/// 3 GB on a 13 KB page and aborted the process; a selector of 1,000 descendant steps grew to
+/// 21 GB. Both are refused at start, at their place in their file.
+#[test]
+fn a_profile_that_would_explode_is_refused_at_its_line_and_key() {
+    let (_rt, _portal, dir, path) = portal_and_config("profile = \"boom\"\n");
+    let cases = [
+        (
+            "name = \"boom\"\nhosts = [\"boom.example\"]\n\n[json]\nscript = \"__NEXT_DATA__\"\nitems = \"$..*..*..*..*..*\"\nid = \"$.id\"\n",
+            "boom.toml:6:1",
+            "json.items",
+        ),
+        (
+            &*format!(
+                "name = \"boom\"\nhosts = [\"boom.example\"]\n\n[listing]\nselector = \"{}article\"\n",
+                "div ".repeat(1_000)
+            ),
+            "boom.toml:4:1",
+            "1000 descendant steps",
+        ),
+    ];
+    for (file, place, what) in cases {
+        std::fs::write(dir.path().join("sites/boom.toml"), file).unwrap();
+        let out = notifio(&["check"], &path);
+        assert_eq!(out.status.code(), Some(2));
+        let err = text(&out.stderr);
+        assert!(err.contains(place) && err.contains(what), "{err}");
+        assert!(err.len() < 600, "a long selector is quoted short: {err}");
     }
 }
 

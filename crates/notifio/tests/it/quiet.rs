@@ -71,6 +71,7 @@ fn listing(id: &str, price: f64) -> Listing {
         url: Some(format!("https://portal.example/listing/{id}")),
         image: None,
         description: None,
+        fallback: Vec::new(),
     }
 }
 

@@ -499,6 +499,102 @@ async fn hostile_servers_are_classified_bounded_and_do_not_stop_the_others() {
     portal.shutdown().await;
 }
 
+// ---------------------------------------------------------------- (c) a hostile page
+
+/// Issue 53's first loose end: one site serves a 64 KB page of 6,000 nested `<div>`s, new on
+/// every request, read with an ordinary `div div article`; before the reading was bounded it
+/// stalled the whole watcher (17.7 s per check, the other site never checked again, `/healthz`
+/// silent, SIGTERM ignored). Now that page is refused with a reason, and the other site's new
+/// listing is announced, the dashboard answers, and SIGTERM ends it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_page_holds_up_no_other_site_nor_the_dashboard_nor_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let portal = Portal::start(vec![site("calm", 30_000), site("deep", 30_000)])
+        .await
+        .unwrap();
+    portal.set_behaviour("deep", Behaviour::Nested(6_000));
+    let port = crate::util::free_port();
+    let mut text = crate::util::watch_toml(state, "1s", "50ms").replace(
+        "dashboard = false",
+        &format!("dashboard = \"127.0.0.1:{port}\""),
+    );
+    text.push_str("[notify]\nmailbox = \"n.mbox\"\n\n");
+    text.push_str(&crate::util::search_toml(
+        "calm",
+        &portal.search_url("calm", "c"),
+    ));
+    text.push_str(&format!(
+        "[[search]]\nname = \"deep\"\nurl = {:?}\nlisting = {{ selector = \"div div article\", id_attr = \"data-id\" }}\n\n",
+        portal.search_url("deep", "d")
+    ));
+    let cfg = crate::util::write_config(state, &text);
+    let mut child = Notifio::start(state, &cfg, false, None);
+    wait_for(Duration::from_secs(20), "calm's baseline", || {
+        crate::util::all_baselined(state, 1).then_some(())
+    })
+    .await;
+    wait_for(
+        Duration::from_secs(20),
+        "two checks of the deep page",
+        || (crate::util::checks_of(state, "deep").len() >= 2).then_some(()),
+    )
+    .await;
+    let added = portal.add_listing("calm", None);
+    let client = crate::util::api_client();
+    let health = format!("http://127.0.0.1:{port}/healthz");
+    let announced = Instant::now();
+    loop {
+        let asked = Instant::now();
+        let answer = tokio::time::timeout(Duration::from_secs(2), client.get(&health).send())
+            .await
+            .expect("/healthz answers within 2 s")
+            .unwrap();
+        assert!(answer.status().is_success());
+        assert!(
+            asked.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            asked.elapsed()
+        );
+        if mbox_messages(&state.join("n.mbox"))
+            .iter()
+            .any(|m| m.contains(&added.title))
+        {
+            break;
+        }
+        assert!(
+            announced.elapsed() < Duration::from_secs(15),
+            "calm's new listing was announced:\n{}",
+            child.output()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let deep = crate::util::checks_of(state, "deep");
+    assert!(
+        deep.iter()
+            .all(|(o, s)| o == "layout_unknown" && *s == Some(200)),
+        "{deep:?}"
+    );
+    assert!(
+        deep.len() >= 3,
+        "the deep site is checked on its interval: {deep:?}"
+    );
+    assert!(child.alive());
+    let output = child.output();
+    assert!(
+        output.contains("nests elements more than 256 levels deep"),
+        "the reason is told:\n{output}"
+    );
+    let asked = Instant::now();
+    assert_eq!(child.terminate(), Some(0), "SIGTERM ends it cleanly");
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    portal.shutdown().await;
+}
+
 // ---------------------------------------------------------------- (d) soak
 
 /// 1,000 searches on 20 sites with random 5xx and scripted refusals, for `NOTIFIO_SOAK_SECS`
