@@ -7,7 +7,7 @@
 //! time is never lost), and then applied by the live reload like an edit made by hand: the
 //! file stays the one source of truth. Previews and login windows are requests to the running watcher, whose scheduler
 //! decides when a site is asked. Errors are `{"error", "field"}` with 400 (a value the config
-//! refuses, `field` naming its key), 404 (no such search) or 409 (a name taken, the last
+//! refuses, `field` naming its key), 413 (a body over [`MAX_BODY`]), 404 (no such search) or 409 (a name taken, the last
 //! search, a file that cannot be edited, is read-only, keeps changing, or is invalid
 //! elsewhere). Mutating routes are guarded
 //! by `auth::require_mutation_rules`.
@@ -16,6 +16,7 @@ use crate::config::{self, edit, edit::EditError};
 use crate::reload::Nudge;
 use crate::watch::{PreviewResult, Request, field_of};
 use axum::Json;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -154,10 +155,33 @@ pub(super) fn changes(app: Arc<App>) -> axum::Router {
         .with_state(app)
 }
 
-/// A JSON body that is an object, or a 400.
-fn object(
-    body: Result<Json<Json_>, axum::extract::rejection::JsonRejection>,
-) -> Result<Map<String, Json_>, ApiError> {
+/// The most a request's JSON body may hold. A search or a mark is a few hundred bytes; the
+/// cap keeps a runaway or hostile client from making the dashboard buffer megabytes (axum's
+/// own default is 2 MB). Set on every route that changes something ([`super::serve_app`]).
+pub(super) const MAX_BODY: usize = 64 * 1024;
+
+/// Why a JSON body was not read: 413 when it is over [`MAX_BODY`] (not a complaint about
+/// JSON it never got to be), else a 400 saying what it `must` be.
+pub(super) fn unread(e: &JsonRejection, must: &str) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the body is over the {} KiB a request may send",
+                MAX_BODY / 1024
+            ),
+            None,
+        );
+    }
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        format!("{must}: {}", e.body_text()),
+        None,
+    )
+}
+
+/// A JSON body that is an object, or a 400 (a 413 past [`MAX_BODY`]).
+fn object(body: Result<Json<Json_>, JsonRejection>) -> Result<Map<String, Json_>, ApiError> {
     match body {
         Ok(Json(Json_::Object(m))) => Ok(m),
         Ok(_) => Err(ApiError::new(
@@ -165,11 +189,7 @@ fn object(
             "the body must be a JSON object",
             None,
         )),
-        Err(e) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("the body is not JSON: {}", e.body_text()),
-            None,
-        )),
+        Err(e) => Err(unread(&e, "the body is not JSON")),
     }
 }
 
@@ -394,10 +414,7 @@ fn normalize_name(body: &mut Map<String, Json_>) {
 }
 
 /// `POST /api/searches`.
-async fn add(
-    State(app): State<Arc<App>>,
-    body: Result<Json<Json_>, axum::extract::rejection::JsonRejection>,
-) -> ApiResult {
+async fn add(State(app): State<Arc<App>>, body: Result<Json<Json_>, JsonRejection>) -> ApiResult {
     let mut body = object(body)?;
     normalize_name(&mut body);
     let fields = fields(&body)?;
@@ -457,7 +474,7 @@ async fn edit_one(
 async fn change(
     State(app): State<Arc<App>>,
     UrlPath(name): UrlPath<String>,
-    body: Result<Json<Json_>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<Json_>, JsonRejection>,
 ) -> ApiResult {
     let mut body = object(body)?;
     normalize_name(&mut body);
@@ -519,7 +536,7 @@ async fn resume(State(app): State<Arc<App>>, UrlPath(name): UrlPath<String>) -> 
 /// the running watcher, shown and not recorded.
 async fn preview(
     State(app): State<Arc<App>>,
-    body: Result<Json<Json_>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<Json_>, JsonRejection>,
 ) -> ApiResult {
     let body = object(body)?;
     for key in body.keys() {
