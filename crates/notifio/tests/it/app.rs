@@ -931,7 +931,7 @@ async fn add_a_search_names_the_profile_a_url_is_read_with() {
     app.stop().await;
 }
 
-/// Every route that reads a JSON body caps it (docs/dashboard.md#the-api): 3 MB, sent whole
+/// Every route that reads a JSON body caps it (docs/dashboard.md#endpoints): 3 MB, sent whole
 /// with its length or chunked without one, is `413 Payload Too Large` naming the cap, not a
 /// 400 about JSON, and changes nothing; a body under the cap is read as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
