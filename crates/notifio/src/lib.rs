@@ -30,5 +30,6 @@ pub mod secret;
 pub mod service;
 pub mod status;
 pub mod store;
+pub mod terminal;
 pub mod watch;
 pub mod web;
