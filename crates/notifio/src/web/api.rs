@@ -48,6 +48,8 @@ pub struct App {
     state_db: PathBuf,
     /// The inbox's connection to it, opened on first use.
     inbox: std::sync::Mutex<Option<crate::store::Store>>,
+    /// The config file's text as it last was when settled ([`listed`]).
+    settled: std::sync::Mutex<Option<String>>,
 }
 
 impl App {
@@ -59,6 +61,8 @@ impl App {
         nudge: Nudge,
         state_db: PathBuf,
     ) -> Self {
+        // The file the watcher just started with: complete, whenever it was written.
+        let settled = std::sync::Mutex::new(std::fs::read_to_string(&config_path).ok());
         Self {
             writer: config::write::Writer::new(config_path.clone()),
             config_path,
@@ -67,6 +71,7 @@ impl App {
             edit: tokio::sync::Mutex::new(()),
             state_db,
             inbox: std::sync::Mutex::new(None),
+            settled,
         }
     }
 
@@ -319,11 +324,56 @@ fn redact(mut v: Json_) -> Json_ {
     v
 }
 
-/// `GET /api/searches`: the `[[search]]` tables as the file has them, and the channels a
-/// search may name.
+/// The searches of the file's `text` as the page lists them: as the file has them, except
+/// that while the file is being written (not yet settled: a save in several writes) a search
+/// it no longer has is still listed, as the file last had it settled. An addition or a change
+/// shows at once; a removal once the file has been left alone, when the watcher applies it
+/// too (docs/config.md#live-reload): a search is never shown gone while its table is simply
+/// not written yet.
+fn listed(app: &App, text: &str) -> Result<Vec<toml_edit::Table>, ApiError> {
+    let name = |t: &toml_edit::Table| t.get("name").and_then(Item::as_str).map(str::to_owned);
+    let settled_now = app.writer.is_settled();
+    let mut settled = app
+        .settled
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let current = edit::searches(text);
+    if settled_now {
+        let tables = current.map_err(ApiError::from)?;
+        *settled = Some(text.to_owned());
+        return Ok(tables);
+    }
+    let before = settled
+        .as_deref()
+        .and_then(|t| edit::searches(t).ok())
+        .unwrap_or_default();
+    let current = match current {
+        Ok(tables) => tables,
+        // Cut in the middle of a table: the file as it was.
+        Err(_) if !before.is_empty() => return Ok(before),
+        Err(e) => return Err(e.into()),
+    };
+    let mut out: Vec<toml_edit::Table> = before
+        .into_iter()
+        .map(|b| {
+            let now = name(&b).and_then(|n| current.iter().find(|c| edit::is_named(c, &n)));
+            now.cloned().unwrap_or(b)
+        })
+        .collect();
+    for c in current {
+        let listed = name(&c).is_some_and(|n| out.iter().any(|o| edit::is_named(o, &n)));
+        if !listed {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+/// `GET /api/searches`: the `[[search]]` tables as the file has them ([`listed`]: a search
+/// is shown gone only once the file has settled), and the channels a search may name.
 async fn list(State(app): State<Arc<App>>) -> ApiResult {
     let text = read(&app.config_path).await?;
-    let tables = edit::searches(&text).map_err(ApiError::from)?;
+    let tables = listed(&app, &text)?;
     let searches: Vec<Json_> = tables
         .iter()
         .map(|t| redact(json_of(&Item::Table(t.clone()))))
