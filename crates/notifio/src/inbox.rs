@@ -273,7 +273,10 @@ impl InboxListing {
             "rooms": l.rooms,
             "area_m2": l.area_m2,
             "url": l.url,
-            "image": crate::notify::message::picture(l),
+            // Listings stored before the rule applied where they are read: same rule here.
+            "image": crate::notify::message::picture(l).filter(|p| {
+                crate::picture::may_show(p, &notifio_policy::SiteKey::from_stored(self.site.clone()))
+            }),
             "state": self.state,
             "searches": self.searches,
             "matched": self.matched,

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod narrate;
 pub mod notify;
 mod pages;
+pub mod picture;
 pub mod price;
 #[cfg(test)]
 #[path = "../tests/support/real_pages.rs"]

@@ -18,6 +18,7 @@ use crate::extract::immoscout24_app::AppSearch;
 use crate::extract::{Extraction, SiteProfile};
 use crate::fetch::{FetchMode, FetchRequest, Fetched, Fetcher, Outgoing, Reply};
 use crate::listing::Listing;
+use crate::picture;
 use http::header::HeaderName;
 use notifio_policy::{Markers, Outcome, RequestClass, Timestamp, classify};
 use std::collections::HashSet;
@@ -246,6 +247,7 @@ pub(crate) async fn judge(
     let Ok(url) = url::Url::parse(&response.final_url) else {
         return (Outcome::LayoutUnknown, None);
     };
+    let site = notifio_policy::SiteKey::from_parsed(&url).ok();
     let extraction = if response.body.len() <= PARSE_INLINE_MAX {
         profile.extract(&response.body, &url)
     } else {
@@ -255,7 +257,21 @@ pub(crate) async fn judge(
             .unwrap_or(Extraction::LayoutUnknown)
     };
     match extraction {
-        Extraction::Listings(v) => (Outcome::Ok, Some(v)),
+        Extraction::Listings(mut v) => {
+            // A picture on a host of the user's own network, other than this site's, is not
+            // kept: showing it would have the user's browser ask that host (picture.rs).
+            if let Some(site) = &site {
+                for l in &mut v {
+                    if l.image
+                        .as_deref()
+                        .is_some_and(|i| !picture::may_show(i, site))
+                    {
+                        l.image = None;
+                    }
+                }
+            }
+            (Outcome::Ok, Some(v))
+        }
         Extraction::NoResults => (Outcome::Ok, Some(Vec::new())),
         Extraction::LayoutUnknown => (Outcome::LayoutUnknown, None),
     }

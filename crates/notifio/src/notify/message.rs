@@ -405,7 +405,7 @@ fn listings_message(
         if let Some(src) = picture(l).filter(|_| photos < MAX_PICTURES) {
             photos += 1;
             let img = format!(
-                "<img src=\"{}\" alt=\"{}\" width=\"{PHOTO_WIDTH}\" style=\"max-width:100%;height:auto\">",
+                "<img src=\"{}\" alt=\"{}\" width=\"{PHOTO_WIDTH}\" style=\"max-width:100%;height:auto\" referrerpolicy=\"no-referrer\">",
                 escape(&src),
                 escape(&format!("Photo: {}", truncate(title, 300)))
             );
