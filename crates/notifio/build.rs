@@ -12,8 +12,8 @@
 //! outside the repository: in `NOTIFIO_REAL_PAGES` if set, else in `../shared/fixtures` beside
 //! the checkout. When they are there (or `CI=true`, where they are required) the `real_pages`
 //! cfg is on and their tests run; otherwise those tests are compiled as ignored, with the
-//! reason, so a fresh clone passes and says what it skipped. The directory reaches the code as
-//! `env!("NOTIFIO_REAL_PAGES_DIR")`. A packaged crate has no integration tests: nothing to say.
+//! reason, so a fresh clone passes, and the test run (not the build) says what it skipped. The
+//! directory reaches the code as `env!("NOTIFIO_REAL_PAGES_DIR")`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -124,12 +124,10 @@ fn real_pages(manifest: &Path) {
     println!("cargo::rustc-env=NOTIFIO_REAL_PAGES_DIR={}", dir.display());
     let required = std::env::var("CI").as_deref() == Ok("true");
     let has_tests = manifest.join("tests/it").is_dir();
+    // No `cargo::warning` when they are missing: it would show above every `cargo run` of
+    // someone who only wanted the demo. The test run says what it skipped
+    // (`tests/real_pages.rs`).
     if present || (required && has_tests) {
         println!("cargo::rustc-cfg=real_pages");
-    } else if has_tests {
-        println!(
-            "cargo::warning=the real-page tests are skipped (shown as ignored): no real pages in {}; set NOTIFIO_REAL_PAGES=DIR to run them",
-            dir.display()
-        );
     }
 }

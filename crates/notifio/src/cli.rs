@@ -288,7 +288,20 @@ fn init_logging(verbose: u8, quiet: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Colour codes only on a terminal: a log redirected to a file or journald stays plain text.
     // Closing our own browser is not an error, whatever its DevTools client says about it.
+    // Every field of an event (the message too) is shown through `terminal::line`: pages
+    // write some of the text logged, and a line break or an escape in it must not forge a
+    // line or reach the terminal.
+    let fields = tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let text = format!("{value:?}");
+        let text = crate::terminal::line(&text);
+        if field.name() == "message" {
+            write!(w, "{text}")
+        } else {
+            write!(w, "{field}={text}")
+        }
+    });
     let layer = tracing_subscriber::fmt::layer()
+        .fmt_fields(tracing_subscriber::field::MakeExt::delimited(fields, " "))
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .with_filter(filter)
@@ -488,7 +501,7 @@ fn status_command(config_path: Option<PathBuf>, json: bool) -> Result<(), Failur
     }
     if json {
         let text = serde_json::to_string_pretty(&view).map_err(|e| Failure::Runtime(e.into()))?;
-        write_out(&format!("{text}\n"))?;
+        write_out(&format!("{}\n", crate::terminal::json(&text)))?;
     } else {
         write_out(&status::render_table(&view))?;
     }
@@ -790,7 +803,7 @@ async fn check(
     for r in &results {
         if json {
             let line = serde_json::to_string(r).map_err(|e| Failure::Runtime(e.into()))?;
-            write_out(&format!("{line}\n"))?;
+            write_out(&format!("{}\n", crate::terminal::json(&line)))?;
         } else {
             write_out(&pass_result_text(r))?;
         }
@@ -848,6 +861,7 @@ fn pass_notes(results: &[PassResult], notify: bool, guest: bool, force: bool) ->
 
 /// A search's lines in `check`'s human output.
 fn pass_result_text(r: &PassResult) -> String {
+    use crate::terminal::line;
     use std::fmt::Write as _;
     let mut out = String::new();
     let new = if r.baseline {
@@ -886,14 +900,15 @@ fn pass_result_text(r: &PassResult) -> String {
         let _ = writeln!(
             out,
             "{:<28} {:<16} unchanged since the last check{status} (--fresh lists it again)",
-            r.search, r.outcome
+            line(&r.search),
+            r.outcome
         );
         return out;
     }
     let reason = r
         .reason
         .as_deref()
-        .map(|why| format!(": {why}"))
+        .map(|why| format!(": {}", line(why)))
         .unwrap_or_default();
     let matched = r.listings.iter().filter(|l| l.matched).count();
     let filtered = if matched == r.listings.len() {
@@ -904,15 +919,16 @@ fn pass_result_text(r: &PassResult) -> String {
     let _ = writeln!(
         out,
         "{:<28} {:<16} {} listings{filtered}{pages}{new}{status}{wait}{reason}",
-        r.search,
+        line(&r.search),
         r.outcome,
         r.listings.len()
     );
     for c in &r.listings {
         let l = &c.listing;
-        let name = l.title.as_deref().unwrap_or(&l.id);
+        let name = line(l.title.as_deref().unwrap_or(&l.id));
         if !r.baseline && r.new.contains(&l.id) {
-            let _ = writeln!(out, "    new: {name}  {}", l.url.as_deref().unwrap_or(""));
+            let url = line(l.url.as_deref().unwrap_or(""));
+            let _ = writeln!(out, "    new: {name}  {url}");
         }
         if let Some(change) = r.price_changes.iter().find(|p| p.id == l.id) {
             let _ = writeln!(

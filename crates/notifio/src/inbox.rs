@@ -3,6 +3,7 @@
 //! an Atom feed, CSV or JSON. Pure: the store reads the rows, the web layer serves them.
 
 use crate::listing::Listing;
+use crate::notify::message::escape;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -272,7 +273,10 @@ impl InboxListing {
             "rooms": l.rooms,
             "area_m2": l.area_m2,
             "url": l.url,
-            "image": crate::notify::message::picture(l),
+            // Listings stored before the rule applied where they are read: same rule here.
+            "image": crate::notify::message::picture(l).filter(|p| {
+                crate::picture::may_show(p, &notifio_policy::SiteKey::from_stored(self.site.clone()))
+            }),
             "state": self.state,
             "searches": self.searches,
             "matched": self.matched,
@@ -309,26 +313,6 @@ impl InboxPage {
             "listings": self.listings.iter().map(InboxListing::to_json).collect::<Vec<_>>(),
         })
     }
-}
-
-/// XML text and attribute escaping (the five predefined entities; control characters, which
-/// XML 1.0 does not allow, are dropped). Hand-written: five replacements do not need an XML
-/// crate.
-fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Epoch ms as RFC 3339 (UTC).
@@ -370,8 +354,8 @@ pub fn atom(title: &str, id: &str, listings: &[InboxListing], now: u64) -> Strin
          <feed xmlns=\"http://www.w3.org/2005/Atom\">\n\
          <title>{}</title>\n<id>{}</id>\n<updated>{}</updated>\n\
          <author><name>Notifio</name></author>\n<generator>Notifio</generator>\n",
-        xml(title),
-        xml(id),
+        escape(title),
+        escape(id),
         rfc3339(updated)
     );
     for l in listings {
@@ -399,8 +383,8 @@ pub fn atom(title: &str, id: &str, listings: &[InboxListing], now: u64) -> Strin
         let _ = write!(
             s,
             "<entry>\n<title>{}</title>\n<id>{}</id>\n<updated>{}</updated>\n<published>{}</published>\n",
-            xml(title),
-            xml(&entry_id),
+            escape(title),
+            escape(&entry_id),
             rfc3339(l.first_seen),
             rfc3339(l.first_seen)
         );
@@ -410,9 +394,9 @@ pub fn atom(title: &str, id: &str, listings: &[InboxListing], now: u64) -> Strin
             .as_deref()
             .filter(|u| crate::notify::message::is_web(u))
         {
-            let _ = writeln!(s, "<link rel=\"alternate\" href=\"{}\"/>", xml(url));
+            let _ = writeln!(s, "<link rel=\"alternate\" href=\"{}\"/>", escape(url));
         }
-        let _ = write!(s, "<summary>{}</summary>\n</entry>\n", xml(&summary));
+        let _ = write!(s, "<summary>{}</summary>\n</entry>\n", escape(&summary));
     }
     s.push_str("</feed>\n");
     s

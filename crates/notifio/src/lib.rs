@@ -18,6 +18,7 @@ pub mod memory;
 pub mod narrate;
 pub mod notify;
 mod pages;
+pub mod picture;
 pub mod price;
 #[cfg(test)]
 #[path = "../tests/support/real_pages.rs"]
@@ -30,5 +31,6 @@ pub mod secret;
 pub mod service;
 pub mod status;
 pub mod store;
+pub mod terminal;
 pub mod watch;
 pub mod web;

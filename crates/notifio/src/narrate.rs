@@ -183,7 +183,8 @@ pub fn narrator(narration: Narration) -> Narrator {
         let now = time_of_day(crate::clock::now().as_millis());
         let mut out = std::io::stdout().lock();
         for l in lines {
-            let _ = writeln!(out, "{now} {l}");
+            // Titles and ids are the sites' text: shown, never obeyed (terminal.rs).
+            let _ = writeln!(out, "{now} {}", crate::terminal::line(&l));
         }
         let _ = out.flush();
     })

@@ -19,6 +19,7 @@ use crate::extract::immoscout24_app::AppSearch;
 use crate::extract::{Extraction, How, PageRead, SiteProfile};
 use crate::fetch::{FetchMode, FetchRequest, Fetched, Fetcher, Outgoing, Reply};
 use crate::listing::Listing;
+use crate::picture;
 use http::header::HeaderName;
 use notifio_policy::{Markers, Outcome, RequestClass, Timestamp, classify};
 use std::collections::HashSet;
@@ -297,6 +298,7 @@ pub(crate) async fn judge(
     let Ok(url) = url::Url::parse(&response.final_url) else {
         return Judged::of(Outcome::LayoutUnknown);
     };
+    let site = notifio_policy::SiteKey::from_parsed(&url).ok();
     let (profile, body) = (Arc::clone(profile), response.body.clone());
     let read = tokio::task::spawn_blocking(move || {
         crate::extract::read_page(profile.as_ref(), &body, &url, next_of)
@@ -308,7 +310,21 @@ pub(crate) async fn judge(
         how: None,
     });
     let (outcome, listings, unreadable) = match read.extraction {
-        Extraction::Listings(v) => (Outcome::Ok, Some(v), None),
+        Extraction::Listings(mut v) => {
+            // A picture on a host of the user's own network, other than this site's, is not
+            // kept: showing it would have the user's browser ask that host (picture.rs).
+            if let Some(site) = &site {
+                for l in &mut v {
+                    if l.image
+                        .as_deref()
+                        .is_some_and(|i| !picture::may_show(i, site))
+                    {
+                        l.image = None;
+                    }
+                }
+            }
+            (Outcome::Ok, Some(v), None)
+        }
         Extraction::NoResults => (Outcome::Ok, Some(Vec::new()), None),
         Extraction::LayoutUnknown => (Outcome::LayoutUnknown, None, None),
         Extraction::Unreadable(why) => {

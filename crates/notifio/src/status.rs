@@ -704,7 +704,7 @@ pub fn render_table(v: &StatusView) -> String {
             q.last_outcome.map_or("never checked", Outcome::as_str)
         );
         if let Some(r) = &q.reason {
-            let _ = writeln!(s, "    {r}");
+            let _ = writeln!(s, "    {}", crate::terminal::line(r));
         }
         if let Some(plan) = plan_line(q).filter(|_| v.watcher.running) {
             let _ = writeln!(s, "    {plan}");
@@ -753,7 +753,7 @@ pub fn render_table(v: &StatusView) -> String {
                 c.state.as_str(),
                 c.pending,
                 c.sent,
-                c.last_error.as_deref().unwrap_or("—")
+                crate::terminal::line(c.last_error.as_deref().unwrap_or("—"))
             );
         }
     }

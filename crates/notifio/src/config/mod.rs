@@ -385,9 +385,23 @@ pub struct SiteSettings {
     pub login_url: Option<String>,
     /// With `fetch = "app"`: the app endpoint's base URL instead of the app's own.
     pub app_api: Option<url::Url>,
+    /// The `User-Agent` of this site's plain requests instead of `[fetch] user_agent`.
+    pub user_agent: Option<String>,
 }
 
 impl Config {
+    /// The sites with their own `user_agent`, for [`crate::fetch::Fetcher::set_user_agents`].
+    #[must_use]
+    pub fn site_user_agents(&self) -> std::collections::HashMap<SiteKey, String> {
+        self.sites
+            .iter()
+            .filter_map(|(site, s)| {
+                let agent = s.user_agent.clone()?;
+                Some((SiteKey::from_stored(site.clone()), agent))
+            })
+            .collect()
+    }
+
     /// The request budget of `site`: its own, else `[watch] budget`, else none (fixed
     /// intervals).
     #[must_use]

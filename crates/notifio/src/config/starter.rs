@@ -111,7 +111,7 @@ url = "https://www.idealista.com/alquiler-viviendas/madrid-madrid/con-precio-has
 # retry_header = true
 
 # [fetch]
-# user_agent = "…"
+# user_agent = "…"     # default: notifio/VERSION (+https://github.com/notifio/notifio)
 # accept_language = "es-ES,es;q=0.9,en;q=0.8"
 # body_cap = "10MiB"
 

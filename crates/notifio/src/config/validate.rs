@@ -161,6 +161,7 @@ const SITE_KEYS: &[&str] = &[
     "fetch",
     "login_url",
     "app_api",
+    "user_agent",
 ];
 const LISTING_KEYS: &[&str] = &[
     "selector",
@@ -1019,6 +1020,7 @@ fn sites(
             profile: t.get("profile").map(|p| profile(&p, catalog)).transpose()?,
             fetch: t.get("fetch").map(|m| fetch_mode(&m)).transpose()?,
             app_api: t.get("app_api").map(|u| app_api(&u)).transpose()?,
+            user_agent: t.get("user_agent").map(|f| header_text(&f)).transpose()?,
             login_url: t
                 .get("login_url")
                 .map(|u| {

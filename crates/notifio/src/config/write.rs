@@ -192,14 +192,26 @@ impl Writer {
         Err(WriteError::Busy(target))
     }
 
+    /// Whether the file is as this writer wrote it last: then it is complete, however
+    /// recently it was written.
+    fn is_ours(&self, path: &Path) -> bool {
+        let now = std::fs::metadata(path).ok().map(|m| Identity::of(&m));
+        let ours = *self.ours.lock().unwrap_or_else(PoisonError::into_inner);
+        now.is_some() && now == ours
+    }
+
+    /// Whether the file is settled: left alone for [`SETTLE`], or as this writer wrote it.
+    #[must_use]
+    pub fn is_settled(&self) -> bool {
+        self.is_ours(&self.path) || unsettled_for(&self.path).is_zero()
+    }
+
     /// Waits until `path` has been left alone for [`SETTLE`], at most [`PATIENCE`]; at once
     /// when it is the file this writer wrote last.
     async fn settle<E>(&self, path: &Path) -> Result<(), WriteError<E>> {
         let give_up = tokio::time::Instant::now() + PATIENCE;
         loop {
-            let now = std::fs::metadata(path).ok().map(|m| Identity::of(&m));
-            let ours = *self.ours.lock().unwrap_or_else(PoisonError::into_inner);
-            if now.is_some() && now == ours {
+            if self.is_ours(path) {
                 return Ok(());
             }
             let wait = unsettled_for(path);

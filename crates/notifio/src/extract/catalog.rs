@@ -151,7 +151,8 @@ impl Catalog {
     /// picked first for its hosts.
     ///
     /// # Errors
-    /// A file that cannot be read or is not a valid profile, or two user files with one name.
+    /// A file that cannot be read, is over [`MAX_PROFILE_BYTES`] or is not a valid profile;
+    /// two user files with one name, or claiming one site.
     pub fn with_user_dirs(dirs: &[PathBuf]) -> Result<Self, CatalogError> {
         let mut catalog = (*Self::built_in()).clone();
         let mut mine: Vec<Entry> = Vec::new();
@@ -165,12 +166,12 @@ impl Catalog {
                 .collect();
             files.sort();
             for path in files {
-                let text = std::fs::read_to_string(&path).map_err(|e| CatalogError {
+                let text = read_capped(&path).map_err(|message| CatalogError {
                     path: path.clone(),
                     text: String::new(),
                     offset: 0,
                     key: String::new(),
-                    message: format!("cannot read this profile file: {e}"),
+                    message,
                 })?;
                 let entry =
                     read_file(&text, Source::File(path.clone())).map_err(|e| CatalogError {
@@ -188,6 +189,25 @@ impl Catalog {
                             "profile `{}` is also defined in {}: give each file its own name",
                             entry.name, first.source
                         ),
+                    });
+                }
+                // Which of two files would read a site is not for the order of names in a
+                // directory to decide.
+                let claimed = mine.iter().find_map(|m| {
+                    let host = entry.hosts.iter().find(|h| m.hosts.contains(h))?;
+                    Some((m, host))
+                });
+                if let Some((first, host)) = claimed {
+                    return Err(CatalogError {
+                        path: path.clone(),
+                        offset: text.find(&format!("\"{host}\"")).unwrap_or(0),
+                        message: format!(
+                            "site `{host}` is claimed by this file (profile `{}`) and by {} \
+                             (profile `{}`): one file per site, so remove it from one of them",
+                            entry.name, first.source, first.name
+                        ),
+                        text,
+                        key: "hosts".into(),
                     });
                 }
                 mine.push(entry);
@@ -290,6 +310,30 @@ impl SiteProfile for Declared {
     fn default_fetch(&self) -> &'static str {
         self.fetch
     }
+}
+
+/// The most a profile file may hold. The largest built-in one is a few KiB; a file far past
+/// this is not a profile (a log, a page, a sparse file) and is refused before it is read.
+pub const MAX_PROFILE_BYTES: u64 = 256 * 1024;
+
+/// A user's profile file as text, reading no more than [`MAX_PROFILE_BYTES`] of it; the
+/// error says why not, naming the cap.
+fn read_capped(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let cannot = |e: std::io::Error| format!("cannot read this profile file: {e}");
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(cannot)?
+        .take(MAX_PROFILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_PROFILE_BYTES {
+        return Err(format!(
+            "this profile file is over {} KiB, the most a profile may be: not a profile file",
+            MAX_PROFILE_BYTES / 1024
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| "this profile file is not UTF-8 text".to_owned())
 }
 
 /// A profile file as written.

@@ -40,9 +40,17 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-/// A current desktop Chrome: portals serve their normal pages to it.
-pub const DEFAULT_USER_AGENT: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 \
-     (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36";
+/// Who asks: the tool, its version and where to read about it, as honest watchers say it
+/// (urlwatch sends `urlwatch/2.29 (+https://…)`). Notifio hides nothing about being
+/// automation; a user may name something else, for every site (`[fetch] user_agent`) or for
+/// one (`[site."…"] user_agent`): docs/sites.md#who-is-asking-the-user-agent.
+pub const DEFAULT_USER_AGENT: &str = concat!(
+    "notifio/",
+    env!("CARGO_PKG_VERSION"),
+    " (+",
+    env!("CARGO_PKG_REPOSITORY"),
+    ")"
+);
 /// Spanish first (Idealista), then English and German.
 pub const DEFAULT_ACCEPT_LANGUAGE: &str = "es-ES,es;q=0.9,en;q=0.8,de;q=0.7";
 /// What a browser asks for when it navigates.
@@ -123,7 +131,7 @@ impl std::fmt::Display for FetchMode {
 /// How the fetcher talks to sites.
 ///
 /// # Default
-/// a desktop Chrome User-Agent, `es-ES,es;q=0.9,en;q=0.8,de;q=0.7`, a 10 MiB body cap, at most 5
+/// [`DEFAULT_USER_AGENT`] (`notifio/VERSION (+repository)`), `es-ES,es;q=0.9,en;q=0.8,de;q=0.7`, a 10 MiB body cap, at most 5
 /// redirects, the retry policies of
 /// docs/policy.md#request-level-retry-and-why-the-probe-never-retries (`probe`: one attempt), a
 /// per-site retry budget of 500 tokens (retry 5, success refund 1), jitter seeded from the OS.
@@ -583,6 +591,8 @@ struct Inner {
     headers: HeaderMap,
     cfg: FetchConfig,
     cookies: Mutex<HashMap<SiteKey, Arc<cookies::CookieJar>>>,
+    /// The sites whose user set their own `User-Agent` (`[site."…"] user_agent`).
+    user_agents: Mutex<HashMap<SiteKey, String>>,
     validators: Mutex<HashMap<String, Validators>>,
     /// The last body length per URL and per host (by hash): the next read of that URL (or,
     /// the first time, of another URL on that host) reserves that much at once instead of
@@ -700,6 +710,7 @@ impl Fetcher {
                 headers,
                 cfg,
                 cookies: Mutex::default(),
+                user_agents: Mutex::default(),
                 validators: Mutex::default(),
                 body_sizes: Mutex::default(),
                 budgets: Mutex::default(),
@@ -730,6 +741,14 @@ impl Fetcher {
     /// and scheme the cookie allows). Replaces the site's previous jar.
     pub fn set_cookies(&self, site: SiteKey, jar: cookies::CookieJar) {
         lock(&self.inner.cookies).insert(site, Arc::new(jar));
+    }
+
+    /// The `User-Agent` each of these sites gets instead of [`FetchConfig::user_agent`] (the
+    /// sites' `[site."…"] user_agent`), replacing the previous ones; sent, like cookies, only
+    /// to URLs of that site, on every hop. A request with its own headers (a notification, an
+    /// app request) keeps them.
+    pub fn set_user_agents(&self, agents: HashMap<SiteKey, String>) {
+        *lock(&self.inner.user_agents) = agents;
     }
 
     /// The retry metrics.
@@ -977,6 +996,15 @@ impl Fetcher {
         jar.header_for(url)
     }
 
+    /// The `User-Agent` the user set for `url`'s site, if any.
+    fn site_user_agent(&self, url: &Url) -> Option<String> {
+        let agents = lock(&self.inner.user_agents);
+        if agents.is_empty() {
+            return None;
+        }
+        agents.get(&SiteKey::from_parsed(url).ok()?).cloned()
+    }
+
     /// One request: the default headers, then `extra` (a value that is not a valid header
     /// value, such as a stored ETag with a control character, is an error).
     fn request(
@@ -1125,7 +1153,13 @@ impl Fetcher {
         }
         match &req.outgoing {
             Some(o) => extra.extend(o.headers.iter().cloned()),
-            None => extra.extend(self.cookie_header(&hop.url).map(|c| (header::COOKIE, c))),
+            None => {
+                extra.extend(self.cookie_header(&hop.url).map(|c| (header::COOKIE, c)));
+                extra.extend(
+                    self.site_user_agent(&hop.url)
+                        .map(|a| (header::USER_AGENT, a)),
+                );
+            }
         }
         let before = extra.len();
         if hop.redirects == 0

@@ -405,7 +405,7 @@ fn listings_message(
         if let Some(src) = picture(l).filter(|_| photos < MAX_PICTURES) {
             photos += 1;
             let img = format!(
-                "<img src=\"{}\" alt=\"{}\" width=\"{PHOTO_WIDTH}\" style=\"max-width:100%;height:auto\">",
+                "<img src=\"{}\" alt=\"{}\" width=\"{PHOTO_WIDTH}\" style=\"max-width:100%;height:auto\" referrerpolicy=\"no-referrer\">",
                 escape(&src),
                 escape(&format!("Photo: {}", truncate(title, 300)))
             );
@@ -556,7 +556,11 @@ fn paragraphs(text: &str) -> String {
     html
 }
 
-/// HTML text/attribute escaping. Five replacements; not worth a crate.
+/// HTML and XML text/attribute escaping, for the e-mail, the channels that take HTML and the
+/// Atom feeds: the five special characters as entities, and what XML 1.0 forbids (U+FFFE,
+/// U+FFFF, control characters but tab and line breaks) dropped, with the other control
+/// characters, so that one title from a site cannot make a feed or a message unreadable.
+/// Not worth a crate.
 pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -566,6 +570,9 @@ pub(crate) fn escape(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            '\u{FFFE}' | '\u{FFFF}' => {}
+            c if c.is_control() => {}
             c => out.push(c),
         }
     }
@@ -617,6 +624,29 @@ mod tests {
             "<a href=\"https://example.com/flat/1?a=1&amp;b=2\">Flat &lt;1&gt; &amp; co</a>"
         ));
         assert!(!m.html.contains("<1>"));
+    }
+
+    #[test]
+    fn the_html_drops_what_xml_forbids_from_a_title() {
+        let hostile = Listing {
+            title: Some("Nice\u{FFFE} flat\u{FFFF}\u{1}\u{1b}[2J\u{85} <b>".into()),
+            ..listing("1", 1000.0)
+        };
+        let n = Notification::NewListings {
+            site: "example.com".into(),
+            searches: vec!["A".into()],
+            listings: vec![hostile],
+            found_at: 0,
+            also_on: Vec::new(),
+        };
+        let html = render(&n).html;
+        assert!(html.contains("Nice flat[2J &lt;b&gt;"), "{html}");
+        assert!(
+            !html
+                .chars()
+                .any(|c| matches!(c, '\u{FFFE}' | '\u{FFFF}') || c.is_control() && c != '\n'),
+            "{html:?}"
+        );
     }
 
     #[test]

@@ -214,6 +214,7 @@ impl Watcher {
         } = change;
         let ids = self.store_searches(&renamed, &config, &profiles)?;
         self.load_changed_cookies(&config);
+        self.fetcher.set_user_agents(config.site_user_agents());
         let old_urls: HashMap<String, String> = self
             .config
             .searches

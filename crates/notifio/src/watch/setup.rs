@@ -373,7 +373,9 @@ fn fetcher_for(config: &Config) -> Result<Fetcher, WatchError> {
             .unwrap_or(defaults.accept_language.clone()),
         ..defaults
     };
-    Fetcher::new(fetch_cfg).map_err(|e| WatchError::Fetch(e.to_string()))
+    let fetcher = Fetcher::new(fetch_cfg).map_err(|e| WatchError::Fetch(e.to_string()))?;
+    fetcher.set_user_agents(config.site_user_agents());
+    Ok(fetcher)
 }
 
 /// Loads each site's `cookies` file into the fetcher; the cookie names per site, to check the

@@ -7,7 +7,7 @@
 //! time is never lost), and then applied by the live reload like an edit made by hand: the
 //! file stays the one source of truth. Previews and login windows are requests to the running watcher, whose scheduler
 //! decides when a site is asked. Errors are `{"error", "field"}` with 400 (a value the config
-//! refuses, `field` naming its key), 404 (no such search) or 409 (a name taken, the last
+//! refuses, `field` naming its key), 413 (a body over [`MAX_BODY`]), 404 (no such search) or 409 (a name taken, the last
 //! search, a file that cannot be edited, is read-only, keeps changing, or is invalid
 //! elsewhere). Mutating routes are guarded
 //! by `auth::require_mutation_rules`.
@@ -16,6 +16,7 @@ use crate::config::{self, edit, edit::EditError};
 use crate::reload::Nudge;
 use crate::watch::{PreviewResult, Request, field_of};
 use axum::Json;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -47,6 +48,8 @@ pub struct App {
     state_db: PathBuf,
     /// The inbox's connection to it, opened on first use.
     inbox: std::sync::Mutex<Option<crate::store::Store>>,
+    /// The config file's text as it last was when settled ([`listed`]).
+    settled: std::sync::Mutex<Option<String>>,
 }
 
 impl App {
@@ -58,6 +61,8 @@ impl App {
         nudge: Nudge,
         state_db: PathBuf,
     ) -> Self {
+        // The file the watcher just started with: complete, whenever it was written.
+        let settled = std::sync::Mutex::new(std::fs::read_to_string(&config_path).ok());
         Self {
             writer: config::write::Writer::new(config_path.clone()),
             config_path,
@@ -66,6 +71,7 @@ impl App {
             edit: tokio::sync::Mutex::new(()),
             state_db,
             inbox: std::sync::Mutex::new(None),
+            settled,
         }
     }
 
@@ -154,10 +160,33 @@ pub(super) fn changes(app: Arc<App>) -> axum::Router {
         .with_state(app)
 }
 
-/// A JSON body that is an object, or a 400.
-fn object(
-    body: Result<Json<Json_>, axum::extract::rejection::JsonRejection>,
-) -> Result<Map<String, Json_>, ApiError> {
+/// The most a request's JSON body may hold. A search or a mark is a few hundred bytes; the
+/// cap keeps a runaway or hostile client from making the dashboard buffer megabytes (axum's
+/// own default is 2 MB). Set on every route that changes something ([`super::serve_app`]).
+pub(super) const MAX_BODY: usize = 64 * 1024;
+
+/// Why a JSON body was not read: 413 when it is over [`MAX_BODY`] (not a complaint about
+/// JSON it never got to be), else a 400 saying what it `must` be.
+pub(super) fn unread(e: &JsonRejection, must: &str) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the body is over the {} KiB a request may send",
+                MAX_BODY / 1024
+            ),
+            None,
+        );
+    }
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        format!("{must}: {}", e.body_text()),
+        None,
+    )
+}
+
+/// A JSON body that is an object, or a 400 (a 413 past [`MAX_BODY`]).
+fn object(body: Result<Json<Json_>, JsonRejection>) -> Result<Map<String, Json_>, ApiError> {
     match body {
         Ok(Json(Json_::Object(m))) => Ok(m),
         Ok(_) => Err(ApiError::new(
@@ -165,11 +194,7 @@ fn object(
             "the body must be a JSON object",
             None,
         )),
-        Err(e) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("the body is not JSON: {}", e.body_text()),
-            None,
-        )),
+        Err(e) => Err(unread(&e, "the body is not JSON")),
     }
 }
 
@@ -299,11 +324,56 @@ fn redact(mut v: Json_) -> Json_ {
     v
 }
 
-/// `GET /api/searches`: the `[[search]]` tables as the file has them, and the channels a
-/// search may name.
+/// The searches of the file's `text` as the page lists them: as the file has them, except
+/// that while the file is being written (not yet settled: a save in several writes) a search
+/// it no longer has is still listed, as the file last had it settled. An addition or a change
+/// shows at once; a removal once the file has been left alone, when the watcher applies it
+/// too (docs/config.md#live-reload): a search is never shown gone while its table is simply
+/// not written yet.
+fn listed(app: &App, text: &str) -> Result<Vec<toml_edit::Table>, ApiError> {
+    let name = |t: &toml_edit::Table| t.get("name").and_then(Item::as_str).map(str::to_owned);
+    let settled_now = app.writer.is_settled();
+    let mut settled = app
+        .settled
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let current = edit::searches(text);
+    if settled_now {
+        let tables = current.map_err(ApiError::from)?;
+        *settled = Some(text.to_owned());
+        return Ok(tables);
+    }
+    let before = settled
+        .as_deref()
+        .and_then(|t| edit::searches(t).ok())
+        .unwrap_or_default();
+    let current = match current {
+        Ok(tables) => tables,
+        // Cut in the middle of a table: the file as it was.
+        Err(_) if !before.is_empty() => return Ok(before),
+        Err(e) => return Err(e.into()),
+    };
+    let mut out: Vec<toml_edit::Table> = before
+        .into_iter()
+        .map(|b| {
+            let now = name(&b).and_then(|n| current.iter().find(|c| edit::is_named(c, &n)));
+            now.cloned().unwrap_or(b)
+        })
+        .collect();
+    for c in current {
+        let listed = name(&c).is_some_and(|n| out.iter().any(|o| edit::is_named(o, &n)));
+        if !listed {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+/// `GET /api/searches`: the `[[search]]` tables as the file has them ([`listed`]: a search
+/// is shown gone only once the file has settled), and the channels a search may name.
 async fn list(State(app): State<Arc<App>>) -> ApiResult {
     let text = read(&app.config_path).await?;
-    let tables = edit::searches(&text).map_err(ApiError::from)?;
+    let tables = listed(&app, &text)?;
     let searches: Vec<Json_> = tables
         .iter()
         .map(|t| redact(json_of(&Item::Table(t.clone()))))
@@ -395,10 +465,7 @@ fn normalize_name(body: &mut Map<String, Json_>) {
 }
 
 /// `POST /api/searches`.
-async fn add(
-    State(app): State<Arc<App>>,
-    body: Result<Json<Json_>, axum::extract::rejection::JsonRejection>,
-) -> ApiResult {
+async fn add(State(app): State<Arc<App>>, body: Result<Json<Json_>, JsonRejection>) -> ApiResult {
     let mut body = object(body)?;
     normalize_name(&mut body);
     let fields = fields(&body)?;
@@ -458,7 +525,7 @@ async fn edit_one(
 async fn change(
     State(app): State<Arc<App>>,
     UrlPath(name): UrlPath<String>,
-    body: Result<Json<Json_>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<Json_>, JsonRejection>,
 ) -> ApiResult {
     let mut body = object(body)?;
     normalize_name(&mut body);
@@ -520,7 +587,7 @@ async fn resume(State(app): State<Arc<App>>, UrlPath(name): UrlPath<String>) -> 
 /// the running watcher, shown and not recorded.
 async fn preview(
     State(app): State<Arc<App>>,
-    body: Result<Json<Json_>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<Json_>, JsonRejection>,
 ) -> ApiResult {
     let body = object(body)?;
     for key in body.keys() {

@@ -8,7 +8,7 @@
 //! behind the same token as every other reading route off loopback (`?token=` works for a
 //! feed reader); marking is a change, guarded like the search API.
 
-use super::api::{ApiError, App};
+use super::api::{self, ApiError, App};
 use crate::inbox::{self, InboxListing, InboxQuery, ListingState};
 use crate::store::Store;
 use axum::Json;
@@ -212,13 +212,8 @@ async fn set_state(
     State(app): State<Arc<App>>,
     body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>,
 ) -> ApiResult {
-    let Ok(Json(body)) = body else {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "the body must be JSON: {\"site\", \"id\", \"state\"}",
-            None,
-        ));
-    };
+    let Json(body) =
+        body.map_err(|e| api::unread(&e, "the body must be JSON: {\"site\", \"id\", \"state\"}"))?;
     let text = |key: &str| {
         body.get(key)
             .and_then(serde_json::Value::as_str)

@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -153,6 +153,7 @@ pub async fn serve_app(
         });
         let changes = api::changes(Arc::clone(&app))
             .merge(listings::changes(app))
+            .layer(DefaultBodyLimit::max(api::MAX_BODY))
             .route_layer(middleware::from_fn_with_state(
                 rules,
                 auth::require_mutation_rules,

@@ -930,3 +930,60 @@ async fn add_a_search_names_the_profile_a_url_is_read_with() {
     assert_eq!(v["needs_listing"], false);
     app.stop().await;
 }
+
+/// Every route that reads a JSON body caps it (docs/dashboard.md#endpoints): 3 MB, sent whole
+/// with its length or chunked without one, is `413 Payload Too Large` naming the cap, not a
+/// 400 about JSON, and changes nothing; a body under the cap is read as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_cap_is_413_on_every_json_route() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let portal = Portal::start(vec![site()]).await.unwrap();
+    let app = start(&portal, None).await;
+    let before = app.file();
+    let pad = |n: usize| {
+        json!({"name": "big", "url": portal.search_url("flats", "big"),
+               "listing": {"selector": "article.listing"}, "site": "x", "id": "1",
+               "state": "seen", "description": "a".repeat(n)})
+    };
+    let routes = [
+        (reqwest::Method::POST, "/api/searches"),
+        (reqwest::Method::PATCH, "/api/searches/first"),
+        (reqwest::Method::POST, "/api/preview"),
+        (reqwest::Method::POST, "/api/listings/state"),
+    ];
+    for (method, path) in &routes {
+        let (status, v) = app.send(method.clone(), path, pad(3_000_000)).await;
+        println!("{method} {path}: {status} {v}");
+        assert_eq!(status, 413, "{method} {path}: {v}");
+        let error = v["error"].as_str().unwrap_or_default();
+        assert!(error.contains("64 KiB"), "{method} {path}: {v}");
+        // Under the cap, the route reads the body and answers about its content.
+        let (status, v) = app.send(method.clone(), path, pad(30_000)).await;
+        assert_ne!(status, 413, "{method} {path}: {v}");
+        assert!(
+            !v["error"].as_str().unwrap_or_default().contains("not JSON"),
+            "{method} {path}: {v}"
+        );
+    }
+    // Chunked, with no length to refuse it by: the route stops reading at the cap.
+    let mut tcp = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    let head = format!(
+        "POST /api/listings/state HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        app.addr
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let chunk = format!("10000\r\n{}\r\n", " ".repeat(0x10000));
+    let mut answer = Vec::new();
+    for _ in 0..48 {
+        // The server may answer and close before all of it is sent.
+        if tcp.write_all(chunk.as_bytes()).await.is_err() {
+            break;
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert_eq!(app.file(), before, "a refused body changed the config");
+    app.stop().await;
+}

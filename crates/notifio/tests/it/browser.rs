@@ -1115,3 +1115,107 @@ async fn an_inbox_row_shows_photo_price_history_and_twin_and_keeps_its_mark_acro
     .await;
     close_and_report(&client, outcome, &cancel, watcher).await;
 }
+
+/// A page names pictures on a host of the user's own network (127.0.0.2 here, not the
+/// watched site's 127.0.0.1; once as a decimal IPv4 number): the dashboard, rendered in
+/// Chromium, shows none of them and asks that host nothing, while the site's own picture
+/// still loads, without a referrer (docs/dashboard.md#pictures).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_asks_no_private_host_a_page_names_for_a_picture() {
+    if browser_missing() {
+        return;
+    }
+    let private = crate::util::RawServer::start_at(
+        "127.0.0.2",
+        crate::util::raw_response("200 OK", &[], "rebooting"),
+    )
+    .await;
+    let port = private.url.rsplit(':').next().unwrap().to_owned();
+    let card = |id: &str, src: &str| {
+        format!(
+            "<article class=\"listing\" data-id=\"{id}\"><a href=\"/listing/{id}\">\
+             <img src=\"{src}\" width=\"320\" height=\"240\" alt=\"\">\
+             <h2 class=\"title\">Flat {id}</h2></a><span class=\"price\">1000 €</span></article>"
+        )
+    };
+    let page = format!(
+        "<!doctype html><html><body><main>{}{}{}</main></body></html>",
+        card("named", &format!("{}/admin/reboot?from=img", private.url)),
+        card(
+            "decimal",
+            &format!("http://2130706434:{port}/admin/reboot?from=decimal")
+        ),
+        card("own", "/img/own.jpg"),
+    );
+    let site = crate::util::RawServer::start(crate::util::raw_response("200 OK", &[], &page)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("notifio.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[watch]\nspacing = \"100ms\"\nstate_dir = {:?}\ndashboard = \"127.0.0.1:0\"\n\n\
+             [[search]]\nname = \"Flats\"\nurl = \"{}/flats\"\ninterval = \"1s\"\n\
+             listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n",
+            dir.path().join("state").display().to_string(),
+            site.url,
+        ),
+    )
+    .unwrap();
+    let cfg = notifio::config::load(&config).unwrap();
+    let (addr, cancel, watcher) = crate::util::run_app(cfg).await;
+    let (_driver, client, _profile) = open_browser().await;
+    let outcome = std::panic::AssertUnwindSafe(async {
+        client.goto(&format!("http://{addr}/")).await.unwrap();
+        let rows = script_until(
+            &client,
+            "the three rows",
+            "return Array.from(document.querySelectorAll('[data-testid=inbox-listing]'))\
+             .map((li) => { const img = li.querySelector('img');\
+               return [li.dataset.id, img ? img.getAttribute('src') : null,\
+                       img ? img.getAttribute('referrerpolicy') : null]; });",
+            |v| v.as_array().is_some_and(|a| a.len() == 3),
+        )
+        .await;
+        println!("{rows}");
+        let row = |id: &str| {
+            rows.as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r[0] == id)
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(
+            row("own")[1].as_str(),
+            Some(format!("{}/img/own.jpg", site.url).as_str()),
+            "the site's own picture is shown: {rows}"
+        );
+        assert_eq!(row("own")[2], "no-referrer", "{rows}");
+        for id in ["named", "decimal"] {
+            assert!(row(id)[1].is_null(), "a picture on a private host: {rows}");
+        }
+        // The shown picture was asked for: pictures load here, and none went to 127.0.0.2.
+        let start = Instant::now();
+        while !site
+            .request_lines()
+            .iter()
+            .any(|l| l.starts_with("GET /img/own.jpg"))
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the site's own picture was never loaded: {:?}",
+                site.request_lines()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            private.connections(),
+            0,
+            "the browser asked the private host: {:?}",
+            private.request_lines()
+        );
+    })
+    .catch_unwind()
+    .await;
+    close_and_report(&client, outcome, &cancel, watcher).await;
+}

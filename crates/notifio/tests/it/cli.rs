@@ -1,6 +1,7 @@
 //! The CLI as a user runs it: the real binary, its stdout/stderr and exit codes.
 
 use std::process::Command;
+use std::time::Duration;
 
 fn notifio() -> Command {
     Command::new(env!("CARGO_BIN_EXE_notifio"))
@@ -165,10 +166,10 @@ fn watch_until_checked(
     let t0 = std::time::Instant::now();
     while portal.request_count("p") < checks {
         assert!(
-            t0.elapsed() < std::time::Duration::from_secs(20),
+            t0.elapsed() < Duration::from_secs(20),
             "watch never checked"
         );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50));
     }
     child
 }
@@ -189,10 +190,10 @@ fn watch_exits_cleanly_on_sigterm_within_two_seconds() {
             break s;
         }
         assert!(
-            sent.elapsed() < std::time::Duration::from_secs(2),
+            sent.elapsed() < Duration::from_secs(2),
             "watch did not exit within 2 s of SIGTERM"
         );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(0));
     let store = notifio::store::Store::open(dir.path()).unwrap();
@@ -232,10 +233,10 @@ fn printed(out: &std::path::Path, needle: &str) -> String {
             return text;
         }
         assert!(
-            t0.elapsed() < std::time::Duration::from_secs(20),
+            t0.elapsed() < Duration::from_secs(20),
             "`watch` never printed {needle:?}:\n{text}"
         );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -298,11 +299,8 @@ fn watch_prints_a_line_per_baseline_new_listing_refusal_and_recovery() {
         .unwrap_or(0)
         < 1
     {
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(20),
-            "no baseline"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(t0.elapsed() < Duration::from_secs(20), "no baseline");
+        std::thread::sleep(Duration::from_millis(50));
     }
     let flat = portal.add_listing("p", Some("s"));
     let said = printed(
@@ -577,17 +575,14 @@ fn a_urls_password_is_never_printed_stored_or_sent_in_a_request_line() {
 }
 
 /// Waits (bounded) for a child to exit and returns its output.
-fn finish_within(
-    mut child: std::process::Child,
-    limit: std::time::Duration,
-) -> std::process::Output {
+fn finish_within(mut child: std::process::Child, limit: Duration) -> std::process::Output {
     let t0 = std::time::Instant::now();
     while child.try_wait().unwrap().is_none() {
         if t0.elapsed() > limit {
             let _ = child.kill();
             panic!("the child did not exit within {limit:?}");
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().unwrap()
 }
@@ -603,7 +598,7 @@ fn a_second_watch_on_one_state_dir_exits_1_naming_the_first() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let out = finish_within(second, std::time::Duration::from_secs(10));
+    let out = finish_within(second, Duration::from_secs(10));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains(&format!("(pid {})", first.id())), "{err}");
@@ -757,7 +752,7 @@ fn every_command_refuses(text: &str, files: &[(&str, &[u8], u32)], located: &str
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let out = finish_within(child, std::time::Duration::from_secs(10));
+        let out = finish_within(child, Duration::from_secs(10));
         let err = String::from_utf8_lossy(&out.stderr).replace(&format!("{dir_text}/"), "");
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(
@@ -832,4 +827,119 @@ fn values_the_watcher_would_refuse_are_refused_by_every_command_at_start() {
         "7:7: `search[0].url`: ",
         "needs your logged-in session",
     );
+}
+
+/// Control characters a raw byte of which a terminal would obey: ESC (CSI, OSC), BEL, NUL,
+/// CR, and the C1 CSI.
+fn raw_controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+        .collect()
+}
+
+/// Text from a page reaches a terminal or a log escaped (docs/reliability.md): a title that
+/// writes to the clipboard (OSC 52) and clears the screen, an id with a line break that
+/// would forge a line (`Bcc: …`). `watch`'s narration and its log (`-vv`), `check`'s human
+/// output, `status`; `check --json` escapes by being JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_text_reaches_the_terminal_and_the_log_escaped() {
+    let portal = fake_portal::Portal::start(vec![fake_portal::SiteSpec {
+        name: "p".into(),
+        listings: 3,
+        page_bytes: 4_000,
+        ..fake_portal::SiteSpec::default()
+    }])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::util::write_config(
+        dir.path(),
+        &format!(
+            "[watch]\nspacing = \"100ms\"\nstate_dir = {:?}\ndashboard = false\n\n\
+             [[search]]\nname = \"s\"\nurl = {:?}\ninterval = \"300ms\"\n\
+             listing = {{ selector = \"article.listing\", id_attr = \"data-id\", title = \"h2\" }}\n\n\
+             [site.{:?}]\nspacing = \"100ms\"\n",
+            dir.path().join("state").display().to_string(),
+            portal.search_url("p", "s"),
+            portal.base_url("p").trim_start_matches("http://"),
+        ),
+    );
+    let run_now = |args: &'static [&'static str]| {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || run(args, &path))
+    };
+    let baseline = run_now(&["check"]).await.unwrap();
+    assert!(baseline.status.success());
+    let hostile = |portal: &fake_portal::Portal, n: u32| {
+        portal.add_listing_with("p", None, |l| {
+            l.title = format!("Nice flat {n}\u{1b}]52;c;SGVsbG8=\u{7}\u{1b}[2J\u{9b}31m");
+        });
+        portal.add_listing_with("p", None, |l| {
+            l.id = format!("77{n}\r\nBcc: evil@example.org");
+            l.title = String::new();
+        });
+    };
+
+    // `watch -vv`: the narration on stdout and the log on stderr.
+    hostile(&portal, 1);
+    let watch = crate::util::Notifio::start(dir.path(), &path, true, None);
+    let said = crate::util::wait_for(Duration::from_secs(20), "the narration", || {
+        let out = std::fs::read_to_string(&watch.out).unwrap_or_default();
+        (out.contains("Nice flat 1") && out.contains("Bcc")).then_some(out)
+    })
+    .await;
+    let log = watch.output();
+    watch.terminate();
+    println!("{log}");
+    assert!(
+        said.contains("Nice flat 1\\x1b]52;c;SGVsbG8=\\x07\\x1b[2J\\u{9b}31m"),
+        "{said}"
+    );
+    assert!(said.contains("771\\r\\nBcc: evil@example.org"), "{said}");
+    assert_eq!(
+        raw_controls(&log),
+        [] as [char; 0],
+        "watch wrote raw controls"
+    );
+    assert!(
+        !log.lines().any(|l| l.starts_with("Bcc:")),
+        "a forged line: {log}"
+    );
+
+    // `check`'s human output, and `status`.
+    hostile(&portal, 2);
+    let out = run_now(&["check"]).await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!("{text}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("Nice flat 2\\x1b]52"), "{text}");
+    assert!(text.contains("772\\r\\nBcc"), "{text}");
+    assert_eq!(
+        raw_controls(&text),
+        [] as [char; 0],
+        "check wrote raw controls"
+    );
+    assert!(!text.lines().any(|l| l.starts_with("Bcc:")), "{text}");
+    let status = run_now(&["status"]).await.unwrap();
+    let text = String::from_utf8_lossy(&status.stdout).into_owned()
+        + &String::from_utf8_lossy(&status.stderr);
+    assert_eq!(raw_controls(&text), [] as [char; 0], "{text}");
+
+    // `check --json`: JSON escapes them; the values read back are the page's own.
+    hostile(&portal, 3);
+    let out = run_now(&["check", "--json", "--fresh"]).await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(raw_controls(&text), [] as [char; 0], "{text}");
+    let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let ids: Vec<&str> = v["listings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"773\r\nBcc: evil@example.org"), "{ids:?}");
 }

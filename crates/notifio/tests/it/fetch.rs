@@ -852,7 +852,15 @@ async fn browser_headers_gzip_and_webhook_posts() {
     );
     assert_eq!(got.text().matches("<article class=\"listing\"").count(), 30);
     let r = &seen(&p, "a")[0];
-    assert!(r.header("user-agent").unwrap().starts_with("Mozilla/5.0"));
+    assert_eq!(
+        r.header("user-agent"),
+        Some(concat!(
+            "notifio/",
+            env!("CARGO_PKG_VERSION"),
+            " (+https://github.com/notifio/notifio)"
+        )),
+        "says who asks, as honest watchers do"
+    );
     assert!(r.header("accept-language").unwrap().starts_with("es-ES"));
     assert!(r.header("accept-encoding").unwrap().contains("gzip"));
 
@@ -1159,4 +1167,57 @@ async fn a_304_to_a_request_without_validators_is_malformed() {
     let got = f.fetch(&conditional, &CancellationToken::new()).await;
     assert!(got.not_modified(), "{got:?}");
     assert_eq!(outcome(&got), Outcome::Unchanged);
+}
+
+/// `notifio check` says who asks: `notifio/VERSION (+repository)` on every plain request by
+/// default, and a site's own `[site."…"] user_agent` where the user set one, for that site
+/// only (docs/sites.md#who-is-asking-the-user-agent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_names_notifio_as_its_user_agent_unless_a_site_says_otherwise() {
+    let p = portal().await;
+    let dir = tempfile::tempdir().unwrap();
+    let search = |name: &str, site: &str| {
+        format!(
+            "[[search]]\nname = {name:?}\nurl = {:?}\n\
+             listing = {{ selector = \"article.listing\", id_attr = \"data-id\" }}\n\n",
+            p.search_url(site, "s")
+        )
+    };
+    let text = format!(
+        "[watch]\nstate_dir = {:?}\ndashboard = false\n\n{}{}[site.{:?}]\nuser_agent = \"MyWatcher/2 (ana@example.org)\"\n",
+        dir.path().join("state").display().to_string(),
+        search("a", "a"),
+        search("b", "b"),
+        p.base_url("b").trim_start_matches("http://"),
+    );
+    let config = crate::util::write_config(dir.path(), &text);
+    let out = tokio::task::spawn_blocking(move || {
+        crate::util::run_binary(["--config", config.to_str().unwrap(), "check", "--json"])
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let agent = |site: &str| {
+        let seen = seen(&p, site);
+        assert!(!seen.is_empty(), "{site} was asked");
+        seen.iter()
+            .map(|r| r.header("user-agent").unwrap_or_default().to_owned())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(
+        agent("a").into_iter().collect::<Vec<_>>(),
+        [concat!(
+            "notifio/",
+            env!("CARGO_PKG_VERSION"),
+            " (+https://github.com/notifio/notifio)"
+        )]
+    );
+    assert_eq!(
+        agent("b").into_iter().collect::<Vec<_>>(),
+        ["MyWatcher/2 (ana@example.org)"]
+    );
 }

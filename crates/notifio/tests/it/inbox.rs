@@ -271,3 +271,47 @@ async fn listings_are_filtered_marked_announced_by_their_marks_fed_and_exported(
     assert_eq!(ids(&app.listings("?state=hidden").await), [hid]);
     app.stop().await;
 }
+
+/// Text XML 1.0 forbids, in a title a site wrote: U+FFFE and U+FFFF (noncharacters), C0
+/// controls. A feed reader drops a feed that is not well-formed, so one listing would hide
+/// all the others: both feeds stay well-formed, read by a strict XML parser and by an Atom
+/// parser, with the rest of the title kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_title_with_characters_xml_forbids_leaves_the_feeds_readable() {
+    let portal = Portal::start(vec![SiteSpec {
+        name: "flats".into(),
+        listings: 2,
+        page_bytes: 4_000,
+        ..SiteSpec::default()
+    }])
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &portal);
+    let app = App::start(&config).await;
+    app.until("", "the baseline", |v| v["total"] == 2).await;
+    let hostile = portal.add_listing_with("flats", None, |l| {
+        l.title = "Nice\u{FFFE} flat\u{FFFF} with\u{1} a \u{1b}[31mview\u{7f}".into();
+    });
+    app.until("", "the hostile listing", |v| v["total"] == 3)
+        .await;
+    for path in ["/feed.atom", "/feed/Flats.atom"] {
+        let (status, _, feed) = app.get(path).await;
+        assert_eq!(status, 200, "{path}");
+        if let Err(e) = roxmltree::Document::parse(&feed) {
+            panic!("{path} is not well-formed XML: {e}\n{feed:?}");
+        }
+        let parsed = atom_syndication::Feed::read_from(feed.as_bytes()).unwrap();
+        let entry = parsed
+            .entries()
+            .iter()
+            .find(|e| e.links().iter().any(|l| l.href() == hostile.url))
+            .unwrap_or_else(|| panic!("{path} lacks the listing: {feed}"));
+        assert_eq!(
+            entry.title().as_str(),
+            "Nice flat with a [31mview",
+            "{path}"
+        );
+    }
+    app.stop().await;
+}

@@ -230,3 +230,52 @@ fn version_names_the_commit_it_was_built_from() {
         format!("notifio {} ({expected})", env!("CARGO_PKG_VERSION"))
     );
 }
+
+/// Building the binary says nothing about the tests: the build script (compiled and run here
+/// as cargo runs it, for a checkout without the real pages) prints no `cargo::warning`, so
+/// `cargo run` shows a newcomer the demo and nothing else. What the test run skipped is said
+/// by the test run (`tests/real_pages.rs`), and the script still hands it the directory.
+#[test]
+fn the_build_script_warns_about_nothing_when_the_real_pages_are_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = dir.path().join("build-script");
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let built = Command::new(rustc)
+        .args(["--edition", "2021", "-o"])
+        .arg(&script)
+        .arg(manifest.join("build.rs"))
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let empty = dir.path().join("no-pages");
+    std::fs::create_dir(&empty).unwrap();
+    let out = Command::new(&script)
+        .current_dir(manifest)
+        .env("CARGO_MANIFEST_DIR", manifest)
+        .env("NOTIFIO_REAL_PAGES", &empty)
+        .env_remove("CI")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let said = String::from_utf8(out.stdout).unwrap();
+    println!("{said}");
+    let warnings: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("cargo::warning") || l.starts_with("cargo:warning"))
+        .collect();
+    assert!(warnings.is_empty(), "the build warns: {warnings:?}");
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("cargo::rustc-env=NOTIFIO_REAL_PAGES_DIR=")),
+        "the tests still learn where the pages were looked for"
+    );
+    assert!(
+        !said.contains("cargo::rustc-cfg=real_pages"),
+        "without the pages their tests are not turned on"
+    );
+}

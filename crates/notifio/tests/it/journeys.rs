@@ -16,7 +16,8 @@
 //! - dashboard add → first check → notification → restart → nothing twice →
 //!   `a_search_added_from_the_dashboard_notifies_once_across_a_restart`
 //! - a hand edit and a dashboard edit at once, and a slow writer → `hand_and_dashboard_edits_at_once_lose_nothing`
-//! - a file written in chunks is applied once, complete → `a_file_written_in_chunks_is_applied_once_complete`
+//! - a file written in chunks is applied once, complete → `a_file_written_in_chunks_is_applied_once_complete`;
+//!   meanwhile the dashboard shows no search gone → `the_dashboard_lists_no_search_gone_while_the_file_is_being_written`
 //! - the dashboard keeps `init`'s header and a search's own comments →
 //!   `the_dashboard_keeps_inits_header_and_a_searchs_own_comments`, and leaves a read-only
 //!   file alone → `a_read_only_config_is_left_alone`
@@ -651,25 +652,12 @@ async fn hand_and_dashboard_edits_at_once_lose_nothing() {
     let third = whole.len() / 3;
     let cut = |at: usize| whole[..at].rfind('\n').map_or(at, |i| i + 1);
     let (one, two) = (cut(third), cut(2 * third));
-    let chunks = [
+    let chunks = vec![
         whole[..one].to_owned(),
         whole[one..two].to_owned(),
         whole[two..].to_owned(),
     ];
-    let writer = {
-        let path = path.clone();
-        tokio::task::spawn_blocking(move || {
-            use std::io::Write as _;
-            let mut f = std::fs::File::create(&path).unwrap();
-            for (k, chunk) in chunks.iter().enumerate() {
-                if k > 0 {
-                    std::thread::sleep(Duration::from_millis(400));
-                }
-                f.write_all(chunk.as_bytes()).unwrap();
-                f.flush().unwrap();
-            }
-        })
-    };
+    let writer = write_in_chunks(&path, chunks);
     tokio::time::sleep(Duration::from_millis(150)).await;
     let body = serde_json::json!({
         "name": "dash-between",
@@ -709,6 +697,23 @@ async fn hand_and_dashboard_edits_at_once_lose_nothing() {
     assert_eq!(watch.terminate(), Some(0));
 }
 
+/// Writes `chunks` into the file at `path` by hand, as a slow script does: truncated, then
+/// one chunk every 400 ms into the same open file (the same inode), on the blocking pool.
+fn write_in_chunks(path: &Path, chunks: Vec<String>) -> tokio::task::JoinHandle<()> {
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(&path).unwrap();
+        for (k, chunk) in chunks.iter().enumerate() {
+            if k > 0 {
+                std::thread::sleep(Duration::from_millis(400));
+            }
+            f.write_all(chunk.as_bytes()).unwrap();
+            f.flush().unwrap();
+        }
+    })
+}
+
 /// A file rewritten in place in three chunks 400 ms apart (the first chunk alone parses, with
 /// one search of three) is applied once, complete: no search is dropped meanwhile
 /// (issue 34.6).
@@ -727,23 +732,9 @@ async fn a_file_written_in_chunks_is_applied_once_complete() {
     })
     .await;
     let s3_slower = s3.replace(LISTING, &format!("{LISTING}\ninterval = \"2s\""));
-    let chunks = [format!("{head}{s1}"), s2, s3_slower];
-    tokio::task::spawn_blocking({
-        let path = path.clone();
-        move || {
-            use std::io::Write as _;
-            let mut f = std::fs::File::create(&path).unwrap();
-            for (k, chunk) in chunks.iter().enumerate() {
-                if k > 0 {
-                    std::thread::sleep(Duration::from_millis(400));
-                }
-                f.write_all(chunk.as_bytes()).unwrap();
-                f.flush().unwrap();
-            }
-        }
-    })
-    .await
-    .unwrap();
+    write_in_chunks(&path, vec![format!("{head}{s1}"), s2, s3_slower])
+        .await
+        .unwrap();
     wait_for(Duration::from_secs(6), "the reload", || {
         watch.output().contains("config reloaded").then_some(())
     })
@@ -764,6 +755,85 @@ async fn a_file_written_in_chunks_is_applied_once_complete() {
     );
     assert!(watch.alive());
     assert_eq!(watch.terminate(), Some(0));
+}
+
+/// The dashboard's list of searches while a file is written by hand in three chunks 400 ms
+/// apart (same inode): a search still being written is never shown gone; an addition or a
+/// change shows at once, a removal once the file has settled (docs/config.md#live-reload).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_lists_no_search_gone_while_the_file_is_being_written() {
+    let portal = Portal::start(vec![SiteSpec::new("flats")]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let url = portal.search_url("flats", "s");
+    let head = watch_section(&state, "1s", "\"127.0.0.1:0\"");
+    let [s1, s2, s3] = ["S1", "S2", "S3"].map(|n| search(n, &format!("{url}?{n}"), ""));
+    let path = crate::util::write_config(dir.path(), &format!("{head}{s1}{s2}{s3}"));
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    let addr = dashboard_of(&watch).await;
+    let listed = |addr: String| async move {
+        let (code, v) = api(&addr, reqwest::Method::GET, "/api/searches", Value::Null).await;
+        assert_eq!(code, 200, "{v}");
+        v["searches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap().to_owned(),
+                    s["interval"].clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let names = |l: &[(String, Value)]| l.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&listed(addr.clone()).await), ["S1", "S2", "S3"]);
+    // S4 is new, S3 changes: each shows as soon as it is written.
+    let s3_slower = s3.replace(LISTING, &format!("{LISTING}\ninterval = \"2s\""));
+    let s4 = search("S4", &format!("{url}?S4"), "");
+    let writing = write_in_chunks(
+        &path,
+        vec![format!("{head}{s1}{s4}"), s2.clone(), s3_slower],
+    );
+    let mut seen = Vec::new();
+    while !writing.is_finished() {
+        seen.push(names(&listed(addr.clone()).await));
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    writing.await.unwrap();
+    println!("{seen:?}");
+    assert!(seen.len() > 10, "{seen:?}");
+    for names in &seen {
+        for n in ["S1", "S2", "S3"] {
+            assert!(names.contains(&n.to_owned()), "{n} shown gone: {seen:?}");
+        }
+    }
+    assert!(
+        seen.iter().any(|n| n.contains(&"S4".to_owned())),
+        "an addition shows at once: {seen:?}"
+    );
+    let now = listed(addr.clone()).await;
+    assert_eq!(
+        now.iter().find(|(n, _)| n == "S3").map(|(_, i)| i.clone()),
+        Some(Value::from("2s")),
+        "{now:?}"
+    );
+    // A real removal: S2 goes, once the file has been left alone.
+    std::fs::write(&path, format!("{head}{s1}{s4}{s3}")).unwrap();
+    let started = Instant::now();
+    loop {
+        let names = names(&listed(addr.clone()).await);
+        if !names.contains(&"S2".to_owned()) {
+            assert_eq!(names, ["S1", "S4", "S3"]);
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "S2 never went: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(watch);
 }
 
 /// `notifio init`'s file with the dashboard on, for the dashboard's edits: its path, the

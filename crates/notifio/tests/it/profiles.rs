@@ -276,3 +276,60 @@ fn each_portal_profile_reads_its_real_results_page_field_by_field() {
         }
     }
 }
+
+/// A file in `sites/` that is far too large for a profile (1 GiB, sparse) is refused by its
+/// size, naming the file and the cap, after reading no more than the cap: the command runs
+/// with 256 MiB of address space and still answers at once with a config error.
+#[test]
+fn a_huge_profile_file_is_refused_by_its_size_without_reading_it() {
+    let (_rt, _portal, dir, path) =
+        portal_and_config("listing = { selector = \"article.listing\" }\n");
+    let huge = dir.path().join("sites/huge.toml");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 262144 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_notifio"))
+        .args(["profiles", "--config"])
+        .arg(&path)
+        .env("XDG_CONFIG_HOME", dir.path().join("xdg"))
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    println!("{err}({:?})", started.elapsed());
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&huge.display().to_string()), "{err}");
+    assert!(err.contains("256 KiB"), "names the cap: {err}");
+}
+
+/// Two of the user's files that claim the same site cannot both be picked for it: a config
+/// error naming both files and the site, for `profiles` and for every other command.
+#[test]
+fn two_profile_files_claiming_one_site_are_an_error_naming_both() {
+    let (_rt, portal, dir, path) = portal_and_config("");
+    let (a, b) = (
+        dir.path().join("sites/a.toml"),
+        dir.path().join("sites/b.toml"),
+    );
+    std::fs::write(&a, profile_file("fake-a", &host(&portal))).unwrap();
+    std::fs::write(&b, profile_file("fake-b", &host(&portal))).unwrap();
+    for args in [&["profiles"][..], &["check", "--json"][..]] {
+        let out = notifio(args, &path);
+        let err = text(&out.stderr);
+        println!("{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for needle in [
+            a.display().to_string(),
+            b.display().to_string(),
+            host(&portal),
+        ] {
+            assert!(err.contains(&needle), "{args:?} lacks {needle}: {err}");
+        }
+        assert!(err.contains("b.toml:3:"), "at the host's place: {err}");
+    }
+    assert_eq!(portal.request_count("p"), 0, "nothing was checked");
+}
