@@ -512,17 +512,29 @@ impl Fetched {
     }
 
     fn failed(req: &FetchRequest, failure: TransportFailure, error: String) -> Self {
+        Self::without_attempt(
+            req,
+            Reply::Failure {
+                failure,
+                error,
+                response: None,
+            },
+        )
+    }
+
+    /// Cancelled before its first attempt.
+    fn cancelled(req: &FetchRequest) -> Self {
+        Self::without_attempt(req, Reply::Cancelled)
+    }
+
+    fn without_attempt(req: &FetchRequest, reply: Reply) -> Self {
         Self {
             requested_url: req.url.clone(),
             attempts: 0,
             requests: 0,
             latency: Duration::ZERO,
             via: req.via,
-            reply: Reply::Failure {
-                failure,
-                error,
-                response: None,
-            },
+            reply,
         }
     }
 }
@@ -750,6 +762,16 @@ impl Fetcher {
     /// as a [`TransportFailure`]. When `cancel` fires (during an attempt or a sleep) it returns
     /// at once with `cancelled = true` and leaves nothing running.
     pub async fn fetch(&self, req: &FetchRequest, cancel: &CancellationToken) -> Fetched {
+        // A page in the browser waits for its turn to load before its time starts.
+        let browser = self.inner.browser.as_ref();
+        let _turn = match browser.filter(|_| req.via == FetchMode::Browser) {
+            Some(b) => tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Fetched::cancelled(req),
+                t = b.turn() => t,
+            },
+            None => None,
+        };
         let started = Instant::now();
         let url = match Url::parse(&req.url) {
             Ok(u) if matches!(u.scheme(), "http" | "https") => u,
