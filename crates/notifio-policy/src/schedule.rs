@@ -561,7 +561,8 @@ impl Scheduler {
     /// Makes this a one-pass scheduler (`notifio check`): each page is checked once. After a
     /// good check its next due time is worked out as always (interval, jitter) and kept, so
     /// [`Self::search_state`] reports the time a watcher would check it next, but the page is
-    /// not queued again. A refused page waits for its site like any other.
+    /// not queued again. A site that refuses in the pass is not asked again in it, even when
+    /// its wait ends before the pass does: its pages report its wait.
     pub fn check_each_once(&mut self) {
         self.once = true;
     }
@@ -1064,8 +1065,17 @@ impl Scheduler {
         let Waiting { due, page } = flight.page;
         let reaction = match outcome.refusal_kind() {
             Some(kind) => {
-                // The page keeps its due time: it goes first again when the wait ends.
-                self.sites[s].queue(page, due);
+                let site = &mut self.sites[s];
+                if self.once {
+                    // One pass asks a site that refused no more, however long the pass runs:
+                    // this page and those queued behind it are answered by its wait.
+                    site.checked.push(Waiting { due, page });
+                    let queued: Vec<Waiting> = site.queue.drain(..).collect();
+                    site.checked.extend(queued);
+                } else {
+                    // The page keeps its due time: it goes first again when the wait ends.
+                    site.queue(page, due);
+                }
                 Some(self.record_refusal(s, kind, retry_after, now))
             }
             None => {
