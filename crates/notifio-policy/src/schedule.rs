@@ -320,6 +320,10 @@ struct Page {
     searches: Arc<[SearchId]>,
     /// Requests a check of it makes at most: the most pages any of its searches reads.
     requests: u32,
+    /// Requests beyond its pages a check of it was seen to need: a redirect within its site
+    /// that the budget had no room for ([`Scheduler::handle_deferred`]). Its checks then start
+    /// only with room for it too.
+    hops: u32,
 }
 
 /// A site's request budget and the requests that count against it: the start of each request
@@ -627,6 +631,7 @@ impl Scheduler {
                         url: spec.url.as_str().into(),
                         searches: Arc::new([spec.id]),
                         requests,
+                        hops: 0,
                     },
                 );
                 self.by_url.remove(&*old.url);
@@ -642,6 +647,7 @@ impl Scheduler {
                     url: spec.url.as_str().into(),
                     searches: Arc::new([spec.id]),
                     requests,
+                    hops: 0,
                 });
                 slot
             }
@@ -883,11 +889,13 @@ impl Scheduler {
             self.wake_at(s, at);
             return None;
         }
-        let requests = site.pages[usize::from(first.page.slot)].requests;
+        let page = &site.pages[usize::from(first.page.slot)];
+        let (requests, hops) = (page.requests, page.hops);
         let spare = match self.sites[s].spent.as_mut() {
             None => None,
-            Some(spent) => match spent.may_start(requests, now.0) {
-                Ok(spare) => spare,
+            Some(spent) => match spent.may_start(requests.saturating_add(hops), now.0) {
+                // The room kept for its hops is the fetch's to spend.
+                Ok(spare) => spare.map(|n| n.saturating_add(hops)),
                 Err(may) => {
                     // Its budget's window is full: the check waits for room, in order.
                     self.wake_at(s, may);
@@ -1116,6 +1124,31 @@ impl Scheduler {
         self.retire_page(s, usize::from(page.slot));
         self.arm(s);
         reaction
+    }
+
+    /// Check `id` ended at `now` without reading its page because its site's request budget
+    /// had no room for a redirect within the site (docs/policy.md#a-request-budget-per-site).
+    /// The site answered and refused nothing: no ladder, no record; a probe is released. The
+    /// page is due again at once, and its checks from now on start only with room for the
+    /// redirect too (in a one-pass run it is not checked again). Returns what changed on the
+    /// site: a refusal it had is cleared, since it answered.
+    pub fn handle_deferred(&mut self, id: CheckId, now: Timestamp) -> Option<Reaction> {
+        let (s, flight) = self.land(id)?;
+        let page = flight.page.page;
+        let slot = usize::from(page.slot);
+        let cleared = self.clear_refusal(s);
+        let site = &mut self.sites[s];
+        if let Some(p) = site.pages.get_mut(slot) {
+            p.hops = p.hops.max(1);
+        }
+        if self.once {
+            site.checked.push(Waiting { due: now.0, page });
+        } else {
+            site.queue(page, now.0);
+        }
+        self.retire_page(s, slot);
+        self.arm(s);
+        cleared
     }
 
     /// Records a refusal of site `s` in the registry: all its searches wait.

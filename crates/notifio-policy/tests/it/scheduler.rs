@@ -602,8 +602,10 @@ fn a_one_pass_scheduler_asks_a_refusing_site_once_however_long_the_pass() {
     s.check_each_once();
     let mut sim = Sim::new(s);
     sim.s.add_search(spec(1, A, 20 * SEC), T0);
-    sim.s
-        .add_search(spec(2, "https://www.idealista.com/alquiler/b/", 20 * SEC), T0);
+    sim.s.add_search(
+        spec(2, "https://www.idealista.com/alquiler/b/", 20 * SEC),
+        T0,
+    );
     // Far past the challenge ladder's first rung (1 min) and the next.
     sim.run(T0 + d(30 * MIN), |_, _| Outcome::Challenge);
     assert_eq!(
@@ -613,7 +615,11 @@ fn a_one_pass_scheduler_asks_a_refusing_site_once_however_long_the_pass() {
         sim.log
     );
     assert_eq!(sim.s.poll_timeout(), None, "nothing left to wake for");
-    let entry = sim.s.registry().entry(&SiteKey::from_url(A).unwrap()).unwrap();
+    let entry = sim
+        .s
+        .registry()
+        .entry(&SiteKey::from_url(A).unwrap())
+        .unwrap();
     assert_eq!(entry.failures, 1, "one rung climbed: {entry:?}");
     for id in [1, 2] {
         let (state, next) = sim.s.search_state(SearchId(id)).unwrap();

@@ -848,7 +848,7 @@ async fn hostile_pages_end_as_outcomes_and_never_take_the_browser_down() {
 /// then stops answering. The page's parser waits for that script, so the document stays
 /// `loading` although every card is in it.
 async fn dripping_script_site(ip: &str, body: &str, for_at_most: Duration) -> String {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::io::AsyncWriteExt as _;
     let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let page = page(&format!(
@@ -858,14 +858,9 @@ async fn dripping_script_site(ip: &str, body: &str, for_at_most: Duration) -> St
         while let Ok((mut sock, _)) = listener.accept().await {
             let page = page.clone();
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match sock.read(&mut buf).await {
-                        Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
-                        _ => return,
-                    }
-                }
+                let Some(head) = crate::util::read_head(&mut sock).await else {
+                    return;
+                };
                 if !head.starts_with(b"GET /drip") {
                     let _ = sock.write_all(&page).await;
                     return;

@@ -292,6 +292,7 @@ fn failed(url: &str, failure: TransportFailure, error: String, retryable: bool) 
         failure: Some(failure),
         error: Some(error),
         held_at: None,
+        deferred: false,
         retryable,
     }
 }
@@ -601,6 +602,7 @@ impl Browser {
                         "redirected to {site}, which is waiting: not followed"
                     )),
                     held_at: Some(site),
+                    deferred: false,
                     retryable: true,
                 }
             }

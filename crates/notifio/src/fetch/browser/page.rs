@@ -544,6 +544,7 @@ async fn read_document(page: &Page, doc: Document, cap: usize, time: &AttemptTim
         failure: over.then_some(TransportFailure::BodyTooLarge),
         error: over.then(|| format!("page larger than the {cap}-byte cap")),
         held_at: None,
+        deferred: false,
         retryable: true,
     })
 }
