@@ -332,6 +332,9 @@ struct Page {
 struct Spent {
     budget: Option<RequestBudget>,
     sent: VecDeque<u64>,
+    /// Requests other processes sent to the site lately (another `notifio` on the same state:
+    /// `check` beside `watch`), as last told ([`Scheduler::set_requests_elsewhere`]).
+    elsewhere: Vec<u64>,
 }
 
 impl Spent {
@@ -368,12 +371,14 @@ impl Spent {
         let allowed = b.requests.max(1) as usize;
         let need = (requests.max(1) as usize).min(allowed);
         let window_start = now.saturating_sub(per);
-        let in_window: Vec<u64> = self
+        let mut in_window: Vec<u64> = self
             .sent
             .iter()
+            .chain(&self.elsewhere)
             .copied()
             .filter(|&t| t > window_start)
             .collect();
+        in_window.sort_unstable();
         if in_window.len() + need <= allowed {
             let spare = allowed - in_window.len() - need;
             return Ok(Some(u32::try_from(spare).unwrap_or(u32::MAX)));
@@ -453,6 +458,9 @@ struct SiteRecord {
     /// In a one-pass run ([`Scheduler::check_each_once`]): its pages checked in the pass, each
     /// with its next due time as a watcher would plan it. They are not queued again.
     checked: Vec<Waiting>,
+    /// In a one-pass run: its pages not checked because its request budget had no room, each
+    /// with the time it has ([`Scheduler::budget_wait`]).
+    over_budget: Vec<(u16, u64)>,
     /// Slots of pages no search watches any more (all removed) and not in flight: a new URL
     /// takes one of them before growing `pages` ([`Scheduler::remove_search`]).
     free: Vec<u16>,
@@ -797,6 +805,7 @@ impl Scheduler {
             in_flight: None,
             gone: Vec::new(),
             checked: Vec::new(),
+            over_budget: Vec::new(),
             free: Vec::new(),
             checks: 0,
             paused: false,
@@ -806,6 +815,7 @@ impl Scheduler {
                 Box::new(Spent {
                     budget: Some(b),
                     sent: VecDeque::new(),
+                    elsewhere: Vec::new(),
                 })
             }),
         });
@@ -897,6 +907,19 @@ impl Scheduler {
                 // The room kept for its hops is the fetch's to spend.
                 Ok(spare) => spare.map(|n| n.saturating_add(hops)),
                 Err(may) => {
+                    if self.once {
+                        // One pass does not wait for room: the page is answered by when the
+                        // budget has it, and the site's next page is looked at now.
+                        let site = &mut self.sites[s];
+                        let w = site.queue.remove(0);
+                        site.checked.push(Waiting {
+                            due: may.max(w.due),
+                            page: w.page,
+                        });
+                        site.over_budget.push((w.page.slot, may));
+                        self.wake_at(s, now.0);
+                        return None;
+                    }
                     // Its budget's window is full: the check waits for room, in order.
                     self.wake_at(s, may);
                     return None;
@@ -1002,12 +1025,43 @@ impl Scheduler {
                     record.spent = Some(Box::new(Spent {
                         budget: Some(b),
                         sent: VecDeque::new(),
+                        elsewhere: Vec::new(),
                     }));
                 }
                 (None, None) => {}
             }
             self.arm(s);
         }
+    }
+
+    /// The requests other processes sent to `site` lately (another `notifio` on the same state
+    /// directory: `check` beside `watch`), replacing those told before: no window of its budget
+    /// holds more than its requests, theirs and ours together. A site without a budget (or not
+    /// known) ignores them.
+    pub fn set_requests_elsewhere(&mut self, site: &SiteKey, sent: &[Timestamp]) {
+        let Some(&s) = self.site_index.get(site) else {
+            return;
+        };
+        if let Some(spent) = self.sites[s].spent.as_mut() {
+            spent.elsewhere = sent.iter().map(|t| t.0).collect();
+        }
+    }
+
+    /// The sites with a request budget.
+    pub fn budgeted_sites(&self) -> impl Iterator<Item = &SiteKey> {
+        self.budgets.keys()
+    }
+
+    /// In a one-pass run: when the request budget of search `id`'s site has room for its
+    /// check, if the pass did not check it for want of room (it does not wait for it).
+    #[must_use]
+    pub fn budget_wait(&self, id: SearchId) -> Option<Timestamp> {
+        let &(s, slot) = self.by_search.get(&id)?;
+        self.sites[s]
+            .over_budget
+            .iter()
+            .find(|(p, _)| usize::from(*p) == slot)
+            .map(|&(_, at)| Timestamp(at))
     }
 
     /// Requests `site` started since `since` (counted only for a site that has a budget, over

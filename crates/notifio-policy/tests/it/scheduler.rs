@@ -37,6 +37,8 @@
 //!   its interval away, not "never" → `a_one_pass_scheduler_checks_each_page_once_and_plans_the_next`;
 //!   a site that refused in the pass is not asked again when its wait ends →
 //!   `a_one_pass_scheduler_asks_a_refusing_site_once_however_long_the_pass`
+//! - a request budget counts what other processes sent, and one pass does not wait for room →
+//!   `requests_elsewhere_count_and_one_pass_does_not_wait_for_room`
 
 use notifio_policy::schedule::{SearchState, SiteState};
 use std::time::Duration;
@@ -626,6 +628,36 @@ fn a_one_pass_scheduler_asks_a_refusing_site_once_however_long_the_pass() {
         assert_eq!(state, SearchState::Waiting, "search {id}");
         assert_eq!(next, Some(entry.next_retry_at), "search {id}");
     }
+}
+
+/// Issue 53, item 5: requests another process sent to a budgeted site (a `watch` beside a
+/// `check`) count against its budget, and a one-pass scheduler does not wait for room: the page
+/// it has no room for is answered with when the budget has it.
+#[test]
+fn requests_elsewhere_count_and_one_pass_does_not_wait_for_room() {
+    let mut s = sched(16);
+    s.check_each_once();
+    let key = SiteKey::from_url(A).unwrap();
+    let budget = notifio_policy::RequestBudget {
+        requests: 2,
+        per: Duration::from_secs(60),
+    };
+    s.set_budget(&key, Some(budget));
+    s.add_search(spec(1, A, 20 * SEC), T0);
+    s.add_search(
+        spec(2, "https://www.idealista.com/alquiler/b/", 20 * SEC),
+        T0,
+    );
+    s.set_requests_elsewhere(&key, &[T0 - d(10 * SEC)]);
+    let mut sim = Sim::new(s);
+    sim.run(T0 + d(10 * MIN), |_, _| Outcome::Ok);
+    assert_eq!(sim.log.len(), 1, "room for one of the two: {:?}", sim.log);
+    let waits: Vec<Timestamp> = (1..=2)
+        .filter_map(|i| sim.s.budget_wait(SearchId(i)))
+        .collect();
+    // The other process's request leaves the window (kept a tenth longer, at most 1 s).
+    assert_eq!(waits, vec![T0 - d(10 * SEC) + d(61 * SEC)]);
+    assert_eq!(sim.s.poll_timeout(), None, "nothing left to wake for");
 }
 
 #[test]

@@ -36,6 +36,7 @@ impl Watcher {
         for &at in &done.sent {
             self.scheduler.handle_request_sent(done.check.id, at);
         }
+        self.share_requests(&done.check.site, &done.sent)?;
         let reaction = if done.fetched.is_deferred() {
             // Notifio's own budget held a redirect back: not the site's doing.
             self.scheduler.handle_deferred(done.check.id, t)

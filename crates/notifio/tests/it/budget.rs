@@ -13,6 +13,8 @@
 //!   suggestion → `active_hours_rest_a_search_and_the_plan_is_shown_everywhere`
 //! - hours whose history shows no listings drop to `max_interval`: the watcher plans with what
 //!   the store kept → `learnt_quiet_hours_drop_to_max_interval`
+//! - the budget is the site's, whoever sends: a `check` beside a `watch` (and a `watch` after
+//!   a `check`) never sends more than it in a window → `check_and_watch_spend_one_budget`
 //! - a redirect within the site that the budget has no room for waits for room; it is never
 //!   recorded as the site refusing → `a_redirect_the_budget_has_no_room_for_waits_and_is_no_refusal`
 
@@ -763,4 +765,100 @@ async fn a_redirect_the_budget_has_no_room_for_waits_and_is_no_refusal() {
             "{in_window} requests in the second from {at}: {log:?}"
         );
     }
+}
+
+/// `notifio check --json` with `config`: each search's answer.
+fn check_json(config: &std::path::Path) -> Vec<Value> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_notifio"))
+        .args(["check", "--json", "--config"])
+        .arg(config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Issue 53, item 5: with `budget = "4/min"`, a `watch` sent 4 requests and a `check` beside
+/// it 4 more in the same minute. The budget is the site's, whoever sends: a `check` beside a
+/// `watch` that spent the window sends nothing and says when the budget has room, and a
+/// `watch` started after a `check` spent it waits for room. The portal counts what arrived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_and_watch_spend_one_budget() {
+    let portal = Portal::start(vec![SiteSpec {
+        page_bytes: 20_000,
+        ..SiteSpec::new("flats")
+    }])
+    .await
+    .unwrap();
+    let site = portal
+        .base_url("flats")
+        .trim_start_matches("http://")
+        .to_owned();
+    let config = |dir: &std::path::Path| {
+        let mut t = format!(
+            "[watch]\ninterval = \"100ms\"\nspacing = \"50ms\"\nstate_dir = {:?}\n\
+             dashboard = false\n\n[site.{site:?}]\nbudget = \"4/min\"\n\n",
+            dir.join("state").display().to_string()
+        );
+        for name in ["a", "b", "c", "d"] {
+            t.push_str(&format!(
+                "[[search]]\nname = {name:?}\nurl = {:?}\n{LISTING}\n\n",
+                portal.search_url("flats", name)
+            ));
+        }
+        write_config(dir, &t)
+    };
+    let arrived = || {
+        portal
+            .requests()
+            .iter()
+            .filter(|r| r.site == "flats")
+            .count()
+    };
+
+    // A watch spends the window; a check beside it waits for the budget.
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path());
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    wait_for(
+        Duration::from_secs(20),
+        "the watcher's four requests",
+        || (arrived() >= 4).then_some(()),
+    )
+    .await;
+    let answers = check_json(&path);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(arrived(), 4, "the check sent nothing: {answers:#?}");
+    assert_eq!(answers.len(), 4);
+    let now = notifio::clock::now().as_millis();
+    for a in &answers {
+        assert_eq!(a["outcome"], "waiting", "{a:#}");
+        let reason = a["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("request budget (4/min"), "{reason}");
+        let room = a["next_retry_at"].as_u64().unwrap_or_default();
+        assert!(
+            room > now && room <= now + 61_000,
+            "room within the minute: {room} vs {now}"
+        );
+    }
+    assert_eq!(watch.terminate(), Some(0));
+
+    // A check spends the window; a watch started after it waits for room.
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path());
+    let before = arrived();
+    let answers = check_json(&path);
+    assert!(answers.iter().all(|a| a["outcome"] == "ok"), "{answers:#?}");
+    assert_eq!(arrived() - before, 4);
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        arrived() - before,
+        4,
+        "the watcher waits for the window the check spent"
+    );
+    assert_eq!(watch.terminate(), Some(0));
 }
