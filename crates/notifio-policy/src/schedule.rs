@@ -320,6 +320,10 @@ struct Page {
     searches: Arc<[SearchId]>,
     /// Requests a check of it makes at most: the most pages any of its searches reads.
     requests: u32,
+    /// Requests beyond its pages a check of it was seen to need: a redirect within its site
+    /// that the budget had no room for ([`Scheduler::handle_deferred`]). Its checks then start
+    /// only with room for it too.
+    hops: u32,
 }
 
 /// A site's request budget and the requests that count against it: the start of each request
@@ -328,6 +332,9 @@ struct Page {
 struct Spent {
     budget: Option<RequestBudget>,
     sent: VecDeque<u64>,
+    /// Requests other processes sent to the site lately (another `notifio` on the same state:
+    /// `check` beside `watch`), as last told ([`Scheduler::set_requests_elsewhere`]).
+    elsewhere: Vec<u64>,
 }
 
 impl Spent {
@@ -364,12 +371,14 @@ impl Spent {
         let allowed = b.requests.max(1) as usize;
         let need = (requests.max(1) as usize).min(allowed);
         let window_start = now.saturating_sub(per);
-        let in_window: Vec<u64> = self
+        let mut in_window: Vec<u64> = self
             .sent
             .iter()
+            .chain(&self.elsewhere)
             .copied()
             .filter(|&t| t > window_start)
             .collect();
+        in_window.sort_unstable();
         if in_window.len() + need <= allowed {
             let spare = allowed - in_window.len() - need;
             return Ok(Some(u32::try_from(spare).unwrap_or(u32::MAX)));
@@ -449,6 +458,9 @@ struct SiteRecord {
     /// In a one-pass run ([`Scheduler::check_each_once`]): its pages checked in the pass, each
     /// with its next due time as a watcher would plan it. They are not queued again.
     checked: Vec<Waiting>,
+    /// In a one-pass run: its pages not checked because its request budget had no room, each
+    /// with the time it has ([`Scheduler::budget_wait`]).
+    over_budget: Vec<(u16, u64)>,
     /// Slots of pages no search watches any more (all removed) and not in flight: a new URL
     /// takes one of them before growing `pages` ([`Scheduler::remove_search`]).
     free: Vec<u16>,
@@ -561,7 +573,8 @@ impl Scheduler {
     /// Makes this a one-pass scheduler (`notifio check`): each page is checked once. After a
     /// good check its next due time is worked out as always (interval, jitter) and kept, so
     /// [`Self::search_state`] reports the time a watcher would check it next, but the page is
-    /// not queued again. A refused page waits for its site like any other.
+    /// not queued again. A site that refuses in the pass is not asked again in it, even when
+    /// its wait ends before the pass does: its pages report its wait.
     pub fn check_each_once(&mut self) {
         self.once = true;
     }
@@ -626,6 +639,7 @@ impl Scheduler {
                         url: spec.url.as_str().into(),
                         searches: Arc::new([spec.id]),
                         requests,
+                        hops: 0,
                     },
                 );
                 self.by_url.remove(&*old.url);
@@ -641,6 +655,7 @@ impl Scheduler {
                     url: spec.url.as_str().into(),
                     searches: Arc::new([spec.id]),
                     requests,
+                    hops: 0,
                 });
                 slot
             }
@@ -790,6 +805,7 @@ impl Scheduler {
             in_flight: None,
             gone: Vec::new(),
             checked: Vec::new(),
+            over_budget: Vec::new(),
             free: Vec::new(),
             checks: 0,
             paused: false,
@@ -799,6 +815,7 @@ impl Scheduler {
                 Box::new(Spent {
                     budget: Some(b),
                     sent: VecDeque::new(),
+                    elsewhere: Vec::new(),
                 })
             }),
         });
@@ -882,12 +899,27 @@ impl Scheduler {
             self.wake_at(s, at);
             return None;
         }
-        let requests = site.pages[usize::from(first.page.slot)].requests;
+        let page = &site.pages[usize::from(first.page.slot)];
+        let (requests, hops) = (page.requests, page.hops);
         let spare = match self.sites[s].spent.as_mut() {
             None => None,
-            Some(spent) => match spent.may_start(requests, now.0) {
-                Ok(spare) => spare,
+            Some(spent) => match spent.may_start(requests.saturating_add(hops), now.0) {
+                // The room kept for its hops is the fetch's to spend.
+                Ok(spare) => spare.map(|n| n.saturating_add(hops)),
                 Err(may) => {
+                    if self.once {
+                        // One pass does not wait for room: the page is answered by when the
+                        // budget has it, and the site's next page is looked at now.
+                        let site = &mut self.sites[s];
+                        let w = site.queue.remove(0);
+                        site.checked.push(Waiting {
+                            due: may.max(w.due),
+                            page: w.page,
+                        });
+                        site.over_budget.push((w.page.slot, may));
+                        self.wake_at(s, now.0);
+                        return None;
+                    }
                     // Its budget's window is full: the check waits for room, in order.
                     self.wake_at(s, may);
                     return None;
@@ -993,12 +1025,43 @@ impl Scheduler {
                     record.spent = Some(Box::new(Spent {
                         budget: Some(b),
                         sent: VecDeque::new(),
+                        elsewhere: Vec::new(),
                     }));
                 }
                 (None, None) => {}
             }
             self.arm(s);
         }
+    }
+
+    /// The requests other processes sent to `site` lately (another `notifio` on the same state
+    /// directory: `check` beside `watch`), replacing those told before: no window of its budget
+    /// holds more than its requests, theirs and ours together. A site without a budget (or not
+    /// known) ignores them.
+    pub fn set_requests_elsewhere(&mut self, site: &SiteKey, sent: &[Timestamp]) {
+        let Some(&s) = self.site_index.get(site) else {
+            return;
+        };
+        if let Some(spent) = self.sites[s].spent.as_mut() {
+            spent.elsewhere = sent.iter().map(|t| t.0).collect();
+        }
+    }
+
+    /// The sites with a request budget.
+    pub fn budgeted_sites(&self) -> impl Iterator<Item = &SiteKey> {
+        self.budgets.keys()
+    }
+
+    /// In a one-pass run: when the request budget of search `id`'s site has room for its
+    /// check, if the pass did not check it for want of room (it does not wait for it).
+    #[must_use]
+    pub fn budget_wait(&self, id: SearchId) -> Option<Timestamp> {
+        let &(s, slot) = self.by_search.get(&id)?;
+        self.sites[s]
+            .over_budget
+            .iter()
+            .find(|(p, _)| usize::from(*p) == slot)
+            .map(|&(_, at)| Timestamp(at))
     }
 
     /// Requests `site` started since `since` (counted only for a site that has a budget, over
@@ -1064,8 +1127,17 @@ impl Scheduler {
         let Waiting { due, page } = flight.page;
         let reaction = match outcome.refusal_kind() {
             Some(kind) => {
-                // The page keeps its due time: it goes first again when the wait ends.
-                self.sites[s].queue(page, due);
+                let site = &mut self.sites[s];
+                if self.once {
+                    // One pass asks a site that refused no more, however long the pass runs:
+                    // this page and those queued behind it are answered by its wait.
+                    site.checked.push(Waiting { due, page });
+                    let queued: Vec<Waiting> = site.queue.drain(..).collect();
+                    site.checked.extend(queued);
+                } else {
+                    // The page keeps its due time: it goes first again when the wait ends.
+                    site.queue(page, due);
+                }
                 Some(self.record_refusal(s, kind, retry_after, now))
             }
             None => {
@@ -1106,6 +1178,31 @@ impl Scheduler {
         self.retire_page(s, usize::from(page.slot));
         self.arm(s);
         reaction
+    }
+
+    /// Check `id` ended at `now` without reading its page because its site's request budget
+    /// had no room for a redirect within the site (docs/policy.md#a-request-budget-per-site).
+    /// The site answered and refused nothing: no ladder, no record; a probe is released. The
+    /// page is due again at once, and its checks from now on start only with room for the
+    /// redirect too (in a one-pass run it is not checked again). Returns what changed on the
+    /// site: a refusal it had is cleared, since it answered.
+    pub fn handle_deferred(&mut self, id: CheckId, now: Timestamp) -> Option<Reaction> {
+        let (s, flight) = self.land(id)?;
+        let page = flight.page.page;
+        let slot = usize::from(page.slot);
+        let cleared = self.clear_refusal(s);
+        let site = &mut self.sites[s];
+        if let Some(p) = site.pages.get_mut(slot) {
+            p.hops = p.hops.max(1);
+        }
+        if self.once {
+            site.checked.push(Waiting { due: now.0, page });
+        } else {
+            site.queue(page, now.0);
+        }
+        self.retire_page(s, slot);
+        self.arm(s);
+        cleared
     }
 
     /// Records a refusal of site `s` in the registry: all its searches wait.

@@ -284,6 +284,12 @@ pub(crate) async fn judge(
             tracing::info!(to = %site, "a redirect leads to a waiting site; not followed");
             return Judged::of(Outcome::Held);
         }
+        Reply::Deferred { .. } => {
+            // The site answered (with a redirect within itself) and Notifio's own budget had
+            // no room to follow it: nobody refused, nothing was learnt.
+            tracing::info!("a redirect waits for room in the site's request budget");
+            return Judged::of(Outcome::Held);
+        }
         // Nothing came back to judge; the check ends as an error of the fetch.
         Reply::Cancelled => return Judged::of(Outcome::Error),
         Reply::Response(r) => Some(r),

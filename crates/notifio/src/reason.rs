@@ -31,6 +31,11 @@ pub fn of_check(
             unreadable.map(ToString::to_string).unwrap_or_default()
         ),
         Outcome::Ok | Outcome::Unchanged => return None,
+        Outcome::Held if fetched.is_deferred() => {
+            "redirect not followed now: the site's request budget has no room for it; \
+             due again when it has"
+                .to_owned()
+        }
         Outcome::Held => format!(
             "redirected to {}, which is closed to us now (waiting, or its session expired): not followed",
             fetched.held_at()?

@@ -34,7 +34,11 @@
 //!   `a_spacing_change_applies_to_the_next_start`; a preview's page is brought forward but
 //!   not past spacing → `hasten_brings_a_page_forward_but_spacing_still_holds`
 //! - one pass (`notifio check`): each page once, and the next check a watcher would make is
-//!   its interval away, not "never" → `a_one_pass_scheduler_checks_each_page_once_and_plans_the_next`
+//!   its interval away, not "never" → `a_one_pass_scheduler_checks_each_page_once_and_plans_the_next`;
+//!   a site that refused in the pass is not asked again when its wait ends →
+//!   `a_one_pass_scheduler_asks_a_refusing_site_once_however_long_the_pass`
+//! - a request budget counts what other processes sent, and one pass does not wait for room →
+//!   `requests_elsewhere_count_and_one_pass_does_not_wait_for_room`
 
 use notifio_policy::schedule::{SearchState, SiteState};
 use std::time::Duration;
@@ -588,6 +592,72 @@ fn a_one_pass_scheduler_checks_each_page_once_and_plans_the_next() {
     let (state, next) = sim.s.search_state(SearchId(1)).unwrap();
     assert_eq!(state, SearchState::Waiting);
     assert!(next.unwrap() >= T0 + d(2 * MIN) - d(20 * SEC), "{next:?}");
+}
+
+/// Issue 53, item 7: a one-pass `check` kept running (a slow search elsewhere) asked a site
+/// that had refused again once its wait ended, climbing its ladder twice in one pass. One pass
+/// asks each page at most once; a refused site's pages, this one and those behind it, are
+/// answered by its wait.
+#[test]
+fn a_one_pass_scheduler_asks_a_refusing_site_once_however_long_the_pass() {
+    let mut s = sched(16);
+    s.check_each_once();
+    let mut sim = Sim::new(s);
+    sim.s.add_search(spec(1, A, 20 * SEC), T0);
+    sim.s.add_search(
+        spec(2, "https://www.idealista.com/alquiler/b/", 20 * SEC),
+        T0,
+    );
+    // Far past the challenge ladder's first rung (1 min) and the next.
+    sim.run(T0 + d(30 * MIN), |_, _| Outcome::Challenge);
+    assert_eq!(
+        sim.requests_to(A).len(),
+        1,
+        "one request to the refusing site in the pass: {:?}",
+        sim.log
+    );
+    assert_eq!(sim.s.poll_timeout(), None, "nothing left to wake for");
+    let entry = sim
+        .s
+        .registry()
+        .entry(&SiteKey::from_url(A).unwrap())
+        .unwrap();
+    assert_eq!(entry.failures, 1, "one rung climbed: {entry:?}");
+    for id in [1, 2] {
+        let (state, next) = sim.s.search_state(SearchId(id)).unwrap();
+        assert_eq!(state, SearchState::Waiting, "search {id}");
+        assert_eq!(next, Some(entry.next_retry_at), "search {id}");
+    }
+}
+
+/// Issue 53, item 5: requests another process sent to a budgeted site (a `watch` beside a
+/// `check`) count against its budget, and a one-pass scheduler does not wait for room: the page
+/// it has no room for is answered with when the budget has it.
+#[test]
+fn requests_elsewhere_count_and_one_pass_does_not_wait_for_room() {
+    let mut s = sched(16);
+    s.check_each_once();
+    let key = SiteKey::from_url(A).unwrap();
+    let budget = notifio_policy::RequestBudget {
+        requests: 2,
+        per: Duration::from_secs(60),
+    };
+    s.set_budget(&key, Some(budget));
+    s.add_search(spec(1, A, 20 * SEC), T0);
+    s.add_search(
+        spec(2, "https://www.idealista.com/alquiler/b/", 20 * SEC),
+        T0,
+    );
+    s.set_requests_elsewhere(&key, &[T0 - d(10 * SEC)]);
+    let mut sim = Sim::new(s);
+    sim.run(T0 + d(10 * MIN), |_, _| Outcome::Ok);
+    assert_eq!(sim.log.len(), 1, "room for one of the two: {:?}", sim.log);
+    let waits: Vec<Timestamp> = (1..=2)
+        .filter_map(|i| sim.s.budget_wait(SearchId(i)))
+        .collect();
+    // The other process's request leaves the window (kept a tenth longer, at most 1 s).
+    assert_eq!(waits, vec![T0 - d(10 * SEC) + d(61 * SEC)]);
+    assert_eq!(sim.s.poll_timeout(), None, "nothing left to wake for");
 }
 
 #[test]

@@ -32,8 +32,9 @@ pub const RETRY_RATE_WARN: f64 = 0.05;
 /// over HTTP (or the app's request).
 pub const SEARCH_P95_WARN: Duration = Duration::from_millis(500);
 /// The same budget for a search page read in the browser: besides the request, the page is
-/// rendered and read only once its cards are in the DOM (polled every 50 ms, two polls alike)
-/// or it has been quiet for 500 ms after its load event (docs/config.md, `[browser]`). On
+/// rendered and read only once its cards are in the DOM (polled every 50 ms, their count
+/// unchanged for 300 ms) or it has been quiet for 500 ms after its load event, and it may wait
+/// its turn to load (docs/sites.md#when-a-page-has-loaded). On
 /// loopback that alone is 0.3–0.7 s (the demo's script-built site: p95 644 ms); a real site
 /// adds its network and scripts.
 pub const BROWSER_SEARCH_P95_WARN: Duration = Duration::from_secs(3);

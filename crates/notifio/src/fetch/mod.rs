@@ -379,6 +379,13 @@ pub enum Reply {
         /// The redirect.
         response: Response,
     },
+    /// The response redirected, and the site's request budget had no room for following it
+    /// now (docs/policy.md#a-request-budget-per-site): nothing was learnt and nobody refused;
+    /// the search is due again when the budget has room. The response is the redirect.
+    Deferred {
+        /// The redirect.
+        response: Response,
+    },
 }
 
 /// One response as it came back.
@@ -409,7 +416,7 @@ impl Fetched {
             Reply::Failure {
                 failure, response, ..
             } => (Some(*failure), response.as_ref()),
-            Reply::Cancelled | Reply::Held { .. } => return None,
+            Reply::Cancelled | Reply::Held { .. } | Reply::Deferred { .. } => return None,
         };
         Some(ResponseFacts {
             status: response.map(|r| r.status),
@@ -426,7 +433,9 @@ impl Fetched {
     #[must_use]
     pub fn response(&self) -> Option<&Response> {
         match &self.reply {
-            Reply::Response(r) | Reply::Held { response: r, .. } => Some(r),
+            Reply::Response(r)
+            | Reply::Held { response: r, .. }
+            | Reply::Deferred { response: r } => Some(r),
             Reply::Failure { response, .. } => response.as_ref(),
             Reply::Cancelled => None,
         }
@@ -471,7 +480,9 @@ impl Fetched {
     pub fn error(&self) -> Option<&str> {
         match &self.reply {
             Reply::Failure { error, .. } => Some(error),
-            Reply::Response(r) | Reply::Held { response: r, .. } => r.problem.as_deref(),
+            Reply::Response(r)
+            | Reply::Held { response: r, .. }
+            | Reply::Deferred { response: r } => r.problem.as_deref(),
             Reply::Cancelled => Some("cancelled"),
         }
     }
@@ -480,6 +491,12 @@ impl Fetched {
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
         matches!(self.reply, Reply::Cancelled)
+    }
+
+    /// A redirect waits for room in the site's request budget ([`Reply::Deferred`]).
+    #[must_use]
+    pub fn is_deferred(&self) -> bool {
+        matches!(self.reply, Reply::Deferred { .. })
     }
 
     /// The waiting site a redirect was not followed into, if so.
@@ -520,17 +537,29 @@ impl Fetched {
     }
 
     fn failed(req: &FetchRequest, failure: TransportFailure, error: String) -> Self {
+        Self::without_attempt(
+            req,
+            Reply::Failure {
+                failure,
+                error,
+                response: None,
+            },
+        )
+    }
+
+    /// Cancelled before its first attempt.
+    fn cancelled(req: &FetchRequest) -> Self {
+        Self::without_attempt(req, Reply::Cancelled)
+    }
+
+    fn without_attempt(req: &FetchRequest, reply: Reply) -> Self {
         Self {
             requested_url: req.url.clone(),
             attempts: 0,
             requests: 0,
             latency: Duration::ZERO,
             via: req.via,
-            reply: Reply::Failure {
-                failure,
-                error,
-                response: None,
-            },
+            reply,
         }
     }
 }
@@ -546,6 +575,8 @@ struct Attempt {
     error: Option<String>,
     /// A redirect into this closed site was not followed.
     held_at: Option<SiteKey>,
+    /// A redirect was not followed now: the site's request budget had no room for it.
+    deferred: bool,
     /// A failure that another attempt within the same check cannot mend (the browser
     /// crashed or could not start): not retried, whatever its kind.
     retryable: bool,
@@ -564,6 +595,7 @@ impl Attempt {
         });
         match (self.held_at, self.failure, response) {
             (Some(site), _, Some(response)) => Reply::Held { site, response },
+            (None, None, Some(response)) if self.deferred => Reply::Deferred { response },
             (_, Some(failure), response) => Reply::Failure {
                 failure,
                 error: self.error.unwrap_or_else(|| "no usable response".into()),
@@ -769,6 +801,16 @@ impl Fetcher {
     /// as a [`TransportFailure`]. When `cancel` fires (during an attempt or a sleep) it returns
     /// at once with `cancelled = true` and leaves nothing running.
     pub async fn fetch(&self, req: &FetchRequest, cancel: &CancellationToken) -> Fetched {
+        // A page in the browser waits for its turn to load before its time starts.
+        let browser = self.inner.browser.as_ref();
+        let _turn = match browser.filter(|_| req.via == FetchMode::Browser) {
+            Some(b) => tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Fetched::cancelled(req),
+                t = b.turn() => t,
+            },
+            None => None,
+        };
         let started = Instant::now();
         let url = match Url::parse(&req.url) {
             Ok(u) if matches!(u.scheme(), "http" | "https") => u,
@@ -924,6 +966,7 @@ impl Fetcher {
                 failure: Some(TransportFailure::Malformed),
                 error: Some("this site is read with the browser, but none is set up".into()),
                 held_at: None,
+                deferred: false,
                 retryable: false,
             };
         };
@@ -1061,23 +1104,6 @@ impl Fetcher {
     ) -> Attempt {
         let mut hop = Hop::first(req, url);
         loop {
-            if hop.redirects > 0 && req.spare.as_ref().is_some_and(|s| !s.take()) {
-                // Following it would overflow the site's request budget.
-                return Attempt {
-                    status: None,
-                    final_url: hop.url.to_string(),
-                    headers: Vec::new(),
-                    body: Bytes::new(),
-                    failure: Some(TransportFailure::TooManyRedirects),
-                    error: Some(
-                        "redirect not followed: the site's request budget has no room for it \
-                         (search the URL it redirects to)"
-                            .into(),
-                    ),
-                    held_at: None,
-                    retryable: false,
-                };
-            }
             sent.fetch_add(1, Ordering::Relaxed);
             let (extra, sent_validators) = self.hop_headers(req, &hop, retry_n, header);
             let resp = match self.send(&hop, extra).await {
@@ -1091,6 +1117,7 @@ impl Fetcher {
                         failure: Some(failure),
                         error: Some(error),
                         held_at: None,
+                        deferred: false,
                         retryable: true,
                     };
                 }
@@ -1128,6 +1155,7 @@ impl Fetcher {
                             .into(),
                     ),
                     held_at: None,
+                    deferred: false,
                     retryable: true,
                 };
             }
@@ -1203,7 +1231,7 @@ impl Fetcher {
         next: &Url,
     ) -> Option<Attempt> {
         let cfg = &self.inner.cfg;
-        let stop = |failure, error, held_at| {
+        let stop = |failure, error, held_at, deferred| {
             Some(Attempt {
                 status: Some(status.as_u16()),
                 final_url: hop.url.to_string(),
@@ -1212,6 +1240,7 @@ impl Fetcher {
                 failure,
                 error: Some(error),
                 held_at,
+                deferred,
                 retryable: true,
             })
         };
@@ -1223,7 +1252,7 @@ impl Fetcher {
                 _ => "for a request with a body: check the endpoint (`app_api`)",
             };
             let error = format!("HTTP {} redirect, not followed {what}", status.as_u16());
-            return stop(None, error, None);
+            return stop(None, error, None, false);
         }
         if hop.redirects >= cfg.max_redirects || !matches!(next.scheme(), "http" | "https") {
             let error = if hop.redirects >= cfg.max_redirects {
@@ -1231,7 +1260,7 @@ impl Fetcher {
             } else {
                 format!("redirected to a {}: URL", next.scheme())
             };
-            return stop(Some(TransportFailure::TooManyRedirects), error, None);
+            return stop(Some(TransportFailure::TooManyRedirects), error, None, false);
         }
         // Another site that is waiting (or whose session expired) is not knocked on
         // through a redirect either: the check stops here, at the redirect.
@@ -1240,7 +1269,14 @@ impl Fetcher {
             && lock(&self.inner.closed).contains(&to)
         {
             let error = format!("redirected to {to}, which is waiting: not followed");
-            return stop(None, error, Some(to));
+            return stop(None, error, Some(to), false);
+        }
+        // Following it would overflow the site's request budget: the request waits for room
+        // (the search is due again when there is), which is no fault of the site's.
+        if req.spare.as_ref().is_some_and(|s| !s.take()) {
+            let error = "redirect not followed now: the site's request budget has no room for it"
+                .to_owned();
+            return stop(None, error, None, true);
         }
         None
     }
@@ -1284,6 +1320,7 @@ impl Fetcher {
             failure,
             error,
             held_at: None,
+            deferred: false,
             retryable: true,
         }
     }

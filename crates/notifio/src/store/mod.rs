@@ -13,6 +13,7 @@ mod lock;
 mod names;
 mod news;
 mod prices;
+mod requests;
 mod schema;
 
 pub use lifecycle::SearchLifecycle;

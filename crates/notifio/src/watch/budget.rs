@@ -10,10 +10,12 @@
 //! searches' own intervals; its searches still learn, so a budget set later starts informed.
 
 use super::setup::Searches;
+use super::{WatchError, Watcher};
+use crate::clock::now;
 use crate::config::Config;
 use crate::store::{StoreError, Tx};
 use notifio_policy::{
-    ArrivalRates, LocalOffset, Planned, RequestBudget, Scheduler, SearchId, Share, SiteKey,
+    ArrivalRates, Check, LocalOffset, Planned, RequestBudget, Scheduler, SearchId, Share, SiteKey,
     Timestamp, plan_site, site_price,
 };
 use serde::Serialize;
@@ -58,6 +60,80 @@ pub(super) struct Plans {
     prices: HashMap<SiteKey, Price>,
     offset: LocalOffset,
     offset_at: Option<Timestamp>,
+    shared: Shared,
+}
+
+/// This process's name for the requests it sends to budgeted sites, in the store every
+/// process on the state directory reads (`store/requests.rs`): random, so that another
+/// process (or this one's pid reused after a restart) never takes them for its own.
+#[derive(Debug)]
+struct Shared {
+    process: i64,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            process: rand::random::<i64>() & i64::MAX,
+        }
+    }
+}
+
+/// How far back the requests of a budgeted site are kept in the store: its window is at most
+/// an hour (and a margin).
+const SHARED_FOR: Duration = Duration::from_secs(3600 + 60);
+
+impl Watcher {
+    /// The checks due now, with the requests other processes on this state directory sent to
+    /// budgeted sites counted first and this process's own starts written for them, in one
+    /// transaction: a `check` beside `watch` spends one budget with it, and the two cannot both
+    /// take the last room of a window (docs/policy.md#a-request-budget-per-site).
+    pub(super) fn poll_due(&mut self, due: &mut Vec<Check>) -> Result<(), WatchError> {
+        let sites: Vec<SiteKey> = self.scheduler.budgeted_sites().cloned().collect();
+        if sites.is_empty() {
+            self.scheduler.poll_due_into(now(), due);
+            return Ok(());
+        }
+        let process = self.plans.shared.process;
+        let scheduler = &mut self.scheduler;
+        self.store.transaction(|tx| {
+            let t = now();
+            let since = Timestamp(t.as_millis().saturating_sub(millis(SHARED_FOR)));
+            for site in &sites {
+                let sent = tx.requests_elsewhere(process, site, since)?;
+                scheduler.set_requests_elsewhere(site, &sent);
+            }
+            scheduler.poll_due_into(t, due);
+            for c in due.iter() {
+                let site = scheduler.site_key(c.site);
+                if sites.contains(site) {
+                    tx.record_requests(process, site, &[t], since)?;
+                }
+            }
+            Ok::<_, WatchError>(())
+        })
+    }
+
+    /// Writes the requests a check sent beyond its first (its next pages, retries, redirects)
+    /// for the other processes, when its site has a budget.
+    pub(super) fn share_requests(
+        &mut self,
+        site: &SiteKey,
+        sent: &[Timestamp],
+    ) -> Result<(), WatchError> {
+        if sent.is_empty() || self.scheduler.budget(site).is_none() {
+            return Ok(());
+        }
+        let process = self.plans.shared.process;
+        let since = Timestamp(now().as_millis().saturating_sub(millis(SHARED_FOR)));
+        self.store
+            .transaction(|tx| tx.record_requests(process, site, sent, since))?;
+        Ok(())
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// What one search gets, as `status` shows it.

@@ -47,7 +47,7 @@ impl Watcher {
                 break;
             }
             due.clear();
-            self.scheduler.poll_due_into(now(), &mut due);
+            self.poll_due(&mut due)?;
             for &c in &due {
                 match Check::resolve(&self.scheduler, c) {
                     Some(check) => self.start(check, &returns, &cancel)?,

@@ -192,6 +192,24 @@ impl Pass {
             if self.results.contains_key(id) {
                 continue;
             }
+            if let Some(room) = scheduler.budget_wait(*id) {
+                let budget = scheduler
+                    .budget(&info.site)
+                    .map(super::budget::budget_text)
+                    .unwrap_or_default();
+                let reason = format!(
+                    "waiting for the site's request budget ({budget}, shared with any other \
+                     notifio on this state) until {}, in {}",
+                    notifio_policy::format_time_of_day(room),
+                    notifio_policy::time::format_countdown(room.saturating_since(now))
+                );
+                let url = url_of(configured, &info.name);
+                self.results.insert(
+                    *id,
+                    waiting(info, url, Reported::Waiting, Some(room), reason),
+                );
+                continue;
+            }
             let Some((state, next)) = scheduler.search_state(*id) else {
                 continue;
             };
@@ -205,11 +223,7 @@ impl Pass {
             {
                 continue;
             }
-            let url = configured
-                .iter()
-                .find(|s| s.name == info.name)
-                .map(|s| crate::redact::url_password(&s.url).into_owned())
-                .unwrap_or_default();
+            let url = url_of(configured, &info.name);
             let reason = match scheduler.registry().entry(&info.site) {
                 Some(entry) if state == SearchState::Waiting => {
                     crate::reason::of_waiting(entry, now)
@@ -220,32 +234,51 @@ impl Pass {
                 ),
                 _ => "the site's session expired: export fresh cookies".into(),
             };
-            self.results.insert(
-                *id,
-                PassResult {
-                    search: info.name.clone(),
-                    url,
-                    site: info.site.to_string(),
-                    outcome: if state == SearchState::Waiting {
-                        Reported::Waiting
-                    } else {
-                        Reported::Checked(Outcome::SessionExpired)
-                    },
-                    status: None,
-                    attempts: 0,
-                    listings: Vec::new(),
-                    new: Vec::new(),
-                    baseline: false,
-                    price_changes: Vec::new(),
-                    unchanged: false,
-                    next_retry_at: next.map(Timestamp::as_millis),
-                    via: info.fetch,
-                    pages: 0,
-                    reason: Some(reason),
-                    read: None,
-                    structure: None,
-                },
-            );
+            let outcome = if state == SearchState::Waiting {
+                Reported::Waiting
+            } else {
+                Reported::Checked(Outcome::SessionExpired)
+            };
+            self.results
+                .insert(*id, waiting(info, url, outcome, next, reason));
         }
+    }
+}
+
+/// The configured URL of search `name`, without a password.
+fn url_of(configured: &[SearchConfig], name: &str) -> String {
+    configured
+        .iter()
+        .find(|s| s.name == name)
+        .map(|s| crate::redact::url_password(&s.url).into_owned())
+        .unwrap_or_default()
+}
+
+/// The answer for a search the pass did not check, and why.
+fn waiting(
+    info: &super::setup::SearchInfo,
+    url: String,
+    outcome: Reported,
+    next: Option<Timestamp>,
+    reason: String,
+) -> PassResult {
+    PassResult {
+        search: info.name.clone(),
+        url,
+        site: info.site.to_string(),
+        outcome,
+        status: None,
+        attempts: 0,
+        listings: Vec::new(),
+        new: Vec::new(),
+        baseline: false,
+        price_changes: Vec::new(),
+        unchanged: false,
+        next_retry_at: next.map(Timestamp::as_millis),
+        via: info.fetch,
+        pages: 0,
+        reason: Some(reason),
+        read: None,
+        structure: None,
     }
 }

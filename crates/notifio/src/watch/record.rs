@@ -36,12 +36,18 @@ impl Watcher {
         for &at in &done.sent {
             self.scheduler.handle_request_sent(done.check.id, at);
         }
-        let reaction = self.scheduler.handle_outcome(
-            done.check.id,
-            done.outcome,
-            done.fetched.retry_after(),
-            t,
-        );
+        self.share_requests(&done.check.site, &done.sent)?;
+        let reaction = if done.fetched.is_deferred() {
+            // Notifio's own budget held a redirect back: not the site's doing.
+            self.scheduler.handle_deferred(done.check.id, t)
+        } else {
+            self.scheduler.handle_outcome(
+                done.check.id,
+                done.outcome,
+                done.fetched.retry_after(),
+                t,
+            )
+        };
         self.after_check(&done);
         let ordinary = reaction.is_none()
             && done.listings.is_none()

@@ -13,6 +13,10 @@
 //!   suggestion → `active_hours_rest_a_search_and_the_plan_is_shown_everywhere`
 //! - hours whose history shows no listings drop to `max_interval`: the watcher plans with what
 //!   the store kept → `learnt_quiet_hours_drop_to_max_interval`
+//! - the budget is the site's, whoever sends: a `check` beside a `watch` (and a `watch` after
+//!   a `check`) never sends more than it in a window → `check_and_watch_spend_one_budget`
+//! - a redirect within the site that the budget has no room for waits for room; it is never
+//!   recorded as the site refusing → `a_redirect_the_budget_has_no_room_for_waits_and_is_no_refusal`
 
 use crate::util::{Notifio, wait_for, write_config};
 use fake_portal::{Behaviour, Portal, SiteSpec};
@@ -651,4 +655,210 @@ async fn race(schedule: &[(u64, usize)], names: &[&str], modes: &[Option<u64>]) 
         portal.shutdown().await;
     }
     figures
+}
+
+/// A site on 127.0.0.1 whose `/search` redirects to `/results` (within the site), where the
+/// cards are; `/plain` shows the same cards. Returns its URL and the arrival time (ms) and path
+/// of every request.
+async fn redirecting_site() -> (String, std::sync::Arc<std::sync::Mutex<Vec<(u64, String)>>>) {
+    use tokio::io::AsyncWriteExt as _;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let log: std::sync::Arc<std::sync::Mutex<Vec<(u64, String)>>> = Default::default();
+    let seen = log.clone();
+    let cards = "<html><body><article class=\"listing\" data-id=\"1\"><a href=\"/l/1\">\
+                 <h2>Flat</h2></a></article></body></html>";
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let Some(head) = crate::util::read_head(&mut sock).await else {
+                    return;
+                };
+                let line = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                let path = line.split(' ').nth(1).unwrap_or("").to_owned();
+                seen.lock()
+                    .unwrap()
+                    .push((notifio::clock::now().as_millis(), path.clone()));
+                let response = if path == "/search" {
+                    "HTTP/1.1 302 Found\r\nLocation: /results\r\nContent-Length: 0\r\n\
+                     Connection: close\r\n\r\n"
+                        .to_owned()
+                } else {
+                    crate::util::raw_response("200 OK", &[], cards)
+                        .into_iter()
+                        .map(char::from)
+                        .collect()
+                };
+                let _ = sock.write_all(response.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    (url, log)
+}
+
+/// Issue 53, item 6: a search whose URL redirects within its budgeted site, when the budget
+/// has no room for the redirect, was recorded as the site refusing ("refused (error): all 2
+/// searches wait", the error ladder, the probe too). Notifio's own budget is no refusal: the
+/// redirect waits for room, the site never waits, no window holds more than the budget, and
+/// the search reads its page once there is room for both of its requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_the_budget_has_no_room_for_waits_and_is_no_refusal() {
+    let (url, log) = redirecting_site().await;
+    let site = url.trim_start_matches("http://").to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[watch]\ninterval = \"100ms\"\nspacing = \"50ms\"\nmax_interval = \"2s\"\nstate_dir = {:?}\n\
+         dashboard = false\n\n[backoff]\nerror = [\"10s\"]\njitter = 0\n\n\
+         [site.{site:?}]\nbudget = \"2/s\"\n\n\
+         [[search]]\nname = \"redirects\"\nurl = \"{url}/search\"\n{LISTING}\n\n\
+         [[search]]\nname = \"plain\"\nurl = \"{url}/plain\"\n{LISTING}\n\n",
+        dir.path().join("state").display().to_string()
+    );
+    let cfg = crate::util::load_config(dir.path(), &text);
+    let mut watcher = notifio::watch::Watcher::new(cfg, vec![], false).unwrap();
+    let mut events = watcher.subscribe();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move { watcher.run(stop).await });
+    let mut reactions = Vec::new();
+    let mut read_whole = 0;
+    let until = tokio::time::Instant::now() + Duration::from_secs(4);
+    while let Ok(Ok(ev)) = tokio::time::timeout_at(until, events.recv()).await {
+        match ev {
+            notifio::watch::WatchEvent::Reaction(r) => reactions.push(r),
+            notifio::watch::WatchEvent::CheckDone {
+                searches, listings, ..
+            } if searches.iter().any(|s| s == "redirects") && listings == 1 => read_whole += 1,
+            _ => {}
+        }
+    }
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    let log = log.lock().unwrap().clone();
+    let redirected = log.iter().filter(|(_, p)| p == "/search").count();
+    println!(
+        "{} requests, {redirected} to /search, {read_whole} whole reads",
+        log.len()
+    );
+    assert!(
+        reactions.is_empty(),
+        "the site refused nothing: {reactions:?}"
+    );
+    assert!(read_whole >= 1, "the search read its page: {log:?}");
+    // Never more than 2 requests in a second (less the lag between notifio starting a request
+    // and its arrival on a loaded machine; notifio keeps a margin of a tenth of the unit).
+    for (i, (at, _)) in log.iter().enumerate() {
+        let in_window = log[i..]
+            .iter()
+            .take_while(|(t, _)| *t < at + 1000 - 150)
+            .count();
+        assert!(
+            in_window <= 2,
+            "{in_window} requests in the second from {at}: {log:?}"
+        );
+    }
+}
+
+/// `notifio check --json` with `config`: each search's answer.
+fn check_json(config: &std::path::Path) -> Vec<Value> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_notifio"))
+        .args(["check", "--json", "--config"])
+        .arg(config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Issue 53, item 5: with `budget = "4/min"`, a `watch` sent 4 requests and a `check` beside
+/// it 4 more in the same minute. The budget is the site's, whoever sends: a `check` beside a
+/// `watch` that spent the window sends nothing and says when the budget has room, and a
+/// `watch` started after a `check` spent it waits for room. The portal counts what arrived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_and_watch_spend_one_budget() {
+    let portal = Portal::start(vec![SiteSpec {
+        page_bytes: 20_000,
+        ..SiteSpec::new("flats")
+    }])
+    .await
+    .unwrap();
+    let site = portal
+        .base_url("flats")
+        .trim_start_matches("http://")
+        .to_owned();
+    let config = |dir: &std::path::Path| {
+        let mut t = format!(
+            "[watch]\ninterval = \"100ms\"\nspacing = \"50ms\"\nstate_dir = {:?}\n\
+             dashboard = false\n\n[site.{site:?}]\nbudget = \"4/min\"\n\n",
+            dir.join("state").display().to_string()
+        );
+        for name in ["a", "b", "c", "d"] {
+            t.push_str(&format!(
+                "[[search]]\nname = {name:?}\nurl = {:?}\n{LISTING}\n\n",
+                portal.search_url("flats", name)
+            ));
+        }
+        write_config(dir, &t)
+    };
+    let arrived = || {
+        portal
+            .requests()
+            .iter()
+            .filter(|r| r.site == "flats")
+            .count()
+    };
+
+    // A watch spends the window; a check beside it waits for the budget.
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path());
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    wait_for(
+        Duration::from_secs(20),
+        "the watcher's four requests",
+        || (arrived() >= 4).then_some(()),
+    )
+    .await;
+    let answers = check_json(&path);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(arrived(), 4, "the check sent nothing: {answers:#?}");
+    assert_eq!(answers.len(), 4);
+    let now = notifio::clock::now().as_millis();
+    for a in &answers {
+        assert_eq!(a["outcome"], "waiting", "{a:#}");
+        let reason = a["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("request budget (4/min"), "{reason}");
+        let room = a["next_retry_at"].as_u64().unwrap_or_default();
+        assert!(
+            room > now && room <= now + 61_000,
+            "room within the minute: {room} vs {now}"
+        );
+    }
+    assert_eq!(watch.terminate(), Some(0));
+
+    // A check spends the window; a watch started after it waits for room.
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path());
+    let before = arrived();
+    let answers = check_json(&path);
+    assert!(answers.iter().all(|a| a["outcome"] == "ok"), "{answers:#?}");
+    assert_eq!(arrived() - before, 4);
+    let watch = Notifio::start(dir.path(), &path, false, None);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        arrived() - before,
+        4,
+        "the watcher waits for the window the check spent"
+    );
+    assert_eq!(watch.terminate(), Some(0));
 }

@@ -438,6 +438,21 @@ impl RawServer {
     }
 }
 
+/// Reads a request's head (up to its blank line) from `sock`; `None` when the client goes away
+/// first.
+pub(crate) async fn read_head(sock: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt as _;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match sock.read(&mut buf).await {
+            Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+            _ => return None,
+        }
+    }
+    Some(head)
+}
+
 /// An HTTP/1.1 response: the status line, `headers` as given (raw bytes), then an HTML
 /// content type, the body's length and `Connection: close`.
 pub(crate) fn raw_response(status: &str, headers: &[&[u8]], body: &str) -> Vec<u8> {

@@ -78,6 +78,11 @@ const CHECKS_PER_TAB: u32 = 20;
 const IDLE_TABS: usize = 2;
 /// How long leaving a page for `about:blank` may take before the tab is closed instead.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Pages loading in the browser at once; more wait their turn. Loading a page is the
+/// renderer's CPU (parsing, layout, the page's scripts): six 775 KB pages at once on a 2-core
+/// laptop each got a third of a core, and the ones still building at the deadline were read
+/// half-built. Two keep both cores busy while a page's network wait leaves room for another.
+const PAGES_AT_ONCE: usize = 2;
 
 /// How many of our own browsers are being closed right now. A browser that exits resets its
 /// DevTools connection, which chromiumoxide reports as an `ERROR` (`WS Connection error: …
@@ -262,7 +267,12 @@ pub struct Browser {
     cfg: BrowserConfig,
     running: tokio::sync::Mutex<Option<Arc<Running>>>,
     starts: std::sync::atomic::AtomicU32,
+    /// Turns to load a page ([`PAGES_AT_ONCE`]).
+    turns: tokio::sync::Semaphore,
 }
+
+/// A turn to load a page in the browser, held for the whole request (its retries included).
+pub(super) type Turn<'a> = tokio::sync::SemaphorePermit<'a>;
 
 impl std::fmt::Debug for Browser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -282,6 +292,7 @@ fn failed(url: &str, failure: TransportFailure, error: String, retryable: bool) 
         failure: Some(failure),
         error: Some(error),
         held_at: None,
+        deferred: false,
         retryable,
     }
 }
@@ -294,7 +305,15 @@ impl Browser {
             cfg,
             running: tokio::sync::Mutex::new(None),
             starts: std::sync::atomic::AtomicU32::new(0),
+            turns: tokio::sync::Semaphore::new(PAGES_AT_ONCE),
         }
+    }
+
+    /// Waits for a turn to load a page: at most [`PAGES_AT_ONCE`] load at once, so each gets
+    /// the CPU it needs to finish before its deadline (the wait is not part of it).
+    pub(super) async fn turn(&self) -> Option<Turn<'_>> {
+        // The semaphore is never closed; `None` would only mean "no limit".
+        self.turns.acquire().await.ok()
     }
 
     /// How many times a browser was started (or connected to) so far.
@@ -583,6 +602,7 @@ impl Browser {
                         "redirected to {site}, which is waiting: not followed"
                     )),
                     held_at: Some(site),
+                    deferred: false,
                     retryable: true,
                 }
             }

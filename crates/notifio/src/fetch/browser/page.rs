@@ -1,13 +1,16 @@
 //! One page in a tab: navigate, take the main document's status and headers (for
-//! `classify`), wait until the profile's cards are in the DOM or the page has gone quiet
-//! (bounded by the attempt's timeout, since some pages never do), read the rendered DOM.
-//! Everything here answers with a [`Visit`]; nothing a page does can hang or crash us.
+//! `classify`), wait until the page has loaded, read the rendered DOM. Everything here answers
+//! with a [`Visit`]; nothing a page does can hang or crash us.
 //!
-//! A page is read as soon as its cards are there, also while the document is still loading
-//! (a last script that never finishes keeps it `loading` forever), and at the attempt's
-//! deadline it is read as it is then. A page that leaves for a site waiting after a refusal
-//! (a redirect, or its own script) ends the read at once, like an unchanged page
-//! (docs/sites.md, the browser).
+//! A page is read only once it has loaded (docs/sites.md#when-a-page-has-loaded): its cards (the
+//! profile's ready selector) are there and their count has held for a moment, also while the
+//! document is still loading (a last script that never finishes keeps it `loading` forever);
+//! or the document is complete and the network quiet, for a short moment without a ready
+//! selector and for longer with one that matches nothing yet (a script may still be building
+//! the cards). A page still loading at the attempt's deadline is a timeout, retried as one,
+//! never read half-built: a document read before its cards arrived is judged a layout
+//! change. A page that leaves for a site waiting after a refusal (a redirect, or its own
+//! script) ends the read at once, like an unchanged page.
 
 use super::{Attempt, PageRequest, Route, Tab, TransportFailure, lock};
 use bytes::Bytes;
@@ -33,11 +36,19 @@ use tokio::time::Instant;
 
 /// "Network idle": the load event has fired and no request has been in flight this long.
 const IDLE_AFTER: Duration = Duration::from_millis(500);
+/// The same, for a page whose profile names its cards (a ready selector) and that shows none:
+/// the network went quiet, but a script may still be building the cards from data it already
+/// has (a timer, a framework's first render), later still on a busy machine. A page that
+/// really has none (no results, a challenge, a new layout) is read this much later.
+const NO_CARDS_IDLE_AFTER: Duration = Duration::from_secs(2);
 /// How often the page is asked whether its result list (or "no results" marker) is there yet.
 const READY_POLL: Duration = Duration::from_millis(50);
-/// A document still loading (its parser waits for a script) whose HTML has all arrived is
-/// read once its cards have stayed the same this long: a parsed document's cards are taken
-/// after two polls, but a loading one may be waiting on a script in the middle of its list.
+/// The cards are read once their count has held this long, as the page answered every poll
+/// in between: a long page is parsed as it streams in, and scripts add cards in batches (the
+/// first card is not the last).
+const CARDS_STEADY: Duration = Duration::from_millis(300);
+/// The same for a document still loading (its parser waits for a script, maybe one in the
+/// middle of its list), once all its HTML has arrived.
 const LOADING_STEADY: Duration = Duration::from_millis(500);
 
 /// How a visit went.
@@ -262,12 +273,29 @@ async fn load(
                 }
             }
             () = tokio::time::sleep(left) => {
-                if loading.doc.is_some() {
+                if loading.doc.is_none() {
+                    return Err(Visit::NoPage(
+                        TransportFailure::Timeout,
+                        format!("no page within {} ms", time.budget.as_millis()),
+                    ));
+                }
+                // Cards, or a complete document that never went quiet (a ticker, a
+                // challenge page polling): read as it is. A document still loading without
+                // cards is not a page yet.
+                if loading.cards.is_some() || loading.loaded {
                     break;
+                }
+                // Unless it does not even answer: a script that never stops, which another
+                // attempt would not get past either.
+                if !page_alive(&page, time.margin).await {
+                    return Err(Visit::Broken(NOT_ANSWERING.into()));
                 }
                 return Err(Visit::NoPage(
                     TransportFailure::Timeout,
-                    format!("no page within {} ms", time.budget.as_millis()),
+                    format!(
+                        "the page did not finish loading in {} s",
+                        time.budget.as_millis().div_ceil(1000)
+                    ),
                 ));
             }
             _ = poll.tick() => {
@@ -296,7 +324,8 @@ struct Loading {
     loaded: bool,
     in_flight: HashSet<String>,
     quiet_since: Instant,
-    /// The profile's cards in the document at the last poll, and since when that count holds.
+    /// The profile's cards in the document at the last poll, and since when the page has
+    /// answered every poll with that count.
     cards: Option<Cards>,
     cards_since: Instant,
 }
@@ -450,7 +479,7 @@ impl Loading {
                 }
             }
             Err(e) => {
-                if self.doc.is_none() && !page_alive(page).await {
+                if self.doc.is_none() && !page_alive(page, Duration::from_secs(1)).await {
                     return Some(Visit::Broken(format!("the browser stopped answering: {e}")));
                 }
             }
@@ -458,45 +487,42 @@ impl Loading {
         None
     }
 
-    /// At a poll: whether the page is ready to be read (it went quiet, or the profile's
-    /// cards have stopped coming).
+    /// At a poll: whether the page has loaded (its cards have stopped coming, or it went
+    /// quiet).
     async fn ready(&mut self, page: &Page, selector: Option<&str>, time: &AttemptTime) -> bool {
         if self.doc.is_none() {
             return false;
         }
-        let idle =
-            self.loaded && self.in_flight.is_empty() && self.quiet_since.elapsed() >= IDLE_AFTER;
-        if idle {
-            return true;
-        }
+        let Some(sel) = selector else {
+            return self.quiet_for(IDLE_AFTER);
+        };
         // A page whose scripts never yield does not answer: bounded, like everything.
         let left = time.until_soft().min(Duration::from_secs(1));
-        if let Some(sel) = selector {
-            let now = tokio::time::timeout(left, cards_shown(page, sel))
-                .await
-                .unwrap_or(None);
-            let same = now == self.cards;
-            if !same {
-                self.cards_since = Instant::now();
-            }
-            self.cards = now;
-            // Ready once its cards have stopped coming: in a parsed document, the
-            // same count two polls in a row (a long page is parsed as it streams in,
-            // and scripts may add cards in batches: the first card is not the last);
-            // in one still loading, once all its HTML is in and the count has held
-            // for a while.
-            let ready = match now {
-                Some(Cards { loading: false, .. }) => same,
-                Some(Cards { loading: true, .. }) => {
-                    self.main_finished && self.cards_since.elapsed() >= LOADING_STEADY
-                }
-                None => false,
-            };
-            if ready {
-                return true;
-            }
+        let answer = tokio::time::timeout(left, cards_shown(page, sel))
+            .await
+            .ok()
+            .flatten();
+        let Some(now) = answer else {
+            // No answer: the page is busy (or starved of CPU), so nothing it showed so far
+            // has held; count again from the next answer.
+            self.cards_since = Instant::now();
+            return false;
+        };
+        if now != self.cards {
+            self.cards_since = Instant::now();
         }
-        false
+        self.cards = now;
+        let steady = self.cards_since.elapsed();
+        match now {
+            Some(Cards { loading: false, .. }) => steady >= CARDS_STEADY,
+            Some(Cards { loading: true, .. }) => self.main_finished && steady >= LOADING_STEADY,
+            None => self.quiet_for(NO_CARDS_IDLE_AFTER) && steady >= NO_CARDS_IDLE_AFTER,
+        }
+    }
+
+    /// The document is complete and no request has been in flight for `after`.
+    fn quiet_for(&self, after: Duration) -> bool {
+        self.loaded && self.in_flight.is_empty() && self.quiet_since.elapsed() >= after
     }
 }
 
@@ -508,11 +534,7 @@ async fn read_document(page: &Page, doc: Document, cap: usize, time: &AttemptTim
     let (body, over) = match tokio::time::timeout(left, read_dom(page, cap)).await {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => return Visit::Broken(format!("cannot read the page: {e}")),
-        Err(_) => {
-            return Visit::Broken(
-                "the page does not answer (its scripts never stop), so it was not read".into(),
-            );
-        }
+        Err(_) => return Visit::Broken(NOT_ANSWERING.into()),
     };
     Visit::Page(Attempt {
         status: Some(doc.status),
@@ -522,17 +544,19 @@ async fn read_document(page: &Page, doc: Document, cap: usize, time: &AttemptTim
         failure: over.then_some(TransportFailure::BodyTooLarge),
         error: over.then(|| format!("page larger than the {cap}-byte cap")),
         held_at: None,
+        deferred: false,
         retryable: true,
     })
 }
 
-async fn page_alive(page: &Page) -> bool {
-    tokio::time::timeout(
-        Duration::from_secs(1),
-        page.execute(EvaluateParams::new("1")),
-    )
-    .await
-    .is_ok_and(|r| r.is_ok())
+/// Why a page whose scripts never yield is not read (nor tried again in this check).
+const NOT_ANSWERING: &str = "the page does not answer (its scripts never stop), so it was not read";
+
+/// Whether the page runs a trivial script within `within`.
+async fn page_alive(page: &Page, within: Duration) -> bool {
+    tokio::time::timeout(within, page.execute(EvaluateParams::new("1")))
+        .await
+        .is_ok_and(|r| r.is_ok())
 }
 
 /// The profile's cards in the document at one poll.
@@ -543,9 +567,9 @@ struct Cards {
     loading: bool,
 }
 
-/// How many elements match `selector` in the current document, and whether it is still
-/// loading (`None` before any match, or when the page does not answer).
-async fn cards_shown(page: &Page, selector: &str) -> Option<Cards> {
+/// How many elements match `selector` in the current document (`None` when none does), and
+/// whether it is still loading; `None` when the page does not answer.
+async fn cards_shown(page: &Page, selector: &str) -> Option<Option<Cards>> {
     let quoted = serde_json::to_string(selector).ok()?;
     let expr = format!(
         "(() => {{ try {{ return [document.querySelectorAll({quoted}).length, \
@@ -555,9 +579,9 @@ async fn cards_shown(page: &Page, selector: &str) -> Option<Cards> {
     params.return_by_value = Some(true);
     let r = page.execute(params).await.ok()?;
     let value = r.result.result.value?;
-    let count = value.get(0)?.as_u64().filter(|n| *n > 0)?;
+    let count = value.get(0)?.as_u64()?;
     let loading = value.get(1)?.as_bool()?;
-    Some(Cards { count, loading })
+    Some((count > 0).then_some(Cards { count, loading }))
 }
 
 /// The rendered document as HTML (doctype and `documentElement.outerHTML`), at most `cap`
