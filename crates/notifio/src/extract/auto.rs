@@ -10,11 +10,11 @@
 //! from that data: a JSON-LD `ItemList`, or a script's JSON (Next.js's `__NEXT_DATA__`, any
 //! `application/json` state) holding an array of results with links.
 //!
-//! A card's fields are read as a generic card's are (docs/sites.md#auto-mode): the title is its
-//! heading (else an element whose class says title, else its link's text), the price the one
-//! beside a currency, rooms and area by their units, the photo the largest image that is not
-//! an icon. The structure chosen is reported as a CSS selector a user can paste into `listing`
-//! to pin it.
+//! A card's fields are read as a generic card's are: the title is its most important heading
+//! (else an element whose class says title, else its link's words), the price the one beside a
+//! currency, rooms and area by their units in its facts, the photo the largest image that is
+//! not an icon. The structure chosen is reported as a CSS selector a user can paste into
+//! `listing` to pin it (docs/sites.md#auto-mode-any-results-page-from-its-url-alone).
 
 use super::dom::{Dom, Kind, NodeId};
 use super::generic::str_or_num;
@@ -599,19 +599,20 @@ fn judge(
         }
     }
     // A listing's own link is on most items, and usually twice (its photo and its headline);
-    // an agent's or a bookmark's, once.
+    // an agent's, once; a bookmark's or a calculator's is no listing's.
     let rank = |s: u32, e: &Seen| {
-        let action = is_action(&shapes[s as usize]);
-        let reach = e.items + e.links.min(2 * e.items);
         (
-            if action { reach / 2 } else { reach },
+            e.items + e.links.min(2 * e.items),
             e.words,
             std::cmp::Reverse(s),
         )
     };
     let (&shape, best) = seen
         .iter()
-        .filter(|(s, _)| names_one(&shapes[**s as usize]))
+        .filter(|(s, _)| {
+            let shape = &shapes[**s as usize];
+            names_one(shape) && !is_action(shape)
+        })
         .max_by_key(|(s, e)| rank(**s, e))?;
     if best.items < 2 {
         return None;
