@@ -107,7 +107,9 @@ pub const SLOWEST_PLANNED: f64 = 0.85;
 /// jitter ([`INTERVAL_JITTER`]) and then by that wait, it is still checked within `slowest`.
 /// Never more than [`SLOWEST_PLANNED`] of it; a wait as long as `slowest` (an hourly budget's
 /// window against a 15 min `max_interval`) leaves it at that, and `slowest` is then no promise.
-fn slowest_planned(slowest: Duration, wait: Duration) -> Duration {
+/// What a resting search gets, and what a config's budget must afford for every search.
+#[must_use]
+pub fn slowest_planned(slowest: Duration, wait: Duration) -> Duration {
     let most = slowest.mul_f64(SLOWEST_PLANNED);
     match slowest.checked_sub(wait) {
         Some(left) if !left.is_zero() => most.min(left.div_f64(1.0 + INTERVAL_JITTER)),
