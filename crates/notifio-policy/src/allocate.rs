@@ -10,12 +10,16 @@
 //! for the week, the one that spends the budget exactly in the busiest hour (so the quiet
 //! hours leave requests unspent; that is politeness too).
 //!
-//! Around the rule: a search is checked at least every `max_interval` and never more often
-//! than its own `interval`; a search whose page could fill up between two checks (half a page
-//! of new listings expected) is checked often enough that it cannot; and the requests of every
-//! search (each check is `pages` requests at most) never exceed the budget. With equal rates it
-//! is plain round-robin: every search gets the same share.
+//! Around the rule: a search is checked at least every `max_interval` (planned early enough
+//! that its jitter and its wait behind the site's other checks cannot make it late:
+//! [`RequestBudget::longest_wait`]) and never more often than its own `interval`; a search
+//! whose page could fill up between two checks (half a page of new listings expected) is
+//! checked often enough that it cannot; and the requests of every search (each check is
+//! `pages` requests at most) never exceed the budget. With equal rates it is plain
+//! round-robin: every search gets the same share.
 
+use crate::jitter::INTERVAL_JITTER;
+use crate::schedule::TICK;
 use std::time::Duration;
 
 /// A site's request budget: at most `requests` requests in any window of `per`.
@@ -32,6 +36,39 @@ impl RequestBudget {
     #[must_use]
     pub fn per_hour(self) -> f64 {
         f64::from(self.requests) * 3600.0 / self.per.as_secs_f64().max(1e-3)
+    }
+
+    /// The window the scheduler counts requests in: [`Self::per`] and a tenth more (at most a
+    /// second). The site counts requests as they arrive, and two requests can take different
+    /// times to get there, so that no window of the site's own clock holds more than the
+    /// budget either.
+    #[must_use]
+    pub fn counted_window(self) -> Duration {
+        self.per + (self.per / 10).min(Duration::from_secs(1))
+    }
+
+    /// The longest a check that has come due can wait for its site, on a site whose searches
+    /// each make one check of `pages` requests (docs/policy.md#a-request-budget-per-site).
+    ///
+    /// The scheduler takes a site's checks by due time, and a check is due again only after
+    /// it ran, so a due check waits behind at most one check of each other search. Counted
+    /// from a full window: the window empties (its [`Self::counted_window`] `W`), then each
+    /// check of `c` requests (at most [`Self::requests`] `R`) takes at most `2c - 1` steps of
+    /// `W / R`: up to `c - 1` for room in the window, and its `c` requests one spacing apart.
+    /// It holds for a spacing of at most `W / R` (a spacing that lets the budget be spent;
+    /// a check's time on the wire counts as spacing), with each wake-up's [`TICK`] on top.
+    /// Retries, redirects and the requests of other processes are not counted.
+    #[must_use]
+    pub fn longest_wait(self, pages: impl IntoIterator<Item = u32>) -> Duration {
+        let requests = self.requests.max(1);
+        let (mut checks, mut steps) = (0u32, 0u32);
+        for p in pages {
+            checks = checks.saturating_add(1);
+            steps = steps.saturating_add(p.clamp(1, requests).saturating_mul(2) - 1);
+        }
+        let window = self.counted_window();
+        let step = window / requests;
+        window + step * steps.saturating_sub(1) + TICK * checks.saturating_add(1)
     }
 }
 
@@ -61,8 +98,24 @@ pub struct Share {
     pub expected_delay: Duration,
 }
 
-/// How much of `max_interval` a search's longest planned interval is (see [`allocate`]).
+/// How much of `max_interval` a search's longest planned interval is at most (see
+/// [`allocate`]): less where its site's budget needs it.
 pub const SLOWEST_PLANNED: f64 = 0.85;
+
+/// The longest interval `allocate` plans for a search whose `max_interval` is `slowest`, on a
+/// site whose due checks wait at most `wait` ([`RequestBudget::longest_wait`]): late by all its
+/// jitter ([`INTERVAL_JITTER`]) and then by that wait, it is still checked within `slowest`.
+/// Never more than [`SLOWEST_PLANNED`] of it; a wait as long as `slowest` (an hourly budget's
+/// window against a 15 min `max_interval`) leaves it at that, and `slowest` is then no promise.
+/// What a resting search gets, and what a config's budget must afford for every search.
+#[must_use]
+pub fn slowest_planned(slowest: Duration, wait: Duration) -> Duration {
+    let most = slowest.mul_f64(SLOWEST_PLANNED);
+    match slowest.checked_sub(wait) {
+        Some(left) if !left.is_zero() => most.min(left.div_f64(1.0 + INTERVAL_JITTER)),
+        _ => most,
+    }
+}
 
 /// The share of the budget the busiest hour plans to spend. A window's limit is hard: checks
 /// planned at exactly its rate collide with it, wait for room and fall behind their plan (in
@@ -86,9 +139,10 @@ pub fn price(budget: RequestBudget, peak: f64) -> f64 {
 #[must_use]
 pub fn allocate(demands: &[Demand], budget: RequestBudget, k: f64) -> Vec<Share> {
     let cap = budget.per_hour();
-    // `max_interval` is a promise: planned a little sooner, so that the interval's jitter
-    // (±10 %) and the site's other checks ahead of it never make it late.
-    let floor = |d: &Demand| 3600.0 / (d.slowest.as_secs_f64() * SLOWEST_PLANNED).max(1e-3);
+    // `max_interval` is a promise: planned sooner, so that the interval's jitter (±10 %) and
+    // the site's other checks ahead of it in its budget never make it late.
+    let wait = budget.longest_wait(demands.iter().map(|d| d.pages));
+    let floor = |d: &Demand| 3600.0 / slowest_planned(d.slowest, wait).as_secs_f64().max(1e-3);
     let ceil = |d: &Demand| 3600.0 / d.fastest.as_secs_f64().max(1e-3);
     // What a search needs whatever the rule says: its floor, and enough to keep its page from
     // filling up between two checks.
@@ -199,9 +253,64 @@ mod tests {
     }
 
     #[test]
+    fn a_due_check_waits_for_the_window_then_a_share_of_it_per_request() {
+        // Six searches of one page on 2/min, the window counted as 61 s: it empties, then
+        // one request every 30.5 s; the sixth check starts 61 + 5 × 30.5 s on, and each
+        // wake-up may fall up to a tick late.
+        let six = budget(2).longest_wait([1; 6]);
+        assert_eq!(six, Duration::from_millis(61_000 + 5 * 30_500 + 7 * 8));
+        // A check of `c` pages takes up to `2c - 1` steps (room, then its pages); pages
+        // beyond the budget count as the budget (the config refuses them anyway).
+        let paged = budget(2).longest_wait([1, 1, 3]);
+        assert_eq!(paged, Duration::from_millis(61_000 + 4 * 30_500 + 4 * 8));
+        assert_eq!(budget(4).longest_wait([1, 3, 2]), paged);
+        let hourly = RequestBudget {
+            requests: 120,
+            per: 60 * MIN,
+        };
+        assert_eq!(
+            hourly.longest_wait([1]),
+            Duration::from_millis(3_601_000 + 2 * 8)
+        );
+    }
+
+    #[test]
+    fn max_interval_is_planned_early_enough_for_the_jitter_and_the_longest_wait() {
+        // The case that went 902.9 s between two checks on a 15 min max_interval: six
+        // searches on 2/min, one of them with nothing. Late by its whole jitter and then
+        // by the longest wait, it is still checked within max_interval.
+        let mut d = vec![demand(2.0); 6];
+        d[2] = demand(0.0);
+        let b = budget(2);
+        let s = allocate(&d, b, price(b, 5.0 * 2f64.sqrt()));
+        let latest = s[2].interval.mul_f64(1.0 + INTERVAL_JITTER) + b.longest_wait([1; 6]);
+        assert!(latest <= 15 * MIN, "{latest:?}: {s:?}");
+        assert!(
+            latest > 15 * MIN - Duration::from_millis(5),
+            "no earlier than needed"
+        );
+        // Where the wait alone is longer than max_interval (an hourly budget's window), no
+        // plan can promise it: the search gets 85 % of it, as a budget with room would.
+        let hourly = RequestBudget {
+            requests: 120,
+            per: 60 * MIN,
+        };
+        let s = allocate(&d, hourly, price(hourly, 5.0 * 2f64.sqrt()));
+        assert_eq!(s[2].interval.as_millis(), 765_000);
+        // And a budget by the second waits so little that 85 % of it is the earlier.
+        let by_the_second = RequestBudget {
+            requests: 10,
+            per: Duration::from_secs(1),
+        };
+        let s = allocate(&d, by_the_second, price(by_the_second, 1.0));
+        assert_eq!(s[2].interval.as_millis(), 765_000);
+    }
+
+    #[test]
     fn floors_ceilings_pages_and_full_pages_are_kept() {
-        // A search with nothing still gets its max_interval; one with its own interval of
-        // 10 min is never checked more often; pages count as requests.
+        // A search with nothing still gets its max_interval, planned early enough for the
+        // jitter and the longest wait of the site (183.032 s, below); one with its own
+        // interval of 10 min is never checked more often; pages count as requests.
         let mut quiet = demand(0.0);
         quiet.slowest = 15 * MIN;
         let mut slow = demand(100.0);
@@ -209,8 +318,9 @@ mod tests {
         let mut paged = demand(1.0);
         paged.pages = 3;
         let s = allocate(&[quiet, slow, paged], budget(2), 1e9);
+        let every = (900.0 - 183.032) / 1.1;
         assert!(
-            (s[0].checks_per_hour - 4.0 / SLOWEST_PLANNED).abs() < 1e-6,
+            (s[0].checks_per_hour - 3600.0 / every).abs() < 1e-6,
             "{s:?}"
         );
         assert!((s[1].checks_per_hour - 6.0).abs() < 1e-6, "{s:?}");

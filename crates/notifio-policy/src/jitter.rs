@@ -35,6 +35,10 @@ impl Draws {
     }
 }
 
+/// The interval jitter searches get (±10 %): the scheduler's default, and what a budget's plan
+/// allows for when it promises `max_interval` (docs/policy.md#a-request-budget-per-site).
+pub const INTERVAL_JITTER: f64 = 0.1;
+
 /// The interval jitter: a fraction in `[0, 1]` (docs/architecture.md#scheduling: 0.1, ±10 %).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Jitter(f64);

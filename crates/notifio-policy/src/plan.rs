@@ -112,7 +112,11 @@ mod tests {
         );
         let resting = [planned(&busy, true), planned(&quiet, false)];
         let shares = plan_site(&resting, budget, k, 10);
-        let floor = 3600.0 / (900.0 * crate::allocate::SLOWEST_PLANNED);
+        // 900 s, less the jitter and the longest wait of two searches on 4/min (76.274 s).
+        let floor = 3600.0 / ((900.0 - 76.274) / 1.1);
+        let wait = budget.longest_wait([1, 1]);
+        let planned = crate::allocate::slowest_planned(Duration::from_secs(900), wait);
+        assert!((3600.0 / planned.as_secs_f64() - floor).abs() < 1e-6);
         assert!(
             (shares[0].checks_per_hour - floor).abs() < 1e-6,
             "only its max_interval: {shares:?}"

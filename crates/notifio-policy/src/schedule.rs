@@ -29,7 +29,7 @@
 use crate::allocate::RequestBudget;
 use crate::backoff::RefusalKind;
 use crate::classify::Outcome;
-use crate::jitter::{Draws, Jitter};
+use crate::jitter::{Draws, INTERVAL_JITTER, Jitter};
 use crate::registry::{Admission, Entry, Registry};
 use crate::site::SiteKey;
 use crate::time::Timestamp;
@@ -89,7 +89,7 @@ impl Default for SchedulerConfig {
             spacing: Duration::from_secs(2),
             site_spacing: HashMap::new(),
             concurrency: 4,
-            interval_jitter: 0.1,
+            interval_jitter: INTERVAL_JITTER,
         }
     }
 }
@@ -363,11 +363,7 @@ impl Spent {
         let Some(b) = self.budget else {
             return Ok(None);
         };
-        // The site counts requests as they arrive, and two requests can take different times
-        // to get there: the window is kept a tenth longer (at most a second), so that no
-        // window of the site's own clock holds more than the budget either.
-        let per = millis(b.per);
-        let per = per + (per / 10).min(1000);
+        let per = millis(b.counted_window());
         let allowed = b.requests.max(1) as usize;
         let need = (requests.max(1) as usize).min(allowed);
         let window_start = now.saturating_sub(per);
