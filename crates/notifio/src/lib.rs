@@ -3,6 +3,7 @@
 //! on a site lives in `notifio-policy`; this crate does the I/O those decisions call for.
 
 pub mod announce;
+pub mod chat;
 pub mod cli;
 pub mod clock;
 pub mod config;
