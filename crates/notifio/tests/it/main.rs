@@ -5,6 +5,7 @@
 //! `cargo test -p notifio --test it watch::` runs one area.
 
 mod app;
+mod bot_api;
 mod browser;
 mod browser_fetch;
 mod budget;
