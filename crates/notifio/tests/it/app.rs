@@ -523,7 +523,8 @@ async fn a_preview_shows_what_a_selector_finds_records_nothing_and_respects_a_wa
         .unwrap();
     assert_eq!(stored, 0);
     assert_eq!(app.status().await.searches.len(), 1);
-    // A selector that finds nothing says so.
+    // A selector that finds nothing on a result page: auto mode reads it, and says so with
+    // the selector it chose.
     let (_, r) = app
         .send(
             reqwest::Method::POST,
@@ -531,7 +532,13 @@ async fn a_preview_shows_what_a_selector_finds_records_nothing_and_respects_a_wa
             json!({"url": url, "listing": {"selector": "li.nothing"}}),
         )
         .await;
-    assert_eq!(r["outcome"], "layout_unknown", "{r}");
+    assert_eq!(
+        (&r["outcome"], &r["read"]),
+        (&"ok".into(), &"auto_fallback".into()),
+        "{r}"
+    );
+    assert_eq!(r["structure"], "section.results > article.listing", "{r}");
+    assert_eq!(r["found"], 12, "{r}");
     // A bad selector is a 400 naming it.
     let (code, r) = app
         .send(
@@ -862,7 +869,7 @@ async fn names_and_values_the_config_refuses_are_refused_from_the_page() {
 }
 
 /// What "Add a search" says on entering a URL: the profile that reads its site, a file in
-/// `sites/` beside the config among them, and whether it needs a `listing`.
+/// `sites/` beside the config among them, or auto mode for a site with none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_a_search_names_the_profile_a_url_is_read_with() {
     let portal = Portal::start(vec![site()]).await.unwrap();
@@ -878,8 +885,8 @@ async fn add_a_search_names_the_profile_a_url_is_read_with() {
     let other = portal.search_url("flats", "other");
     let v = profile(other.clone()).await;
     assert_eq!(
-        (&v["profile"], &v["needs_listing"]),
-        (&"generic".into(), &true.into()),
+        (&v["profile"], &v["needs_listing"], &v["auto"]),
+        (&"auto".into(), &false.into(), &true.into()),
         "{v}"
     );
     let v = profile("https://www.idealista.com/alquiler-viviendas/madrid/".into()).await;
