@@ -13,6 +13,7 @@
 //! - [`route`]: the router's requests and answers (MOTIS `one-to-all`, `one-to-many`).
 //! - [`reach`]: a listing's travel time from those answers, the filter, the area for the map.
 
+pub mod address;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
