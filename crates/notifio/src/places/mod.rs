@@ -14,6 +14,7 @@
 //! - [`reach`]: a listing's travel time from those answers, the filter, the area for the map.
 
 pub mod address;
+pub mod geocode;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
