@@ -15,6 +15,7 @@
 
 pub mod address;
 pub mod geocode;
+pub mod reach;
 pub mod route;
 
 use serde::{Deserialize, Serialize};
