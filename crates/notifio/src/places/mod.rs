@@ -18,6 +18,12 @@ pub mod geocode;
 pub mod reach;
 pub mod route;
 
+#[cfg(test)]
+mod against_fakes;
+#[cfg(test)]
+#[path = "../../tests/support/motis.rs"]
+mod fake;
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use url::Url;
