@@ -20,6 +20,7 @@ pub mod narrate;
 pub mod notify;
 mod pages;
 pub mod picture;
+pub mod places;
 pub mod price;
 #[cfg(test)]
 #[path = "../tests/support/real_pages.rs"]
