@@ -8,7 +8,7 @@ ROOT=..
 FIX=${NOTIFIO_REAL_PAGES:-$ROOT/../shared/fixtures}
 OWN=$ROOT/crates/notifio/tests/fixtures
 c() { mkdir -p "corpus/$1"; }
-for t in parse_retry_after classify cookies_txt config extract_idealista extract_immoscout24 extract_facebook extract_generic extract_profiles; do c "$t"; done
+for t in parse_retry_after classify cookies_txt config extract_idealista extract_immoscout24 extract_facebook extract_generic extract_profiles extract_auto; do c "$t"; done
 # Committed seeds (small, hand-written or minimised by `cargo fuzz cmin`).
 for t in seeds/*/; do t=$(basename "$t"); c "$t"; cp seeds/"$t"/* "corpus/$t/" 2>/dev/null || true; done
 # config: every ```toml block of docs/config.md, and the starter file.
@@ -38,4 +38,6 @@ for m in 0 1; do { printf "\\x0$m"; cat "$OWN/generic_cards.html"; } > corpus/ex
 # profiles: first byte picks a built-in profile file (in catalog order), then the portal's page.
 i=0; for f in "$OWN"/sites/*.html; do [ -e "$f" ] || continue; { printf "\\x$(printf %02x $i)"; cat "$f"; } > "corpus/extract_profiles/$(basename "$f" .html)"; i=$((i+1)); done
 { printf '\x00'; cat "$OWN/no_results.html"; } > corpus/extract_profiles/none
+# auto mode: every real page in the repository (with a profile and without), and the own cards.
+cp "$OWN"/sites/*.html "$OWN"/auto/*.html "$OWN/generic_cards.html" "$OWN/no_results.html" corpus/extract_auto/ 2>/dev/null || true
 echo "seeded: $(for d in corpus/*/; do printf '%s=%s ' "$(basename "$d")" "$(ls "$d" | wc -l)"; done)"
